@@ -1,0 +1,302 @@
+"""Plotly figures built from round-record DataFrames only (`records.records_to_frame`).
+
+Every builder reads the frozen record columns, never engine internals, so the app, the
+benchmarks and saved traces (`records.read_trace`) draw the same pictures. Symbols follow
+the LibraSpec paper: d (chosen speculative length), d* (oracle length), q_i (drafter
+confidence of draft i), eps_i (Algorithm 1 bound, eq. in line 6), B (draft budget),
+n (block size), alpha, tau (tokens committed per round).
+
+Conventions shared by every figure: one colour per mode (`MODE_COLORS`), a fixed height,
+fixed axis ranges where the data allow it, and a constant `uirevision` per figure kind
+so a user's zoom survives live updates.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from libraspec.policy import epsilon_bounds
+
+# Okabe-Ito palette: distinguishable under the common colour-vision deficiencies.
+MODE_COLORS: dict[str, str] = {
+    "ar": "#7F7F7F",
+    "static": "#0072B2",
+    "libraspec": "#D55E00",
+    "oracle": "#009E73",
+    "g4": "#CC79A7",
+    "failfast": "#E69F00",
+}
+MODE_ORDER = tuple(MODE_COLORS)
+FALLBACK_COLOR = "#333333"
+TEMPLATE = "plotly_white"
+HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 560, "speedup": 340, "profile": 340}
+MIN_LENGTH_AXIS = 24  # d axes show at least 0..d_max (paper's DFlash d_max = 24)
+
+
+def mode_color(mode: str) -> str:
+    return MODE_COLORS.get(mode, FALLBACK_COLOR)
+
+
+def _modes(frame: pd.DataFrame) -> list[str]:
+    """Modes present in `frame`, in the canonical order, unknown modes last."""
+    present = list(dict.fromkeys(frame["mode"])) if "mode" in frame else []
+    known = [m for m in MODE_ORDER if m in present]
+    return known + [m for m in present if m not in MODE_COLORS]
+
+
+def _layout(fig: go.Figure, kind: str, title: str, **extra: Any) -> go.Figure:
+    fig.update_layout(
+        template=TEMPLATE,
+        height=HEIGHTS[kind],
+        uirevision=kind,
+        title=dict(text=title, x=0.01, font=dict(size=15)),
+        margin=dict(l=60, r=20, t=50, b=45),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+        **extra,
+    )
+    return fig
+
+
+def _empty(fig: go.Figure, message: str) -> go.Figure:
+    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper",
+                       x=0.5, y=0.5, font=dict(size=14, color="#888888"))
+    return fig
+
+
+def _rows(frame: pd.DataFrame, mode: str) -> pd.DataFrame:
+    return frame[frame["mode"] == mode].sort_values("round_index")
+
+
+def _present(value: Any) -> bool:
+    """True for a real oracle length; False for None / NaN (pandas turns None into NaN)."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def length_figure(frame: pd.DataFrame) -> go.Figure:
+    """Chosen length d per round for each mode (solid steps) and each round's d* (dashed)."""
+    fig = go.Figure()
+    top = MIN_LENGTH_AXIS
+    last_round = 0
+    for mode in _modes(frame):
+        rows = _rows(frame, mode)
+        if mode == "ar" or rows.empty:
+            continue
+        x = rows["round_index"].tolist()
+        last_round = max(last_round, max(x))
+        top = max(top, int(rows["chosen_length"].max()))
+        fig.add_trace(go.Scatter(
+            x=x, y=rows["chosen_length"].tolist(), name=f"{mode} d", mode="lines+markers",
+            line=dict(color=mode_color(mode), shape="hv", width=2), marker=dict(size=4),
+            legendgroup=mode,
+            hovertemplate=f"{mode}<br>round %{{x}}<br>d = %{{y}}<extra></extra>"))
+        oracle = [(r, v) for r, v in zip(x, rows["oracle_length"]) if _present(v)]
+        if mode != "oracle" and oracle:
+            ox, oy = zip(*oracle)
+            top = max(top, int(max(oy)))
+            fig.add_trace(go.Scatter(
+                x=list(ox), y=[int(v) for v in oy], name=f"{mode} d*", mode="lines+markers",
+                line=dict(color=mode_color(mode), shape="hv", dash="dash", width=1.5),
+                marker=dict(size=5, symbol="diamond-open"), legendgroup=mode,
+                hovertemplate=f"{mode}<br>round %{{x}}<br>d* = %{{y}}<extra></extra>"))
+    if not fig.data:
+        _empty(fig, "no rounds yet")
+    return _layout(
+        fig, "length", "Speculative length d per round (dashed: oracle d*)",
+        xaxis=dict(title="round", range=[-0.5, max(last_round, 10) + 0.5], zeroline=False),
+        yaxis=dict(title="d (draft tokens)", range=[0, top + 1.5]))
+
+
+def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figure:
+    """Rounds x draft positions, colour = q_i; markers at the chosen d and the accepted a.
+
+    A marker sits on the boundary after the last position it covers (x = d + 0.5,
+    x = a + 0.5), so the cells left of it are the submitted / accepted drafts.
+    """
+    rows = _rows(frame, mode) if "mode" in frame else frame.iloc[0:0]
+    fig = go.Figure()
+    width = max((len(q) for q in rows["confidences"]), default=0) if not rows.empty else 0
+    if rows.empty or width == 0:
+        _empty(fig, f"no drafted rounds for {mode}")
+        return _layout(fig, "heatmap", f"Drafter confidence q_i ({mode})",
+                       xaxis=dict(range=[0, MIN_LENGTH_AXIS + 1]), yaxis=dict(range=[0, 10]))
+    rounds = rows["round_index"].tolist()
+    z = np.full((len(rows), width), np.nan)  # (rounds, positions)
+    for k, q in enumerate(rows["confidences"]):
+        z[k, : len(q)] = q
+    fig.add_trace(go.Heatmap(
+        z=z, x=list(range(1, width + 1)), y=rounds, zmin=0.0, zmax=1.0, colorscale="Viridis",
+        name="q_i", colorbar=dict(title="q_i", thickness=12, len=0.9),
+        hovertemplate="round %{y}<br>position i = %{x}<br>q_i = %{z:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(
+        x=[d + 0.5 for d in rows["chosen_length"]], y=rounds, name="chosen d", mode="markers",
+        marker=dict(symbol="line-ns", size=11, line=dict(width=3, color="#FFFFFF")),
+        customdata=rows["chosen_length"].tolist(),
+        hovertemplate="round %{y}<br>d = %{customdata}<extra></extra>"))
+    fig.add_trace(go.Scatter(
+        x=[a + 0.5 for a in rows["accepted"]], y=rounds, name="accepted a", mode="markers",
+        marker=dict(symbol="circle", size=7, color=mode_color(mode),
+                    line=dict(width=1, color="#FFFFFF")),
+        customdata=rows["accepted"].tolist(),
+        hovertemplate="round %{y}<br>accepted a = %{customdata}<extra></extra>"))
+    oracle = [(r, v) for r, v in zip(rounds, rows["oracle_length"]) if _present(v)]
+    if oracle:
+        fig.add_trace(go.Scatter(
+            x=[int(v) + 0.5 for _, v in oracle], y=[r for r, _ in oracle], name="oracle d*",
+            mode="markers", marker=dict(symbol="diamond-open", size=9,
+                                         color=MODE_COLORS["oracle"], line=dict(width=2)),
+            customdata=[int(v) for _, v in oracle],
+            hovertemplate="round %{y}<br>d* = %{customdata}<extra></extra>"))
+    return _layout(
+        fig, "heatmap", f"Drafter confidence q_i per round ({mode})",
+        xaxis=dict(title="draft position i", range=[0, max(width, MIN_LENGTH_AXIS) + 1]),
+        yaxis=dict(title="round", autorange="reversed"))
+
+
+def _record_value(record_row: pd.Series | Mapping[str, Any], key: str) -> Any:
+    return record_row[key] if key in record_row else None
+
+
+def _sequence(record_row: pd.Series | Mapping[str, Any], key: str) -> list:
+    value = _record_value(record_row, key)
+    return [] if value is None else list(value)
+
+
+def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> go.Figure:
+    """eps_i bounds of one round (bars), the chosen d (line), eps* = min_i eps_i (dashed),
+    and a table of every Algorithm 1 iteration (lines 5-13) from `policy_steps`.
+
+    `record_row` is one row of a record frame (`frame.iloc[k]`) or a mapping with the
+    same keys. The bars are the record's `eps_bounds` (eps_i over q_1..q_d at the
+    chosen d, Algorithm 1 line 6); a record without them (static, oracle, ...) gets
+    them from its confidences with the given alpha. q_i is drawn on a second axis.
+    """
+    mode = str(_record_value(record_row, "mode"))
+    d = int(_record_value(record_row, "chosen_length"))
+    eps = [int(e) for e in _sequence(record_row, "eps_bounds")]
+    q = [float(v) for v in _sequence(record_row, "confidences")]
+    if not eps and 0 < d <= len(q):
+        eps = epsilon_bounds(q[:d], alpha).tolist()  # modes that record no bounds
+    steps = _sequence(record_row, "policy_steps")
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.66, 0.34], vertical_spacing=0.1,
+                        specs=[[{"type": "xy", "secondary_y": True}], [{"type": "table"}]])
+    width = max(len(eps), d, 1)
+    if eps:
+        eps_star = min(eps)
+        positions = list(range(1, len(eps) + 1))
+        fig.add_trace(go.Bar(
+            x=positions, y=eps, name="eps_i", marker_color=mode_color(mode), opacity=0.75,
+            marker_line=dict(width=[3 if e == eps_star else 0 for e in eps], color="#000000"),
+            hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>"), row=1, col=1)
+        fig.add_trace(go.Scatter(
+            x=[0.5, width + 0.5], y=[eps_star, eps_star], name=f"eps* = {eps_star}",
+            mode="lines", line=dict(color="#000000", dash="dash", width=1.5)), row=1, col=1)
+    fig.add_trace(go.Scatter(
+        x=[0.5, width + 0.5], y=[d, d], name=f"chosen d = {d}", mode="lines",
+        line=dict(color=MODE_COLORS["oracle"] if mode == "oracle" else "#444444", width=2)),
+        row=1, col=1)
+    if q:
+        shown = q[:width]
+        fig.add_trace(go.Scatter(
+            x=list(range(1, len(shown) + 1)), y=shown, name="q_i", mode="lines+markers",
+            line=dict(color="#56B4E9", width=1.5), marker=dict(size=4),
+            hovertemplate="i = %{x}<br>q_i = %{y:.3f}<extra></extra>"),
+            row=1, col=1, secondary_y=True)
+    header = ["iter", "d before", "eps*", "d after", "B", "blocks", "rollback"]
+    cells = [
+        list(range(1, len(steps) + 1)),
+        [s["d_before"] for s in steps], [s["eps_star"] for s in steps],
+        [s["d_after"] for s in steps], [s["budget"] for s in steps],
+        [s["blocks_requested"] for s in steps], ["yes" if s["rollback"] else "" for s in steps],
+    ]
+    fig.add_trace(go.Table(
+        header=dict(values=header, fill_color="#EEEEEE", align="center"),
+        cells=dict(values=cells, align="center", height=22), name="Algorithm 1 steps"),
+        row=2, col=1)
+    top = max(eps + [d, 1])
+    fig.update_xaxes(title_text="draft position i", range=[0.5, width + 0.5], row=1, col=1)
+    fig.update_yaxes(title_text="eps_i", range=[0, top * 1.15 + 1], row=1, col=1)
+    fig.update_yaxes(title_text="q_i", range=[0, 1.05], showgrid=False,
+                     row=1, col=1, secondary_y=True)
+    round_index = _record_value(record_row, "round_index")
+    note = "" if steps else " (no Algorithm 1 iterations recorded for this mode)"
+    return _layout(fig, "epsilon",
+                   f"Round {round_index} ({mode}): eps_i bounds, alpha = {alpha:g}{note}",
+                   barmode="overlay")
+
+
+def speedup_figure(frame: pd.DataFrame, ar_seconds_per_token: float | None,
+                   ar_modeled_per_token: float | None) -> go.Figure:
+    """Cumulative speedup over AR after each round: measured (solid) and modeled (dashed).
+
+    eta(t) = (tokens so far * AR seconds per token) / seconds so far, with the measured
+    clock (`cumulative_s`) or the latency profile's clock (`cumulative_modeled_s`).
+    """
+    fig = go.Figure()
+    top, right = 2.0, 16
+    clocks = (("measured", "cumulative_s", ar_seconds_per_token, "solid"),
+              ("modeled", "cumulative_modeled_s", ar_modeled_per_token, "dash"))
+    for mode in _modes(frame):
+        rows = _rows(frame, mode)
+        if mode == "ar" or rows.empty:
+            continue
+        tokens = rows["cumulative_tokens"].to_numpy(dtype=float)
+        right = max(right, int(tokens.max()))
+        for label, column, per_token, dash in clocks:
+            if not per_token or per_token <= 0:
+                continue
+            seconds = rows[column].to_numpy(dtype=float)
+            keep = seconds > 0
+            eta = tokens[keep] * per_token / seconds[keep]
+            if eta.size:
+                top = max(top, float(eta.max()))
+            fig.add_trace(go.Scatter(
+                x=tokens[keep].tolist(), y=eta.tolist(), name=f"{mode} {label}", mode="lines",
+                line=dict(color=mode_color(mode), dash=dash, width=2), legendgroup=mode,
+                hovertemplate=f"{mode} ({label})<br>%{{x}} tokens<br>%{{y:.2f}}x<extra></extra>"))
+    if not fig.data:
+        _empty(fig, "no rounds or no AR baseline yet")
+    fig.add_hline(y=1.0, line=dict(color=MODE_COLORS["ar"], width=1, dash="dot"),
+                  annotation_text="AR", annotation_position="bottom right")
+    return _layout(
+        fig, "speedup", "Cumulative speedup over AR (solid: measured, dashed: modeled)",
+        xaxis=dict(title="generated tokens", range=[0, right * 1.02]),
+        yaxis=dict(title="speedup (x)", range=[0, top * 1.1]))
+
+
+def profile_figure(profile: Any) -> go.Figure:
+    """Latency profile: target verification ms vs k new tokens, drafter ms per block count.
+
+    `profile` is a `libraspec.cost.LatencyProfile`: `verify_s[k-1]` is one target forward
+    over k new tokens, `draft_s[m-1]` drafting m blocks, and `linear_fit()` gives the
+    least-squares line t0 + c k through the verification costs (c: the paper's cost per
+    verified position, section 3.3).
+    """
+    verify_ms = [1000.0 * v for v in profile.verify_s]
+    draft_ms = [1000.0 * v for v in profile.draft_s]
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.12,
+                        subplot_titles=("target verification", "drafter"))
+    ks = list(range(1, len(verify_ms) + 1))
+    fig.add_trace(go.Scatter(
+        x=ks, y=verify_ms, name="verify (measured)", mode="markers",
+        marker=dict(color="#444444", size=6),
+        hovertemplate="k = %{x} tokens<br>%{y:.1f} ms<extra></extra>"), row=1, col=1)
+    intercept_s, slope_s = profile.linear_fit()  # verify_s[k-1] ~ t0 + c k
+    fig.add_trace(go.Scatter(
+        x=ks, y=[1000.0 * (intercept_s + slope_s * k) for k in ks], mode="lines",
+        name=f"fit: {1000 * intercept_s:.1f} + {1000 * slope_s:.2f} k ms",
+        line=dict(color="#444444", dash="dash", width=1.5)), row=1, col=1)
+    blocks = list(range(1, len(draft_ms) + 1))
+    fig.add_trace(go.Bar(
+        x=blocks, y=draft_ms, name="draft (measured)", marker_color="#56B4E9",
+        hovertemplate="%{x} block(s)<br>%{y:.1f} ms<extra></extra>"), row=1, col=2)
+    top = max(verify_ms + draft_ms + [1.0])
+    fig.update_xaxes(title_text="new tokens k", range=[0, len(ks) + 1], row=1, col=1)
+    fig.update_xaxes(title_text="blocks", range=[0.4, len(blocks) + 0.6], dtick=1, row=1, col=2)
+    fig.update_yaxes(title_text="ms", range=[0, top * 1.15], row=1, col=1)
+    fig.update_yaxes(range=[0, top * 1.15], row=1, col=2)
+    return _layout(fig, "profile", "Latency profile of this machine")

@@ -1,0 +1,186 @@
+"""Figure builders on a hand-made record set: trace names, counts, lengths, mode colours."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from libraspec import plots
+from libraspec.cost import LatencyProfile
+from libraspec.policy import epsilon_bounds
+from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_frame, write_csv
+
+N = 4  # block size of the hand-made rounds
+
+
+def _round(mode: str, k: int, d: int, accepted: int, blocks: int, q: list[float],
+           oracle: int | None, steps=(), eps=(), clock: tuple[float, float] = (0.0, 0.0),
+           tokens_before: int = 0) -> RoundRecord:
+    tau = accepted + 1
+    return RoundRecord(
+        mode=mode, round_index=k, start_position=10 + tokens_before,
+        draft_tokens=tuple(range(blocks * N)), confidences=tuple(q), blocks_drafted=blocks,
+        policy_steps=tuple(steps), eps_bounds=tuple(eps), chosen_length=d, accepted=accepted,
+        committed_tokens=tuple(range(100, 100 + tau)), bonus_token=99, oracle_length=oracle,
+        draft_s=0.01, policy_s=0.001, verify_s=0.05, modeled_s=0.05,
+        cumulative_tokens=tokens_before + tau, cumulative_s=clock[0], cumulative_modeled_s=clock[1],
+    )
+
+
+def _run(mode: str, lengths: list[int], accepted: list[int], blocks: list[int],
+         oracle: list[int | None]) -> list[RoundRecord]:
+    out, tokens, seconds = [], 0, 0.0
+    for k, (d, a, b, o) in enumerate(zip(lengths, accepted, blocks, oracle)):
+        q = [0.9 - 0.05 * i for i in range(b * N)]
+        steps, eps = (), ()
+        if mode == "libraspec":
+            eps = tuple(int(e) for e in epsilon_bounds(q[:d], 2.2))
+            steps = (PolicyStep(N, min(eps) + 1, d + 1, 3, 1, False),
+                     PolicyStep(d + 1, d, d, 0, 0, True))
+        seconds += 0.06
+        out.append(_round(mode, k, d, a, b, q, o, steps, eps, (seconds, seconds * 0.9), tokens))
+        tokens += a + 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    records = (
+        _run("ar", [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [None] * 4)
+        + _run("static", [4, 4, 4], [1, 4, 0], [1, 1, 1], [5, 6, 2])
+        + _run("libraspec", [6, 3, 5, 8], [2, 3, 1, 8], [2, 1, 2, 2], [6, 3, 2, 8])
+        + _run("oracle", [5, 3], [3, 3], [2, 1], [5, 3])
+    )
+    return records_to_frame(records)
+
+
+def _by_name(fig: go.Figure) -> dict[str, go.BaseTraceType]:
+    return {t.name: t for t in fig.data}
+
+
+def _line_colour(trace) -> str:
+    return trace.marker.color if isinstance(trace, go.Bar) else trace.line.color
+
+
+def _assert_common(fig: go.Figure, kind: str) -> None:
+    assert fig.layout.height == plots.HEIGHTS[kind]
+    assert fig.layout.uirevision == kind
+
+
+def test_mode_colours_are_distinct_and_cover_every_mode():
+    assert set(plots.MODE_COLORS) == {"ar", "static", "libraspec", "oracle", "g4", "failfast"}
+    assert len(set(plots.MODE_COLORS.values())) == len(plots.MODE_COLORS)
+
+
+def test_length_figure_traces(frame):
+    fig = plots.length_figure(frame)
+    _assert_common(fig, "length")
+    traces = _by_name(fig)
+    # AR has no d; oracle's own d is d*, so it gets no separate d* line.
+    assert set(traces) == {"static d", "static d*", "libraspec d", "libraspec d*", "oracle d"}
+    assert list(traces["libraspec d"].y) == [6, 3, 5, 8]
+    assert list(traces["libraspec d*"].y) == [6, 3, 2, 8]
+    assert list(traces["static d"].x) == [0, 1, 2]
+    assert traces["static d*"].line.dash == "dash"
+    for name, trace in traces.items():
+        assert _line_colour(trace) == plots.MODE_COLORS[name.split()[0]]
+        assert trace.line.shape == "hv"
+    assert fig.layout.yaxis.range[1] >= 24
+
+
+def test_length_figure_skips_missing_oracle_annotations(frame):
+    rows = frame[frame["mode"] == "static"].copy()
+    rows["oracle_length"] = [None, 4, None]
+    traces = _by_name(plots.length_figure(rows))
+    assert list(traces["static d*"].x) == [1]
+
+
+def test_confidence_heatmap(frame):
+    fig = plots.confidence_heatmap(frame, "libraspec")
+    _assert_common(fig, "heatmap")
+    traces = _by_name(fig)
+    assert set(traces) == {"q_i", "chosen d", "accepted a", "oracle d*"}
+    heat = traces["q_i"]
+    assert len(heat.z) == 4 and len(heat.z[0]) == 2 * N  # rounds x widest drafted round
+    assert math.isnan(heat.z[1][N])  # round 1 drafted one block only
+    assert heat.zmin == 0 and heat.zmax == 1
+    assert list(traces["chosen d"].x) == [6.5, 3.5, 5.5, 8.5]
+    assert list(traces["accepted a"].x) == [2.5, 3.5, 1.5, 8.5]
+    assert traces["accepted a"].marker.color == plots.MODE_COLORS["libraspec"]
+
+
+def test_confidence_heatmap_without_rows_is_an_empty_figure(frame):
+    fig = plots.confidence_heatmap(frame, "g4")
+    assert len(fig.data) == 0 and fig.layout.annotations
+
+
+def test_epsilon_figure_libraspec_round(frame):
+    row = frame[frame["mode"] == "libraspec"].iloc[0]
+    fig = plots.epsilon_figure(row, alpha=2.2)
+    _assert_common(fig, "epsilon")
+    traces = _by_name(fig)
+    eps = list(row["eps_bounds"])
+    assert list(traces["eps_i"].y) == eps and list(traces["eps_i"].x) == list(range(1, 7))
+    assert traces["eps_i"].marker.color == plots.MODE_COLORS["libraspec"]
+    assert list(traces["chosen d = 6"].y) == [6, 6]
+    assert list(traces[f"eps* = {min(eps)}"].y) == [min(eps)] * 2
+    assert len(traces["q_i"].y) == 6
+    table = next(t for t in fig.data if isinstance(t, go.Table))
+    columns = table.cells.values
+    assert len(columns) == 7 and all(len(c) == 2 for c in columns)  # two Algorithm 1 steps
+    assert list(columns[6]) == ["", "yes"]
+
+
+def test_epsilon_figure_computes_bounds_for_modes_without_them(frame):
+    row = frame[frame["mode"] == "static"].iloc[0]
+    traces = _by_name(plots.epsilon_figure(row, alpha=2.2))
+    q = list(row["confidences"])[:4]
+    assert list(traces["eps_i"].y) == epsilon_bounds(q, 2.2).tolist()
+    assert traces["eps_i"].marker.color == plots.MODE_COLORS["static"]
+
+
+def test_epsilon_figure_reads_a_saved_trace(frame, tmp_path):
+    loaded = read_trace(write_csv(frame, str(tmp_path / "trace.csv")))
+    row = loaded[loaded["mode"] == "libraspec"].iloc[1]
+    fig = plots.epsilon_figure(row, alpha=2.2)
+    assert len(_by_name(fig)["eps_i"].y) == 3
+
+
+def test_speedup_figure(frame):
+    fig = plots.speedup_figure(frame, ar_seconds_per_token=0.06, ar_modeled_per_token=0.05)
+    _assert_common(fig, "speedup")
+    traces = _by_name(fig)
+    modes = ("static", "libraspec", "oracle")
+    assert set(traces) == {f"{m} {c}" for m in modes for c in ("measured", "modeled")}
+    lib = frame[frame["mode"] == "libraspec"]
+    measured = traces["libraspec measured"]
+    assert list(measured.x) == lib["cumulative_tokens"].tolist()
+    expected = [t * 0.06 / s for t, s in zip(lib["cumulative_tokens"], lib["cumulative_s"])]
+    assert list(measured.y) == pytest.approx(expected)
+    for name, trace in traces.items():
+        assert trace.line.color == plots.MODE_COLORS[name.split()[0]]
+        assert trace.line.dash == ("solid" if name.endswith("measured") else "dash")
+
+
+def test_speedup_figure_without_ar_baseline_draws_only_modeled(frame):
+    fig = plots.speedup_figure(frame, ar_seconds_per_token=None, ar_modeled_per_token=0.05)
+    assert all(t.name.endswith("modeled") for t in fig.data) and len(fig.data) == 3
+
+
+def test_profile_figure():
+    profile = LatencyProfile.from_linear(0.05, 0.002, 0.03, block_size=N, max_tokens=25)
+    fig = plots.profile_figure(profile)
+    _assert_common(fig, "profile")
+    verify, fit, draft = fig.data
+    assert len(verify.x) == 25 and verify.y[0] == pytest.approx(52.0)
+    assert list(fit.y) == pytest.approx([50.0 + 2.0 * k for k in range(1, 26)])
+    assert list(draft.x) == list(range(1, len(profile.draft_s) + 1))
+
+
+def test_empty_frame_gives_placeholder_figures():
+    empty = records_to_frame([])
+    for fig in (plots.length_figure(empty), plots.confidence_heatmap(empty),
+                plots.speedup_figure(empty, 0.06, 0.05)):
+        assert fig.layout.annotations
