@@ -1,0 +1,88 @@
+"""Target wrapper: any transformers causal LM, one sequence, one KV cache.
+
+The engine keeps one invariant: the target cache holds every committed token except the
+newest one, which is the first input of the next round. A round feeds
+`[last token, d drafts]` (d + 1 new positions), reads logits and the hidden states the
+drafter taps, and then `crop_cache` drops the rejected tail. All cache calls go through
+this module, so the transformers 5.x changes (`DynamicCache.crop` takes a negative count;
+`past_key_values=` being renamed `cache=`) are handled in one place.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+
+def cache_length(cache: DynamicCache) -> int:
+    return int(cache.get_seq_length())
+
+
+def crop_cache(cache: DynamicCache, length: int) -> None:
+    """Keep the first `length` positions of a transformers cache (transformers 5.x API)."""
+    current = cache_length(cache)
+    if length < 0 or length > current:
+        raise ValueError(f"cannot crop a cache of {current} positions to {length}")
+    if length < current:
+        cache.crop(length - current)  # 5.x: a negative count removes that many positions
+
+
+@dataclass
+class TargetOutput:
+    logits: torch.Tensor  # (T, V) float32 or float64, one row per new position
+    hidden_states: tuple[torch.Tensor, ...]  # transformers' tuple: embeddings + one per layer, each (1, T, H)
+
+
+class TargetModel:
+    """A causal LM used as the speculative-decoding target (batch size 1)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model.eval()
+        self.config = model.config
+        params = inspect.signature(model.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        self.hidden_size = int(self.config.hidden_size)
+        self.num_layers = int(self.config.num_hidden_layers)
+        self.max_positions = int(getattr(self.config, "max_position_embeddings", 2048))
+        eos = getattr(model.generation_config, "eos_token_id", None) if hasattr(model, "generation_config") else None
+        if eos is None:
+            eos = getattr(self.config, "eos_token_id", None)
+        self.eos_token_ids = frozenset([] if eos is None else ([eos] if isinstance(eos, int) else list(eos)))
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    def new_cache(self) -> DynamicCache:
+        return DynamicCache(config=self.config)
+
+    @torch.inference_mode()
+    def forward(self, cache: DynamicCache, input_ids: list[int] | torch.Tensor, with_hidden: bool = True) -> TargetOutput:
+        """Feed new tokens after the cached ones; the cache grows by len(input_ids)."""
+        ids = torch.as_tensor(input_ids, dtype=torch.long, device=self.device).view(1, -1)  # (1, T)
+        start = cache_length(cache)
+        if start + ids.shape[1] > self.max_positions:
+            raise ValueError(
+                f"sequence of {start + ids.shape[1]} positions exceeds the target's context window "
+                f"({self.max_positions})"
+            )
+        positions = torch.arange(start, start + ids.shape[1], device=self.device).view(1, -1)
+        out = self.model(
+            input_ids=ids,
+            position_ids=positions,
+            use_cache=True,
+            output_hidden_states=with_hidden,
+            **{self._cache_kwarg: cache},
+        )
+        hidden = tuple(out.hidden_states) if with_hidden else ()
+        logits = out.logits[0]  # (T, V)
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
+        return TargetOutput(logits=logits, hidden_states=hidden)

@@ -1,0 +1,99 @@
+"""Measuring the latency profile (DESIGN.md section 5) on the models and machine at hand.
+
+T^verify_k: median wall time of one target forward with k new tokens over a realistic
+context, k = 1..d_max + 1 (a round verifies [last token, d drafts]). T^draft_b: median
+time of drafting b blocks in one round (pass b sees the b - 1 blocks drafted before it).
+Profiles are cached on disk per model pair, machine and settings.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+
+import torch
+
+from .cost import LatencyProfile
+from .draft import DraftBuffer
+from .models.target import crop_cache
+from .verify import SamplingConfig
+
+
+def cache_root() -> str:
+    """User cache folder for converted models and profiles (env LIBRASPEC_CACHE overrides)."""
+    return os.environ.get("LIBRASPEC_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "libraspec")
+
+
+def machine_description() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    info = {"cpu": cpu, "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "python": platform.python_version()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+@torch.inference_mode()
+def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
+                    repeats: int = 5) -> LatencyProfile:
+    """Median seconds of target forwards with 1..max_tokens new tokens and of 1..max_blocks drafts."""
+    target, drafter = pair.target, pair.drafter
+    context_len = max(2, min(context_len, target.max_positions - max_tokens - 1))
+    gen = torch.Generator().manual_seed(0)
+    context = torch.randint(0, target.vocab_size, (context_len,), generator=gen).tolist()
+    cache = target.new_cache()
+    out = target.forward(cache, context[:-1])
+    dcache = drafter.new_cache()
+    drafter.extend_context(dcache, drafter.target_features(out.hidden_states),
+                           torch.arange(context_len - 1).view(1, -1))
+    sync = torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
+
+    def timed(fn) -> float:
+        samples = []
+        for _ in range(repeats + 1):  # the first call warms up and is dropped
+            sync()
+            start = time.perf_counter()
+            fn()
+            sync()
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples[1:])
+
+    def verify(k: int) -> None:
+        target.forward(cache, context[-1:] + context[:k - 1])
+        crop_cache(cache, context_len - 1)
+
+    def draft(blocks: int) -> None:
+        DraftBuffer(drafter, dcache, context[-1], context_len - 1, target.vocab_size,
+                    SamplingConfig(), None).extend(blocks)
+
+    verify_s = tuple(timed(lambda k=k: verify(k)) for k in range(1, max_tokens + 1))
+    draft_s = tuple(timed(lambda b=b: draft(b)) for b in range(1, max_blocks + 1))
+    meta = {"pair": pair.name, "context_len": context_len, "repeats": repeats,
+            "device": str(target.device), "dtype": str(target.dtype), **machine_description()}
+    return LatencyProfile(verify_s=verify_s, draft_s=draft_s, block_size=int(drafter.block_size) - 1, meta=meta)
+
+
+def cached_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
+                   repeats: int = 5, refresh: bool = False) -> LatencyProfile:
+    """`measure_profile`, cached on disk by model pair, machine and settings."""
+    key = {"pair": pair.name, "drafter": getattr(pair, "drafter_id", ""), "max_tokens": max_tokens,
+           "max_blocks": max_blocks, "context_len": context_len, "repeats": repeats,
+           "device": str(pair.target.device), "dtype": str(pair.target.dtype), **machine_description()}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    path = os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")
+    if not refresh and os.path.exists(path):
+        try:
+            return LatencyProfile.from_json(path)
+        except (ValueError, KeyError, json.JSONDecodeError):
+            pass  # a damaged profile is measured again and overwritten
+    profile = measure_profile(pair, max_tokens, max_blocks, context_len, repeats)
+    profile.to_json(path)
+    return profile

@@ -1,0 +1,160 @@
+"""Round records: the one interface between the engine and every view.
+
+Each decoding round yields one frozen `RoundRecord`; the app, the benchmarks and the
+trace files read only these. Symbols follow the LibraSpec paper: d is the speculative
+length submitted for verification, q_i the drafter confidence of draft i, eps_i the
+Algorithm 1 bound of position i, tau = accepted + 1 tokens committed per round.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class PolicyStep:
+    """One iteration of Algorithm 1 (lines 5-13): d before, eps*, d after, budget B."""
+
+    d_before: int
+    eps_star: int
+    d_after: int
+    budget: int  # B after the iteration (drafted tokens not yet inside d)
+    blocks_requested: int  # blocks drafted by this iteration (line 12), 0 if none
+    rollback: bool  # True when eps* <= d ended the loop (line 8)
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """Everything one round did. Times are seconds; `modeled_s` comes from the latency profile."""
+
+    mode: str  # "ar", "static", "libraspec", "oracle", "g4", "failfast"
+    round_index: int  # 0-based
+    start_position: int  # committed sequence length (prompt included) before the round
+    draft_tokens: tuple[int, ...]  # every token drafted this round (blocks_drafted * n)
+    confidences: tuple[float, ...]  # q_i of each drafted token
+    blocks_drafted: int
+    policy_steps: tuple[PolicyStep, ...]  # Algorithm 1 iterations (LibraSpec only)
+    eps_bounds: tuple[int, ...]  # eps_i over q_1..q_d at the chosen d
+    chosen_length: int  # d
+    accepted: int  # a: accepted draft tokens (0..d)
+    committed_tokens: tuple[int, ...]  # tokens appended this round (a + 1, fewer at EOS / limit)
+    bonus_token: int | None  # the target's correction / bonus token, None if cut by EOS / limit
+    oracle_length: int | None  # d* of this round's state (oracle mode or annotation)
+    draft_s: float
+    policy_s: float
+    verify_s: float
+    modeled_s: float  # the latency profile's time for this round
+    cumulative_tokens: int  # generated tokens so far, this round included
+    cumulative_s: float  # measured seconds so far (draft + policy + verify)
+    cumulative_modeled_s: float
+    finished: bool = False  # True on the last round of a run (EOS or max_new_tokens)
+
+    @property
+    def tau(self) -> int:
+        """Tokens committed this round (accepted drafts + bonus)."""
+        return len(self.committed_tokens)
+
+    @property
+    def measured_s(self) -> float:
+        return self.draft_s + self.policy_s + self.verify_s
+
+
+def records_to_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:
+    """One row per round; tuple fields stay as Python lists, policy steps as dicts."""
+    rows = []
+    for r in records:
+        row = dataclasses.asdict(r)
+        for key in ("draft_tokens", "confidences", "eps_bounds", "committed_tokens"):
+            row[key] = list(row[key])
+        row["policy_steps"] = [dict(s) for s in row["policy_steps"]]
+        row["tau"] = r.tau
+        row["measured_s"] = r.measured_s
+        rows.append(row)
+    columns = [f.name for f in dataclasses.fields(RoundRecord)] + ["tau", "measured_s"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _flat_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Sequence columns as JSON strings, so CSV round-trips them unambiguously."""
+    flat = frame.copy()
+    for key in ("draft_tokens", "confidences", "eps_bounds", "committed_tokens", "policy_steps"):
+        flat[key] = [json.dumps(v) for v in flat[key]]
+    return flat
+
+
+def _atomic_write(path: str, write) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_csv(records: Sequence[RoundRecord] | pd.DataFrame, path: str) -> str:
+    frame = records if isinstance(records, pd.DataFrame) else records_to_frame(records)
+    _atomic_write(path, lambda tmp: _flat_frame(frame).to_csv(tmp, index=False))
+    return path
+
+
+def write_parquet(records: Sequence[RoundRecord] | pd.DataFrame, path: str) -> str:
+    frame = records if isinstance(records, pd.DataFrame) else records_to_frame(records)
+    _atomic_write(path, lambda tmp: _flat_frame(frame).to_parquet(tmp, index=False))
+    return path
+
+
+def read_trace(path: str) -> pd.DataFrame:
+    """Inverse of `write_csv` / `write_parquet`."""
+    frame = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
+    for key in ("draft_tokens", "confidences", "eps_bounds", "committed_tokens", "policy_steps"):
+        frame[key] = [json.loads(v) for v in frame[key]]
+    return frame
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Totals of one run. Speedups are over AR decoding of the same prompt and settings."""
+
+    mode: str
+    tokens: int
+    rounds: int
+    tau: float  # mean tokens committed per round
+    seconds: float  # measured
+    modeled_seconds: float
+    tokens_per_s: float
+    speedup_measured: float | None
+    speedup_modeled: float | None
+    mad_vs_oracle: float | None  # mean |d - d*| over rounds that carry d*
+
+
+def summarize(records: Sequence[RoundRecord], ar_records: Sequence[RoundRecord] | None = None) -> RunSummary:
+    """Summary of one mode's records; speedups need the AR run of the same prompt."""
+    if not records:
+        raise ValueError("no records to summarize")
+    tokens = sum(r.tau for r in records)
+    seconds = sum(r.measured_s for r in records)
+    modeled = sum(r.modeled_s for r in records)
+    measured_speedup = modeled_speedup = None
+    if ar_records:
+        ar_tokens = sum(r.tau for r in ar_records)
+        ar_s = sum(r.measured_s for r in ar_records) / ar_tokens
+        ar_m = sum(r.modeled_s for r in ar_records) / ar_tokens
+        measured_speedup = ar_s / (seconds / tokens) if seconds > 0 else None
+        modeled_speedup = ar_m / (modeled / tokens) if modeled > 0 else None
+    pairs = [(r.chosen_length, r.oracle_length) for r in records if r.oracle_length is not None]
+    mad = sum(abs(d - o) for d, o in pairs) / len(pairs) if pairs and records[0].mode != "oracle" else None
+    return RunSummary(mode=records[0].mode, tokens=tokens, rounds=len(records), tau=tokens / len(records),
+                      seconds=seconds, modeled_seconds=modeled,
+                      tokens_per_s=tokens / seconds if seconds > 0 else float("inf"),
+                      speedup_measured=measured_speedup, speedup_modeled=modeled_speedup, mad_vs_oracle=mad)
