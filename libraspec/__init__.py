@@ -1,0 +1,1 @@
+"""LibraSpec Explorer: dynamic speculative length for block-diffusion drafters."""

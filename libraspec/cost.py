@@ -1,0 +1,145 @@
+"""Latency profile: the modeled cost of a round (paper Eq. 1; DESIGN.md section 5).
+
+A round drafts ceil(d / n) blocks (T^draft_d) and lets the target verify
+[last token, d drafts], a forward with d + 1 new tokens (T^verify_d). The modeled
+time of a round is `LatencyProfile.round_time(d)`; autoregressive decoding costs
+`ar_token_time()` per token. `linear_fit` gives the paper's per-position verification
+cost c (section 3.3), used to set alpha (section 3.4, `theory.alpha_from_costs`).
+
+This module is the model side only: the numbers come from measurements on this
+machine. Timing real models belongs in a `LatencyProfile.measure(...)` classmethod
+(engine side, to be added); nothing here makes numbers up.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def _check_times(values, name: str, minimum: int) -> tuple[float, ...]:
+    times = tuple(float(v) for v in values)
+    if len(times) < minimum:
+        raise ValueError(f"{name} needs at least {minimum} time(s), got {len(times)}")
+    if not all(math.isfinite(t) and t > 0 for t in times):
+        raise ValueError(f"{name} must hold finite times > 0 seconds")
+    return times
+
+
+def _extrapolate(times: tuple[float, ...], x: int, first_x: int) -> float:
+    """times[k] is the time at x = first_x + k; beyond the end continue the last segment.
+
+    The slope is clamped at 0 so measurement noise cannot make far lengths cheaper.
+    """
+    last = first_x + len(times) - 1
+    if x <= last:
+        return times[x - first_x]
+    slope = max(times[-1] - times[-2], 0.0)
+    return times[-1] + slope * (x - last)
+
+
+@dataclass(frozen=True)
+class LatencyProfile:
+    """Median seconds per target forward and per drafting, measured on one machine.
+
+    verify_s[k-1]: target forward with k new tokens, k = 1..K (K >= 2).
+    draft_s[b-1]: drafting b blocks of n tokens in one round, b = 1..len(draft_s).
+    """
+
+    verify_s: tuple[float, ...]
+    draft_s: tuple[float, ...]
+    block_size: int  # n
+    meta: dict = field(default_factory=dict, compare=False)  # machine, models, context, repeats
+
+    def __post_init__(self):
+        object.__setattr__(self, "verify_s", _check_times(self.verify_s, "verify_s", 2))
+        object.__setattr__(self, "draft_s", _check_times(self.draft_s, "draft_s", 1))
+        n = self.block_size
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"block_size must be an integer >= 1, got {n!r}")
+        object.__setattr__(self, "block_size", int(n))
+        object.__setattr__(self, "meta", dict(self.meta))
+
+    def verify_time(self, k: int) -> float:
+        """Target forward with k >= 1 new tokens; linear beyond the measured K."""
+        if k < 1:
+            raise ValueError(f"verification needs k >= 1 new tokens, got {k}")
+        return _extrapolate(self.verify_s, int(k), 1)
+
+    def draft_time(self, blocks: int) -> float:
+        """Drafting `blocks` blocks in one round (0 blocks cost 0); linear beyond the table."""
+        if blocks < 0:
+            raise ValueError(f"blocks must be >= 0, got {blocks}")
+        if blocks == 0:
+            return 0.0
+        return _extrapolate((0.0,) + self.draft_s, int(blocks), 0)  # (0, 0) anchors one entry
+
+    def round_time(self, d: int) -> float:
+        """T^draft_d + T^verify_d: ceil(d / n) blocks (at least one) and d + 1 verified tokens."""
+        if d < 1:
+            raise ValueError(f"speculative length d must be >= 1, got {d}")
+        blocks = max(1, -(-int(d) // self.block_size))
+        return self.draft_time(blocks) + self.verify_time(int(d) + 1)
+
+    def ar_token_time(self) -> float:
+        """Autoregressive seconds per token: one target forward with one new token."""
+        return self.verify_s[0]
+
+    def linear_fit(self) -> tuple[float, float]:
+        """Least squares verify_s[k-1] ~ t0 + c * k; c is the paper's cost per position."""
+        k = np.arange(1, len(self.verify_s) + 1, dtype=np.float64)
+        c, t0 = np.polyfit(k, np.asarray(self.verify_s), 1)
+        return float(t0), float(c)
+
+    @classmethod
+    def from_linear(cls, t0: float, c: float, draft_per_block: float, block_size: int,
+                    max_tokens: int, meta: dict | None = None) -> "LatencyProfile":
+        """A synthetic profile: verify t0 + c * k for k = 1..max_tokens, draft b * draft_per_block.
+
+        For theory and tests (the teaching view); measured profiles come from real models.
+        """
+        if max_tokens < 2:
+            raise ValueError(f"max_tokens must be >= 2, got {max_tokens}")
+        if not (math.isfinite(c) and c >= 0):
+            raise ValueError(f"per-token cost c must be finite and >= 0, got {c}")
+        blocks = max(1, -(-int(max_tokens) // int(block_size)))
+        info = {"source": "linear", "t0": t0, "c": c, "draft_per_block": draft_per_block}
+        info.update(meta or {})
+        return cls(tuple(t0 + c * k for k in range(1, max_tokens + 1)),
+                   tuple(draft_per_block * b for b in range(1, blocks + 1)), block_size, info)
+
+    def to_dict(self) -> dict:
+        return {"verify_s": list(self.verify_s), "draft_s": list(self.draft_s),
+                "block_size": self.block_size, "meta": dict(self.meta)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LatencyProfile":
+        missing = {"verify_s", "draft_s", "block_size"} - set(data)
+        if missing:
+            raise ValueError(f"latency profile lacks {', '.join(sorted(missing))}")
+        return cls(tuple(data["verify_s"]), tuple(data["draft_s"]), data["block_size"],
+                   dict(data.get("meta", {})))
+
+    def to_json(self, path: str) -> str:
+        """Write atomically (temporary file, then rename)."""
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(self.to_dict(), handle, indent=1)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+
+    @classmethod
+    def from_json(cls, path: str) -> "LatencyProfile":
+        with open(path) as handle:
+            return cls.from_dict(json.load(handle))

@@ -1,0 +1,82 @@
+"""Tests for libraspec.cost: the latency profile and the modeled round time."""
+import math
+
+import pytest
+
+from libraspec.cost import LatencyProfile
+
+
+def profile():
+    # verify 1..4 tokens, draft 1..2 blocks of n = 3
+    return LatencyProfile((0.06, 0.10, 0.11, 0.13), (0.02, 0.03), 3, {"machine": "test"})
+
+
+def test_table_and_extrapolation():
+    p = profile()
+    assert p.verify_time(1) == 0.06 and p.verify_time(4) == 0.13
+    assert math.isclose(p.verify_time(6), 0.13 + 2 * 0.02)  # last segment slope 0.02
+    assert p.draft_time(0) == 0.0 and p.draft_time(2) == 0.03
+    assert math.isclose(p.draft_time(4), 0.03 + 2 * 0.01)
+    assert p.ar_token_time() == 0.06
+
+
+def test_extrapolation_never_falls():
+    p = LatencyProfile((0.05, 0.04), (0.01,), 4)
+    assert p.verify_time(10) == 0.04  # negative last slope clamped to 0
+    assert math.isclose(p.draft_time(3), 0.03)  # single block: linear from (0, 0)
+
+
+def test_round_time_formula():
+    p = profile()
+    # d = 1: one block + verify 2 tokens; d = 3: one block + 4; d = 4: two blocks + 5
+    assert math.isclose(p.round_time(1), 0.02 + 0.10)
+    assert math.isclose(p.round_time(3), 0.02 + 0.13)
+    assert math.isclose(p.round_time(4), 0.03 + 0.15)
+    with pytest.raises(ValueError, match="d must be >= 1"):
+        p.round_time(0)
+
+
+def test_linear_fit_recovers_linear_profile():
+    p = LatencyProfile.from_linear(0.05, 0.003, 0.01, 15, 61, meta={"context": 300})
+    t0, c = p.linear_fit()
+    assert math.isclose(t0, 0.05, rel_tol=1e-9) and math.isclose(c, 0.003, rel_tol=1e-9)
+    assert len(p.verify_s) == 61 and len(p.draft_s) == 5
+    assert p.meta["context"] == 300 and p.meta["source"] == "linear"
+
+
+def test_json_round_trip(tmp_path):
+    p = profile()
+    path = p.to_json(str(tmp_path / "sub" / "profile.json"))
+    q = LatencyProfile.from_json(path)
+    assert q == p and q.meta == p.meta
+    assert LatencyProfile.from_dict(p.to_dict()) == p
+    assert [f.name for f in tmp_path.joinpath("sub").iterdir()] == ["profile.json"]
+
+
+def test_meta_is_not_compared_and_profile_hashes():
+    a = LatencyProfile((0.1, 0.2), (0.01,), 2, {"machine": "a"})
+    b = LatencyProfile([0.1, 0.2], [0.01], 2, {"machine": "b"})
+    assert a == b and hash(a) == hash(b)
+
+
+@pytest.mark.parametrize("verify, draft, n, message", [
+    ((0.1,), (0.01,), 2, "at least 2"),
+    ((0.1, 0.0), (0.01,), 2, "> 0"),
+    ((0.1, float("nan")), (0.01,), 2, "> 0"),
+    ((0.1, 0.2), (), 2, "at least 1"),
+    ((0.1, 0.2), (-0.01,), 2, "> 0"),
+    ((0.1, 0.2), (0.01,), 0, "block_size"),
+])
+def test_bad_profiles(verify, draft, n, message):
+    with pytest.raises(ValueError, match=message):
+        LatencyProfile(verify, draft, n)
+
+
+def test_bad_queries():
+    p = profile()
+    with pytest.raises(ValueError):
+        p.verify_time(0)
+    with pytest.raises(ValueError):
+        p.draft_time(-1)
+    with pytest.raises(ValueError, match="lacks"):
+        LatencyProfile.from_dict({"verify_s": [0.1, 0.2]})

@@ -1,0 +1,71 @@
+"""Tests for libraspec.oracle: accepted prefixes and the oracle length d*."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from libraspec.cost import LatencyProfile
+from libraspec.oracle import accepted_prefix_from_matches, oracle_length, oracle_rates
+
+
+def test_accepted_prefix_examples():
+    assert accepted_prefix_from_matches([True, True, False, True]).tolist() == [1, 2, 2, 2]
+    assert accepted_prefix_from_matches([False, True]).tolist() == [0, 0]
+    assert accepted_prefix_from_matches([True] * 3).tolist() == [1, 2, 3]
+
+
+def test_worked_oracle_example():
+    # a = (1, 2, 2, 2), times (1, 1.5, 1.6, 3): rates 2/1 = 2, 3/1.5 = 2, 3/1.6, 3/3
+    # the best rate 2 is reached at d = 1 and d = 2: the tie goes to d = 1.
+    assert oracle_length([1, 2, 2, 2], [1.0, 1.5, 1.6, 3.0]) == 1
+    # cheaper second length: 3 / 1.4 > 2, so d* = 2
+    assert oracle_length([1, 2, 2, 2], [1.0, 1.4, 1.6, 3.0]) == 2
+
+
+def test_oracle_ties_to_shorter_with_flat_cost():
+    # flat cost: every d with the same a(d) ties; the longest accepted prefix wins, first d
+    assert oracle_length([1, 2, 3, 3, 3], lambda d: 0.1) == 3
+    assert oracle_length([0, 0, 0], np.ones(3)) == 1
+
+
+@settings(deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=40),
+       st.lists(st.floats(0.01, 1.0), min_size=40, max_size=40))
+def test_oracle_is_first_argmax(matches, increments):
+    a = accepted_prefix_from_matches(matches)
+    times = np.cumsum(increments)[: len(a)]  # strictly increasing T_round
+    d_star = oracle_length(a, times)
+    rates = (a + 1) / times
+    tie = rates.max() * (1 - 1e-12)  # the oracle's tie tolerance
+    assert rates[d_star - 1] >= tie
+    assert np.all(rates[: d_star - 1] < tie)  # no shorter d is as good
+    # past the first rejection a(d) stops growing while T grows: d* <= max(1, m)
+    assert d_star <= max(1, int(a[-1]))
+
+
+def test_oracle_with_profile_round_time():
+    profile = LatencyProfile.from_linear(0.05, 0.002, 0.01, 4, 16)
+    a = accepted_prefix_from_matches([True] * 6 + [False] * 6)
+    d_star = oracle_length(a, profile.round_time)
+    brute = max(range(1, 13), key=lambda d: ((a[d - 1] + 1) / profile.round_time(d), -d))
+    assert d_star == brute
+    assert oracle_rates(a, profile.round_time).shape == (12,)
+
+
+@pytest.mark.parametrize("a, times, message", [
+    ([], [], "non-empty"),
+    ([2], [1.0], r"\[0, d\]"),
+    ([-1], [1.0], r"\[0, d\]"),
+    ([1, 0], [1.0, 1.0], "non-decreasing"),
+    ([0.5], [1.0], "integers"),
+    ([1, 1], [1.0], "each d"),
+    ([1, 1], [1.0, 0.0], "> 0"),
+    ([1, 1], [1.0, np.nan], "> 0"),
+])
+def test_oracle_bad_input(a, times, message):
+    with pytest.raises(ValueError, match=message):
+        oracle_length(a, times)
+
+
+def test_bad_matches():
+    with pytest.raises(ValueError, match="non-empty"):
+        accepted_prefix_from_matches([])
