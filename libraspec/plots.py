@@ -134,7 +134,7 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figur
         hovertemplate="round %{y}<br>position i = %{x}<br>q_i = %{z:.3f}<extra></extra>"))
     fig.add_trace(go.Scatter(
         x=[d + 0.5 for d in rows["chosen_length"]], y=rounds, name="chosen d", mode="markers",
-        marker=dict(symbol="line-ns", size=11, line=dict(width=3, color="#FFFFFF")),
+        marker=dict(symbol="square", size=7, color="#FFFFFF", line=dict(width=1.5, color="#000000")),
         customdata=rows["chosen_length"].tolist(),
         hovertemplate="round %{y}<br>d = %{customdata}<extra></extra>"))
     fig.add_trace(go.Scatter(
