@@ -1,0 +1,134 @@
+"""The Gradio app through its API (gradio_client) on the tiny random pair.
+
+Invariants: greedy static, LibraSpec and oracle decoding give the target's own text (the
+same as AR), bad input is refused with a clear message and leaves the app usable, and a
+cancelled run does not block the next one.
+"""
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+
+import pytest
+import torch
+
+gradio_client = pytest.importorskip("gradio_client")
+from gradio_client.exceptions import AppError  # noqa: E402
+
+from libraspec.records import read_trace  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The app on a free local port, serving the tiny-llama pair (n = 7, context 512)."""
+    torch.set_num_threads(1)
+    saved = {k: os.environ.get(k) for k in ("LIBRASPEC_MODEL", "LIBRASPEC_CACHE")}
+    os.environ["LIBRASPEC_MODEL"] = "tiny-llama"
+    os.environ["LIBRASPEC_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    import app
+    demo = app.build_demo()
+    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
+                            quiet=True)
+    yield url
+    demo.close()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return gradio_client.Client(server, verbose=False)
+
+
+def race(client, prompt="Tell me a story.", alpha=2.2, d_max=24, static_length=0, temperature=0.0,
+         max_new_tokens=24, seed=0):
+    return client.predict(prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
+                          api_name="/race")
+
+
+def test_named_endpoints(client):
+    named = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    assert {"/race", "/export_trace"} <= set(named)
+
+
+def test_greedy_race_gives_three_identical_texts(client):
+    static, libraspec, oracle, summary = race(client)
+    assert static == libraspec == oracle
+    assert summary["model"] == "tiny-llama" and summary["finished"]
+    assert summary["settings"]["static_length"] == summary["block_size_n"] == 7
+    for mode in ("static", "libraspec", "oracle"):
+        entry = summary["modes"][mode]
+        assert entry["tokens"] == summary["ar"]["tokens"] <= 24
+        assert entry["finish_rank"] in (1, 2, 3)
+        assert entry["speedup_measured"] > 0 and entry["speedup_modeled"] > 0
+    assert sorted(summary["modes"][m]["finish_rank"] for m in ("static", "libraspec", "oracle")) == [1, 2, 3]
+
+
+def test_exported_trace_matches_ar_tokens(client):
+    summary = race(client, prompt="Count to ten.", max_new_tokens=20)[3]
+    paths = client.predict(summary["run_id"], api_name="/export_trace")
+    assert sorted(os.path.splitext(p)[1] for p in paths) == [".csv", ".parquet"]
+    for path in paths:
+        frame = read_trace(path)
+        assert set(frame["mode"]) == {"ar", "static", "libraspec", "oracle"}
+        tokens = {mode: [t for row in rows["committed_tokens"] for t in row]
+                  for mode, rows in frame.groupby("mode")}
+        assert tokens["static"] == tokens["libraspec"] == tokens["oracle"] == tokens["ar"]
+        assert len(frame) == sum(summary["modes"][m]["rounds"] for m in ("static", "libraspec", "oracle")) \
+            + summary["ar"]["rounds"]
+        annotated = frame[frame["mode"].isin(["static", "libraspec"])]["oracle_length"]
+        assert annotated.notna().any()  # d* annotation for the inspector
+
+
+BAD_INPUTS = [
+    (dict(prompt="   \n "), "prompt is empty"),
+    (dict(prompt="x" * 2000), "context window"),
+    (dict(alpha=0.0), "alpha"),
+    (dict(alpha=-1.5), "alpha"),
+    (dict(d_max=3), "block size n = 7"),
+    (dict(d_max=1000), "d_max"),
+    (dict(temperature=-0.1), "temperature"),
+    (dict(max_new_tokens=0), "max new tokens"),
+    (dict(max_new_tokens=100000), "max new tokens"),
+    (dict(static_length=-2), "static length"),
+    (dict(seed=-1), "seed"),
+]
+
+
+def test_bad_input_is_refused_and_the_app_stays_usable(client):
+    for override, message in BAD_INPUTS:
+        with pytest.raises(AppError, match=message):
+            race(client, **{"max_new_tokens": 8, **override})
+    texts = race(client, max_new_tokens=8)
+    assert texts[0] == texts[1] == texts[2] and texts[3]["finished"]
+
+
+def test_unknown_run_id_is_refused(client):
+    with pytest.raises(AppError, match="no stored run"):
+        client.predict("not-a-run", api_name="/export_trace")
+
+
+def test_cancelled_run_leaves_the_app_usable(client):
+    job = client.submit("Write a long essay.", 2.2, 24, 7, 0.0, 400, 0, "libraspec", api_name="/race_live")
+    while len(job.outputs()) < 2 and not job.done():
+        time.sleep(0.05)
+    job.cancel()
+    static, libraspec, oracle, summary = race(client, prompt="Hi!", max_new_tokens=12)
+    assert static == libraspec == oracle and summary["finished"]
+
+
+def test_nan_alpha_is_refused_before_decoding():
+    from ui.session import Settings, check_settings
+    with pytest.raises(ValueError, match="finite"):
+        check_settings(Settings(alpha=math.nan), n=7)

@@ -1,0 +1,226 @@
+"""Race and Round-inspector tabs: layout and wiring only (logic lives in `session`, `libraspec`).
+
+Three modes decode the same prompt side by side (static n, LibraSpec alpha / d_max, the
+oracle d*); the inspector shows the same run's figures (`libraspec.plots`). Every model
+call runs in one queue (`concurrency_id="model"`, one at a time).
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from libraspec import plots
+from libraspec.records import records_to_frame
+
+from .render import column_html, legend_html, status_html, title
+from .session import (D_MAX_CAP, MAX_NEW_TOKENS_CAP, RACE_MODES, TEMPERATURE_MAX, Run, Session, Settings,
+                      Snapshot)
+
+EXAMPLES_PATH = Path(__file__).resolve().parents[1] / "assets" / "examples.json"
+FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
+QUEUE = dict(concurrency_id="model", concurrency_limit=1)
+EMPTY = records_to_frame([])
+
+
+def load_examples() -> list[dict]:
+    with open(EXAMPLES_PATH) as handle:
+        return json.load(handle)
+
+
+class RaceTabs:
+    """Builds the two tabs inside an open `gr.Blocks` and wires them to one `Session`."""
+
+    def __init__(self, session: Session):
+        self.session = session
+
+    # -- layout -------------------------------------------------------------------------------
+
+    def build(self) -> None:
+        self.status = gr.HTML(status_html("Model loads on first use."), elem_id="ls-status")
+        with gr.Tab("Race", id="race"):
+            self._race_layout()
+        with gr.Tab("Round inspector", id="inspector"):
+            self._inspector_layout()
+        self._wire()
+
+    def _race_layout(self) -> None:
+        with gr.Row():
+            with gr.Column(scale=3):
+                self.prompt = gr.Textbox(label="Prompt", lines=3, max_lines=8, elem_id="ls-prompt",
+                                         placeholder="Ask something, or pick an example below")
+                examples = load_examples()
+                gr.Examples([[e["prompt"]] for e in examples], inputs=[self.prompt],
+                            example_labels=[f"{e['category']}: {e['prompt'][:48]}…" for e in examples],
+                            label="Examples (math, code, chat)")
+            with gr.Column(scale=2):
+                self.alpha = gr.Slider(0.2, 6.0, value=2.2, step=0.1, label="alpha (LibraSpec trade-off)")
+                self.d_max = gr.Slider(1, D_MAX_CAP, value=24, step=1, label="d_max (length cap, >= n)")
+                self.static_length = gr.Slider(1, D_MAX_CAP, value=15, step=1,
+                                               label="static length (default n, the block size)")
+                self.temperature = gr.Slider(0.0, TEMPERATURE_MAX, value=0.0, step=0.05,
+                                             label="temperature (0 = greedy)")
+                self.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_CAP, value=128, step=1, label="max new tokens")
+                self.seed = gr.Number(value=0, precision=0, minimum=0, label="seed")
+                with gr.Row():
+                    self.run_button = gr.Button("Run race", variant="primary", elem_id="ls-run")
+                    self.stop_button = gr.Button("Stop", variant="stop")
+        gr.HTML(legend_html())
+        with gr.Row(equal_height=False):
+            self.columns = [gr.HTML(column_html(mode, None, None, None, "press Run race"),
+                                    elem_id=f"ls-col-{mode}") for mode in RACE_MODES]
+        with gr.Accordion("Downloads: this run's round records", open=False):
+            self.run_id = gr.Textbox(label="run id", interactive=False, elem_id="ls-run-id")
+            self.files = gr.File(label="round records (CSV, Parquet)", file_count="multiple", interactive=False)
+
+    def _inspector_layout(self) -> None:
+        gr.Markdown("Figures of the last race. Solid: chosen length d; dashed: the oracle's d* "
+                    "for the same round state.")
+        with gr.Row():
+            self.length_plot = gr.Plot(plots.length_figure(EMPTY), label="chosen vs oracle length")
+            self.speedup_plot = gr.Plot(plots.speedup_figure(EMPTY, None, None),
+                                        label="cumulative speedup")
+        with gr.Row():
+            self.inspect_mode = gr.Dropdown([(title(m), m) for m in RACE_MODES], value="libraspec",
+                                            label="mode to inspect")
+            self.round = gr.Slider(0, 1, value=0, step=1, label="round (eps_i figure)")
+        with gr.Row():
+            self.heatmap_plot = gr.Plot(plots.confidence_heatmap(EMPTY), label="confidences q_i")
+            self.eps_plot = gr.Plot(None, label="eps_i bounds and Algorithm 1 steps")
+        with gr.Accordion("Latency profile of this machine", open=False):
+            self.profile_plot = gr.Plot(None, label="latency profile")
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def _wire(self) -> None:
+        inputs = [self.prompt, self.alpha, self.d_max, self.static_length, self.temperature,
+                  self.max_new_tokens, self.seed, self.inspect_mode]
+        outputs = [self.status, *self.columns, self.run_id, self.length_plot, self.speedup_plot,
+                   self.heatmap_plot, self.eps_plot, self.round, self.profile_plot]
+        click = self.run_button.click(self.race_live, inputs, outputs, api_visibility="undocumented",
+                                      show_progress="minimal", **QUEUE)
+        submit = self.prompt.submit(self.race_live, inputs, outputs, api_visibility="undocumented",
+                                    show_progress="minimal", **QUEUE)
+        self.stop_button.click(None, cancels=[click, submit])
+        self.run_id.change(self.export_trace, [self.run_id], [self.files], api_name="export_trace")
+        self.inspect_mode.change(self.inspect_mode_changed, [self.run_id, self.inspect_mode],
+                                 [self.heatmap_plot, self.eps_plot, self.round], api_visibility="private")
+        self.round.release(self.inspect_round, [self.run_id, self.inspect_mode, self.round], [self.eps_plot],
+                           api_visibility="private")
+        gr.api(self.race, api_name="race", **QUEUE)
+
+    def warm_up(self):
+        """Page load: load the models once (status shown meanwhile), then set n-dependent controls."""
+        try:
+            for line in self.session.load():
+                yield status_html(line), gr.skip(), gr.skip(), gr.skip()
+        except (ValueError, FileNotFoundError) as error:
+            raise gr.Error(f"could not load the model: {error}") from error
+        n = self.session.pair.block_size
+        yield (status_html(f"Ready: {self.session.describe()}"),
+               plots.profile_figure(self.session.decoder.profile),
+               gr.Slider(minimum=n), gr.Slider(value=n, label=f"static length (default n = {n})"))
+
+    def attach_load(self, demo: gr.Blocks) -> None:
+        demo.load(self.warm_up, None, [self.status, self.profile_plot, self.d_max, self.static_length],
+                  api_visibility="private", show_progress="hidden", **QUEUE)
+
+    # -- callbacks ----------------------------------------------------------------------------
+
+    def race_live(self, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, inspect_mode):
+        """Stream the race: columns at most 4 times a second, figures once a second, always the end."""
+        settings = Settings(alpha, d_max, static_length, temperature, max_new_tokens, seed)
+        skip = (gr.skip(),) * 7  # run id and the six figure outputs
+        figures_at = 0.0
+        try:
+            for snap in self.session.stream(prompt, settings):
+                if snap.run is None:
+                    yield (status_html(snap.status, prompt), *(gr.skip(),) * 3, *skip)
+                    continue
+                due = snap.final or time.monotonic() - figures_at >= FIGURE_INTERVAL_S
+                figures = self._figures(snap.run, inspect_mode, snap.final) if due else skip
+                figures_at = time.monotonic() if due else figures_at
+                yield (self._status(snap), *self._columns(snap.run), *figures)
+        except ValueError as error:
+            raise gr.Error(str(error)) from error
+
+    def race(self, prompt: str, alpha: float = 2.2, d_max: int = 24, static_length: int = 0,
+             temperature: float = 0.0, max_new_tokens: int = 128,
+             seed: int = 0) -> tuple[str, str, str, dict]:
+        """Race static, LibraSpec and oracle on one prompt (static_length 0 = n).
+
+        Returns the three output texts and a summary: settings, notes on clamped values, and
+        per mode tokens, rounds, tau, tokens/s, speedups over AR (measured, modeled), finish rank.
+        """
+        snap = None
+        try:
+            for snap in self.session.stream(prompt, Settings(alpha, d_max, static_length, temperature,
+                                                            max_new_tokens, seed)):
+                pass
+        except ValueError as error:
+            raise gr.Error(str(error)) from error
+        run = snap.run
+        return (*(run.text(mode) for mode in RACE_MODES),
+                run.report(self.session.pair.name, self.session.pair.block_size))
+
+    def export_trace(self, run_id: str) -> list[str] | None:
+        """CSV and Parquet files of a run's round records (AR baseline included), by run id."""
+        if not run_id:
+            return None
+        try:
+            return self.session.export(run_id)
+        except ValueError as error:
+            raise gr.Error(str(error)) from error
+
+    def inspect_mode_changed(self, run_id: str, mode: str):
+        run = self._stored(run_id)
+        if run is None:
+            return gr.skip(), gr.skip(), gr.skip()
+        last = run.last_drafted_round(mode)
+        return (plots.confidence_heatmap(run.frame(with_ar=False), mode), self._eps(run, mode, last),
+                self._round_slider(run, mode, last))
+
+    def inspect_round(self, run_id: str, mode: str, round_index: float):
+        run = self._stored(run_id)
+        return gr.skip() if run is None else self._eps(run, mode, int(round_index))
+
+    # -- views --------------------------------------------------------------------------------
+
+    def _stored(self, run_id: str) -> Run | None:
+        try:
+            return self.session.get_run(run_id)
+        except ValueError:
+            return None
+
+    def _status(self, snap: Snapshot) -> str:
+        run = snap.run
+        ar_s, _ = run.ar_per_token()
+        ar = f" · AR baseline {1.0 / ar_s:.1f} tok/s" if ar_s else ""
+        return status_html(f"{snap.status} {self.session.describe()}{ar}", run.prompt, run.notes)
+
+    def _columns(self, run: Run) -> list[str]:
+        return [column_html(m, run.segments.get(m), run.summary(m), run.rank(m)) for m in RACE_MODES]
+
+    @staticmethod
+    def _round_slider(run: Run, mode: str, value: int):
+        return gr.Slider(maximum=max(len(run.records.get(mode, [])) - 1, 1), value=value)
+
+    def _eps(self, run: Run, mode: str, round_index: int):
+        records = run.records.get(mode, [])
+        if not records:
+            return None
+        row = run.frame(with_ar=False).query("mode == @mode and round_index == @round_index")
+        if row.empty:
+            return None
+        return plots.epsilon_figure(row.iloc[0], run.settings.alpha)
+
+    def _figures(self, run: Run, mode: str, final: bool) -> tuple:
+        frame = run.frame(with_ar=False)
+        ar_s, ar_modeled = run.ar_per_token()
+        last = run.last_drafted_round(mode)
+        return (run.run_id if final else gr.skip(), plots.length_figure(frame),
+                plots.speedup_figure(frame, ar_s, ar_modeled), plots.confidence_heatmap(frame, mode),
+                self._eps(run, mode, last), self._round_slider(run, mode, last),
+                plots.profile_figure(self.session.decoder.profile) if final else gr.skip())

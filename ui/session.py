@@ -1,0 +1,310 @@
+"""The app's model session: lazy loading, input checks, the AR baseline cache, the live race.
+
+No gradio here: the tabs turn `ValueError`s into `gr.Error`s. All decoding goes through
+`libraspec` (`SpeculativeDecoder.run`, `race`); this module only orchestrates it. Paper
+symbols: alpha (LibraSpec trade-off), n (block size), d_max (length cap), tau.
+
+Concurrency: the tabs run every model call in one gradio queue of size 1; a lock also
+guards each decoding step, so a cancelled run's generator (left unfinished by gradio)
+is closed by the next run before that run touches the models.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tempfile
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pandas as pd
+
+from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
+from libraspec.models.registry import load_pair
+from libraspec.policy import LibraSpecPolicy, StaticPolicy
+from libraspec.records import RoundRecord, RunSummary, records_to_frame, summarize, write_csv, write_parquet
+
+from .render import TextSegments
+
+RACE_MODES = ("static", "libraspec", "oracle")
+MAX_NEW_TOKENS_CAP = 512
+D_MAX_CAP = 64
+TEMPERATURE_MAX = 1.5
+ALPHA_MAX = 20.0
+SEED_MAX = 2**31 - 1
+UPDATE_INTERVAL_S = 0.25  # the race view refreshes at most 4 times a second
+KEPT_RUNS = 8
+
+
+@dataclass(frozen=True)
+class Settings:
+    alpha: float = 2.2
+    d_max: int = 24
+    static_length: int | None = None  # None: n, the drafter's block size
+    temperature: float = 0.0
+    max_new_tokens: int = 128
+    seed: int = 0
+
+
+def _integer(value, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number != int(number):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not low <= number <= high:
+        raise ValueError(f"{name} must be between {low} and {high}, got {int(number)}")
+    return int(number)
+
+
+def _real(value, name: str, low: float, high: float, low_open: bool = False) -> float:
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if number > high or number < low or (low_open and number == low):
+        side = f"> {low:g}" if low_open else f">= {low:g}"
+        raise ValueError(f"{name} must be {side} and <= {high:g}, got {number:g}")
+    return number
+
+
+def check_settings(settings: Settings, n: int) -> Settings:
+    """Range checks with messages naming the limit; `static_length=None` becomes n."""
+    alpha = _real(settings.alpha, "alpha", 0.0, ALPHA_MAX, low_open=True)
+    d_max = _integer(settings.d_max, "d_max", 1, D_MAX_CAP)
+    if d_max < n:
+        raise ValueError(f"d_max must be at least the block size n = {n} (Algorithm 1 starts at d = n), "
+                         f"got {d_max}")
+    static = n if settings.static_length in (None, 0) else settings.static_length
+    return Settings(alpha=alpha, d_max=d_max, static_length=_integer(static, "static length", 1, D_MAX_CAP),
+                    temperature=_real(settings.temperature, "temperature", 0.0, TEMPERATURE_MAX),
+                    max_new_tokens=_integer(settings.max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP),
+                    seed=_integer(settings.seed, "seed", 0, SEED_MAX))
+
+
+@dataclass
+class Run:
+    """One race: its records per mode, the AR baseline, texts and summaries."""
+
+    run_id: str
+    prompt: str
+    settings: Settings
+    notes: list[str]
+    ar_records: list[RoundRecord]
+    records: dict[str, list[RoundRecord]] = field(default_factory=dict)
+    segments: dict[str, TextSegments] = field(default_factory=dict)
+    finish_order: list[str] = field(default_factory=list)
+    finished: bool = False
+
+    def summary(self, mode: str) -> RunSummary | None:
+        records = self.records.get(mode)
+        return summarize(records, self.ar_records) if records else None
+
+    def rank(self, mode: str) -> int | None:
+        """Place among the finished modes by final measured time (not by event order: the race
+        picks the next mode by its clock before a round, so a last round can overtake)."""
+        if mode not in self.finish_order:
+            return None
+        finished = sorted(self.finish_order, key=lambda m: self.records[m][-1].cumulative_s)
+        return finished.index(mode) + 1
+
+    def last_drafted_round(self, mode: str) -> int:
+        """Index of the mode's last round that submitted drafts (d >= 1); 0 if none."""
+        rounds = [r.round_index for r in self.records.get(mode, []) if r.chosen_length > 0]
+        return rounds[-1] if rounds else 0
+
+    def frame(self, with_ar: bool = True) -> pd.DataFrame:
+        records = list(self.ar_records) if with_ar else []
+        for mode in RACE_MODES:
+            records += self.records.get(mode, [])
+        return records_to_frame(records)
+
+    def ar_per_token(self) -> tuple[float | None, float | None]:
+        """AR measured and modeled seconds per token (the speedup denominators' numerators)."""
+        if not self.ar_records:
+            return None, None
+        ar = summarize(self.ar_records)
+        return ar.seconds / ar.tokens, ar.modeled_seconds / ar.tokens
+
+    def text(self, mode: str) -> str:
+        segments = self.segments.get(mode)
+        return segments.text if segments is not None else ""
+
+    def report(self, model: str, n: int) -> dict:
+        """JSON-ready summary: settings, notes, and per-mode totals (non-finite numbers -> None)."""
+        def clean(summary: RunSummary | None) -> dict | None:
+            if summary is None:
+                return None
+            return {k: (v if not isinstance(v, float) or math.isfinite(v) else None)
+                    for k, v in dataclasses.asdict(summary).items()}
+        modes = {}
+        for mode in RACE_MODES:
+            entry = clean(self.summary(mode)) or {}
+            entry["finish_rank"] = self.rank(mode)
+            modes[mode] = entry
+        ar = clean(summarize(self.ar_records)) if self.ar_records else None
+        return {"run_id": self.run_id, "model": model, "block_size_n": n,
+                "settings": dataclasses.asdict(self.settings), "notes": list(self.notes),
+                "finished": self.finished, "modes": modes, "ar": ar}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the race view shows at one moment of a run."""
+
+    status: str
+    run: Run | None
+    final: bool = False
+
+
+class Session:
+    """Holds the one model pair and decoder of the app; safe for one run at a time."""
+
+    def __init__(self, model: str | None = None):
+        self.model = model
+        self.pair = None
+        self.decoder: SpeculativeDecoder | None = None
+        self._load_lock = threading.Lock()
+        self._step_lock = threading.Lock()
+        self._active: Iterator | None = None
+        self._ar_cache: OrderedDict[tuple, list[RoundRecord]] = OrderedDict()
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+
+    # -- models -------------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> bool:
+        return self.decoder is not None
+
+    def load(self) -> Iterator[str]:
+        """Load the pair and measure its latency profile once; yields a status line first.
+
+        No lock is held across a yield, so a client that goes away mid-load blocks nobody.
+        """
+        if self.decoder is not None:
+            return
+        yield "Loading the model pair and measuring its latency profile (first use only)…"
+        with self._load_lock:
+            if self.decoder is None:
+                pair = load_pair(self.model)
+                decoder = SpeculativeDecoder(pair)
+                decoder.profile  # measured (or read from the disk cache) now, not during a race
+                self.pair, self.decoder = pair, decoder
+
+    def describe(self) -> str:
+        if self.pair is None:
+            return "model not loaded yet"
+        return f"{self.pair.description} · n = {self.pair.block_size} · context {self.pair.max_context}"
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def prepare(self, prompt: str, settings: Settings) -> tuple[list[int], Settings, list[str]]:
+        """Encode the prompt and check the settings; clamps that change a value are noted."""
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("the prompt is empty: type a question or instruction")
+        ids = self.pair.encode_prompt(prompt)
+        checked = check_settings(settings, self.pair.block_size)
+        notes = []
+        room = self.pair.max_context - len(ids) - checked.d_max - 1
+        if room < 1:
+            raise ValueError(f"the prompt is {len(ids)} tokens long; with d_max = {checked.d_max} it leaves "
+                             f"no room in the {self.pair.max_context}-token context window")
+        if checked.max_new_tokens > room:
+            notes.append(f"max new tokens clamped from {checked.max_new_tokens} to {room} so that prompt + "
+                         f"output + look-ahead fit the {self.pair.max_context}-token context window")
+            checked = dataclasses.replace(checked, max_new_tokens=room)
+        return ids, checked, notes
+
+    def _step(self, iterator: Iterator):
+        """Advance the active iterator by one step under the lock; None when exhausted or superseded."""
+        with self._step_lock:
+            if self._active is not iterator:
+                return None
+            return next(iterator, None)
+
+    def _activate(self, iterator: Iterator) -> None:
+        with self._step_lock:
+            if self._active is not None:
+                self._active.close()  # a cancelled run left unfinished
+            self._active = iterator
+
+    def _ar_baseline(self, ids: list[int], prompt: str, settings: Settings) -> Iterator[tuple[int, list]]:
+        """AR decoding of the same prompt and settings, cached; yields (tokens so far, records)."""
+        key = (self.pair.name, prompt, settings.max_new_tokens, settings.temperature, settings.seed)
+        if key in self._ar_cache:
+            self._ar_cache.move_to_end(key)
+            yield -1, self._ar_cache[key]
+            return
+        config = DecodeConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
+                              seed=settings.seed)
+        iterator = self.decoder.run(ids, "ar", None, config)
+        self._activate(iterator)
+        records = []
+        while (record := self._step(iterator)) is not None:
+            records.append(record)
+            yield record.cumulative_tokens, records
+        self._ar_cache[key] = records
+        while len(self._ar_cache) > KEPT_RUNS * 4:
+            self._ar_cache.popitem(last=False)
+        yield -1, records
+
+    def stream(self, prompt: str, settings: Settings) -> Iterator[Snapshot]:
+        """Race static, LibraSpec and oracle on one prompt; snapshots at most every 0.25 s."""
+        for line in self.load():
+            yield Snapshot(line, None)
+        ids, settings, notes = self.prepare(prompt, settings)
+        ar_records: list[RoundRecord] = []
+        last = 0.0
+        for done, ar_records in self._ar_baseline(ids, prompt, settings):
+            if done >= 0 and time.monotonic() - last >= UPDATE_INTERVAL_S:
+                last = time.monotonic()
+                yield Snapshot(f"Measuring the autoregressive baseline: {done}/{settings.max_new_tokens} "
+                               "tokens (once per prompt and settings)…", None)
+        run = Run(uuid.uuid4().hex[:12], prompt, settings, notes, ar_records)
+        for mode in RACE_MODES:
+            run.segments[mode] = TextSegments(self.pair.decode)
+        self._keep(run)
+        entries = {"static": StaticPolicy(settings.static_length),
+                   "libraspec": LibraSpecPolicy(settings.alpha, settings.d_max), "oracle": None}
+        config = DecodeConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
+                              seed=settings.seed, d_max=settings.d_max, annotate_oracle=True)
+        iterator = race(self.decoder, ids, entries, config)
+        self._activate(iterator)
+        last = 0.0
+        while (event := self._step(iterator)) is not None:
+            mode, record = event
+            run.records.setdefault(mode, []).append(record)
+            run.segments[mode].add(record)
+            if record.finished:
+                run.finish_order.append(mode)
+            if record.finished or time.monotonic() - last >= UPDATE_INTERVAL_S:
+                last = time.monotonic()
+                yield Snapshot("Racing…", run)
+        run.finished = len(run.finish_order) == len(RACE_MODES)
+        yield Snapshot("Finished." if run.finished else "Stopped.", run, final=True)
+
+    # -- stored runs --------------------------------------------------------------------------
+
+    def _keep(self, run: Run) -> None:
+        self._runs[run.run_id] = run
+        while len(self._runs) > KEPT_RUNS:
+            self._runs.popitem(last=False)
+
+    def get_run(self, run_id: str) -> Run:
+        run = self._runs.get((run_id or "").strip())
+        if run is None:
+            raise ValueError(f"no stored run with id {run_id!r} (the app keeps the last {KEPT_RUNS} runs)")
+        return run
+
+    def export(self, run_id: str) -> list[str]:
+        """The run's round records (AR baseline included) as CSV and Parquet files."""
+        run = self.get_run(run_id)
+        folder = tempfile.mkdtemp(prefix="libraspec-trace-")
+        frame = run.frame()
+        stem = os.path.join(folder, f"libraspec-{run.run_id}")
+        return [write_csv(frame, stem + ".csv"), write_parquet(frame, stem + ".parquet")]
