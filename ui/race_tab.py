@@ -62,7 +62,8 @@ class RaceTabs:
                                                label="static length (default n, the block size)")
                 self.temperature = gr.Slider(0.0, TEMPERATURE_MAX, value=0.0, step=0.05,
                                              label="temperature (0 = greedy)")
-                self.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_CAP, value=128, step=1, label="max new tokens")
+                self.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_CAP, value=128, step=1, label="max new tokens",
+                                                elem_id="ls-max-new")
                 self.seed = gr.Number(value=0, precision=0, minimum=0, label="seed")
                 with gr.Row():
                     self.run_button = gr.Button("Run race", variant="primary", elem_id="ls-run")

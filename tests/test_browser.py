@@ -1,0 +1,78 @@
+"""A real browser (Debian chromium driven by playwright) runs a race in the app.
+
+Checks what a user sees: the model loads on page open, a typed prompt races, all three
+columns fill with round-grouped text, the prompt is shown escaped, and the inspector's
+Plotly charts render. Never runs `playwright install`: it uses /usr/bin/chromium.
+"""
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+import torch
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+
+PROMPT = "Compare <b>two</b> & three"
+TIMEOUT_MS = 180_000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    torch.set_num_threads(1)
+    saved = {k: os.environ.get(k) for k in ("LIBRASPEC_MODEL", "LIBRASPEC_CACHE")}
+    os.environ["LIBRASPEC_MODEL"] = "tiny-llama"
+    os.environ["LIBRASPEC_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    import app
+    demo = app.build_demo()
+    _, local_url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
+                                  quiet=True)
+    yield local_url
+    demo.close()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def test_race_in_a_real_browser(url, tmp_path):
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=["--no-sandbox", "--disable-background-networking"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url)
+            page.wait_for_selector("#ls-status:has-text('Ready')", timeout=TIMEOUT_MS)
+            page.locator("#ls-prompt textarea").fill(PROMPT)
+            page.locator("#ls-max-new input[type=number]").fill("32")
+            page.locator("#ls-max-new input[type=number]").press("Enter")
+            page.locator("#ls-run").click()
+            page.wait_for_selector("#ls-status:has-text('Finished')", timeout=TIMEOUT_MS)
+            texts = [page.locator(f"#ls-col-{m} .ls-text").inner_text() for m in ("static", "libraspec", "oracle")]
+            assert all(t.strip() for t in texts) and texts[0] == texts[1] == texts[2]
+            for mode in ("static", "libraspec", "oracle"):
+                assert page.locator(f"#ls-col-{mode} [title^='round']").count() >= 1
+                assert "finished" in page.locator(f"#ls-col-{mode}").inner_text()
+            assert PROMPT in page.locator("#ls-status").inner_text()  # shown as text, not markup
+            assert page.locator("#ls-status b:has-text('two')").count() == 0
+            page.screenshot(path=str(tmp_path / "race.png"), full_page=True)
+            page.get_by_role("tab", name="Round inspector").click()
+            page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
+                                   timeout=TIMEOUT_MS)
+            page.screenshot(path=str(tmp_path / "inspector.png"), full_page=True)
+        finally:
+            browser.close()
+    assert (tmp_path / "race.png").stat().st_size > 0 and (tmp_path / "inspector.png").stat().st_size > 0
