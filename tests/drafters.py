@@ -1,0 +1,78 @@
+"""Test-double drafters with the DFlashDrafter interface: always right, always wrong.
+
+They read the context tokens back from the target's embedding-layer output (hidden state 0),
+which is an exact table lookup, so they need no access to engine internals.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import torch
+
+
+@dataclass
+class TokenCache:
+    tokens: list = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+
+class GreedyOracleDrafter(torch.nn.Module):
+    """Proposes the target's own greedy continuation (every draft accepted under greedy).
+
+    `wrong=True` proposes a token different from it instead (no draft ever accepted).
+    `confidence` is the probability it reports for its proposal (q_i).
+    """
+
+    def __init__(self, target, block_size: int = 8, wrong: bool = False, confidence: float = 1.0):
+        super().__init__()
+        self.target = target
+        self.block_size = block_size
+        self.wrong = wrong
+        self.confidence = confidence
+        self.embedding = target.model.get_input_embeddings().weight
+        self.target_layer_ids = [0]
+        self.config = SimpleNamespace(mask_token_id=0, vocab_size=target.vocab_size,
+                                      hidden_size=target.hidden_size, target_hidden_size=target.hidden_size)
+        self._anchor = torch.nn.Parameter(torch.zeros(1), requires_grad=False)
+        self._memo: dict[tuple, int] = {}  # greedy next token of each sequence seen
+
+    def new_cache(self) -> TokenCache:
+        return TokenCache()
+
+    def target_features(self, hidden_states):
+        return hidden_states[0]  # (1, T, H): the embedding-layer output
+
+    def extend_context(self, cache, features, positions) -> None:
+        dist = torch.cdist(features[0].detach().double(), self.embedding.detach().double())  # (T, V)
+        cache.tokens.extend(dist.argmin(dim=-1).tolist())
+
+    def crop(self, cache, length: int) -> None:
+        del cache.tokens[length:]
+
+    def to_target_ids(self, ids):
+        return ids
+
+    @torch.inference_mode()
+    def _greedy_next(self, seq: tuple) -> int:
+        if seq not in self._memo:
+            self._memo[seq] = int(self.target.model(input_ids=torch.tensor([seq])).logits[0, -1].argmax())
+        return self._memo[seq]
+
+    def draft_logits(self, cache, block_ids, positions):
+        ids = block_ids[0].tolist()
+        n = self.block_size - 1
+        seq = cache.tokens + ids[: len(ids) - n]
+        out = []
+        for _ in range(n):
+            token = self._greedy_next(tuple(seq))
+            out.append((token + 1) % self.config.vocab_size if self.wrong else token)
+            seq.append(token)
+        V = self.config.vocab_size
+        rest = (1.0 - self.confidence) / (V - 1)
+        probs = torch.full((len(ids), V), rest, dtype=torch.float64)
+        probs[torch.arange(len(ids) - n, len(ids)), torch.tensor(out)] = self.confidence
+        return probs.clamp_min(1e-30).log().unsqueeze(0)  # (1, Q, V)

@@ -1,0 +1,192 @@
+"""Engine invariants: lossless greedy decoding for every policy and drafter, exact cache
+lengths, EOS / max_new_tokens / context limits, clear errors for bad input."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from libraspec.cost import LatencyProfile
+from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
+from libraspec.models.registry import ModelPair, tiny_pair
+from libraspec.policy import FailFastPolicy, G4Policy, LibraSpecPolicy, StaticPolicy
+from libraspec.records import summarize
+
+from drafters import GreedyOracleDrafter
+
+torch.set_num_threads(1)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, block_size=7, max_tokens=40)
+
+
+def policies(n: int, d_max: int = 20):
+    return {
+        "static-1": ("static", StaticPolicy(1)),
+        "static-n": ("static", StaticPolicy(n)),
+        "libraspec": ("libraspec", LibraSpecPolicy(2.2, d_max)),
+        "g4": ("g4", G4Policy(4, d_max)),
+        "failfast": ("failfast", FailFastPolicy(0.2, 3, d_max)),
+        "oracle": ("oracle", None),
+    }
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen3"])
+def pair(request):
+    return tiny_pair(request.param, seed=3, dtype=torch.float64)
+
+
+def generated(records):
+    return [t for r in records for t in r.committed_tokens]
+
+
+def run(decoder, prompt, mode, policy, **cfg):
+    return list(decoder.run(prompt, mode, policy, DecodeConfig(**cfg)))
+
+
+def with_drafter(pair, drafter, stop_ids=frozenset()):
+    return dataclasses.replace(pair, drafter=drafter, stop_ids=stop_ids)
+
+
+def prompts(pair, count: int):
+    gen = torch.Generator().manual_seed(11)
+    return [torch.randint(3, pair.target.vocab_size, (int(4 + 3 * i % 17),), generator=gen).tolist()
+            for i in range(count)]
+
+
+def test_greedy_lossless_every_policy_random_drafter(pair):
+    """The trained-architecture drafter (random weights): output equals AR over 20 prompts."""
+    decoder = SpeculativeDecoder(pair, PROFILE)
+    for prompt in prompts(pair, 20):
+        reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=16))
+        assert len(reference) == 16
+        for label, (mode, policy) in policies(pair.block_size).items():
+            out = generated(run(decoder, prompt, mode, policy, max_new_tokens=16, d_max=20))
+            assert out == reference, label
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_greedy_lossless_edge_drafters(pair, wrong):
+    """Always-right and always-wrong drafters stay lossless; tau is d+1 or exactly 1."""
+    drafter = GreedyOracleDrafter(pair.target, block_size=8, wrong=wrong)
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    for prompt in prompts(pair, 3):
+        reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=40))
+        for label, (mode, policy) in policies(7, d_max=20).items():
+            records = run(decoder, prompt, mode, policy, max_new_tokens=40, d_max=20)
+            assert generated(records) == reference, label
+            for r in records[:-1]:
+                assert r.accepted == (0 if wrong else r.chosen_length), label
+                assert r.tau == r.accepted + 1
+
+
+def test_libraspec_reaches_d_max_with_certain_drafts(pair):
+    drafter = GreedyOracleDrafter(pair.target, block_size=8)
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    records = run(decoder, prompts(pair, 1)[0], "libraspec", LibraSpecPolicy(2.2, 20), max_new_tokens=60)
+    assert records[0].chosen_length == 20
+    assert records[0].blocks_drafted == 3  # 7 + 7 + 7 >= 20, and no more
+    assert records[0].tau == 21
+    assert [s.d_after for s in records[0].policy_steps][-1] == 20
+
+
+def test_caches_match_committed_length_after_every_round(pair, monkeypatch):
+    checked = []
+    original = SpeculativeDecoder._fit_caches
+
+    def checking(self, state, hidden, first):
+        original(self, state, hidden, first)
+        assert state.target_cache.get_seq_length() == len(state.ids) - 1
+        assert state.drafter_cache.length == len(state.ids) - 1
+        checked.append(len(state.ids))
+
+    monkeypatch.setattr(SpeculativeDecoder, "_fit_caches", checking)
+    decoder = SpeculativeDecoder(pair, PROFILE)
+    for label, (mode, policy) in policies(pair.block_size).items():
+        run(decoder, prompts(pair, 1)[0], mode, policy, max_new_tokens=16, annotate_oracle=True)
+    assert len(checked) > 20
+
+
+def test_eos_inside_a_block_stops_where_ar_stops(pair):
+    drafter = GreedyOracleDrafter(pair.target, block_size=8)
+    prompt = prompts(pair, 2)[1]
+    plain = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    free = generated(run(plain, prompt, "ar", None, max_new_tokens=30))
+    stop = free[4]  # make the 5th generated token a stop token
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter, frozenset({stop})), PROFILE)
+    reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=30))
+    assert reference == free[: free.index(stop) + 1]
+    for label, (mode, policy) in policies(7).items():
+        records = run(decoder, prompt, mode, policy, max_new_tokens=30)
+        assert generated(records) == reference, label
+        assert records[-1].finished and records[-1].committed_tokens[-1] == stop
+
+
+def test_max_new_tokens_inside_a_block(pair):
+    drafter = GreedyOracleDrafter(pair.target, block_size=8)
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    prompt = prompts(pair, 1)[0]
+    for limit in (1, 2, 10, 17):
+        reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=limit))
+        for label, (mode, policy) in policies(7).items():
+            records = run(decoder, prompt, mode, policy, max_new_tokens=limit)
+            assert generated(records) == reference and len(reference) == limit, (label, limit)
+            assert records[-1].finished and records[-1].cumulative_tokens == limit
+
+
+def test_prompt_at_the_context_limit(pair):
+    decoder = SpeculativeDecoder(pair, PROFILE)
+    window = pair.target.max_positions
+    prompt = (prompts(pair, 1)[0] * window)[: window - 1]
+    for label, (mode, policy) in policies(pair.block_size).items():
+        records = run(decoder, prompt, mode, policy, max_new_tokens=8)
+        assert len(generated(records)) == 1 and records[-1].finished, label
+    with pytest.raises(ValueError, match="context window"):
+        run(decoder, prompt + [5], "libraspec", LibraSpecPolicy(2.2, 20), max_new_tokens=8)
+
+
+def test_bad_input_gives_clear_errors(pair):
+    decoder = SpeculativeDecoder(pair, PROFILE)
+    with pytest.raises(ValueError, match="empty"):
+        run(decoder, [], "ar", None)
+    with pytest.raises(ValueError, match="empty"):
+        pair.encode_prompt("   \n")
+    with pytest.raises(ValueError, match="context window"):
+        run(decoder, [5, 6], "oracle", None, d_max=10_000)
+    with pytest.raises(ValueError, match="context window"):
+        run(decoder, [5, 6], "libraspec", LibraSpecPolicy(2.2, 10_000))
+    with pytest.raises(ValueError, match="unknown mode"):
+        run(decoder, [5, 6], "turbo", None)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        DecodeConfig(max_new_tokens=0)
+    with pytest.raises(ValueError, match="temperature"):
+        run(decoder, [5, 6], "ar", None, temperature=-1.0)
+    other = tiny_pair("qwen3" if pair.name == "tiny-llama" else "llama", seed=1, dtype=torch.float64)
+    small_vocab = tiny_pair("llama", dtype=torch.float64)
+    small_vocab.drafter.config.vocab_size = 100
+    with pytest.raises(ValueError, match="vocabulary"):
+        SpeculativeDecoder(with_drafter(pair, small_vocab.drafter), PROFILE)
+    other.drafter.config.hidden_size = 32
+    with pytest.raises(ValueError, match="hidden size"):
+        SpeculativeDecoder(with_drafter(pair, other.drafter), PROFILE)
+
+
+def test_oracle_annotation_changes_nothing_and_race_orders_by_clock(pair):
+    decoder = SpeculativeDecoder(pair, PROFILE)
+    prompt = prompts(pair, 1)[0]
+    plain = run(decoder, prompt, "libraspec", LibraSpecPolicy(2.2, 20), max_new_tokens=16, temperature=0.8, seed=5)
+    annotated = run(decoder, prompt, "libraspec", LibraSpecPolicy(2.2, 20), max_new_tokens=16, temperature=0.8,
+                    seed=5, annotate_oracle=True)
+    assert generated(plain) == generated(annotated)
+    assert [r.chosen_length for r in plain] == [r.chosen_length for r in annotated]
+    assert all(r.oracle_length is not None for r in annotated[:-1])
+    events = list(race(decoder, prompt, {"static": StaticPolicy(3), "libraspec": LibraSpecPolicy(2.2, 20),
+                                          "oracle": None}, DecodeConfig(max_new_tokens=12)))
+    by_mode = {}
+    for label, record in events:
+        by_mode.setdefault(label, []).append(record)
+    assert set(by_mode) == {"static", "libraspec", "oracle"}
+    assert all(recs[-1].finished for recs in by_mode.values())
+    texts = {label: generated(recs) for label, recs in by_mode.items()}
+    assert len({tuple(t) for t in texts.values()}) == 1
+    s = summarize(by_mode["libraspec"], run(decoder, prompt, "ar", None, max_new_tokens=12))
+    assert s.tokens == 12 and s.speedup_measured > 0 and s.speedup_modeled > 0
