@@ -104,7 +104,9 @@ class RaceTabs:
                                       show_progress="minimal", **QUEUE)
         submit = self.prompt.submit(self.race_live, inputs, outputs, api_visibility="undocumented",
                                     show_progress="minimal", **QUEUE)
-        self.stop_button.click(None, cancels=[click, submit])
+        self.stop_button.click(None, cancels=[click, submit]).then(
+            lambda: status_html("Stopped. The next run starts cleanly."), None, [self.status], queue=False,
+            api_visibility="private")
         self.run_id.change(self.export_trace, [self.run_id], [self.files], api_name="export_trace")
         self.inspect_mode.change(self.inspect_mode_changed, [self.run_id, self.inspect_mode],
                                  [self.heatmap_plot, self.eps_plot, self.round], api_visibility="private")
@@ -117,7 +119,8 @@ class RaceTabs:
         try:
             for line in self.session.load():
                 yield status_html(line), gr.skip(), gr.skip(), gr.skip()
-        except (ValueError, FileNotFoundError) as error:
+        except (ValueError, OSError) as error:
+            yield status_html(f"Could not load the model: {error}"), gr.skip(), gr.skip(), gr.skip()
             raise gr.Error(f"could not load the model: {error}") from error
         n = self.session.pair.block_size
         yield (status_html(f"Ready: {self.session.describe()}"),
@@ -138,13 +141,15 @@ class RaceTabs:
         try:
             for snap in self.session.stream(prompt, settings):
                 if snap.run is None:
-                    yield (status_html(snap.status, prompt), *(gr.skip(),) * 3, *skip)
+                    columns = [column_html(m, None, None, None, "waiting for the AR baseline…")
+                               for m in RACE_MODES] if snap.phase == "baseline" else [gr.skip()] * 3
+                    yield (status_html(snap.status, prompt), *columns, *skip)
                     continue
                 due = snap.final or time.monotonic() - figures_at >= FIGURE_INTERVAL_S
                 figures = self._figures(snap.run, inspect_mode, snap.final) if due else skip
                 figures_at = time.monotonic() if due else figures_at
                 yield (self._status(snap), *self._columns(snap.run), *figures)
-        except ValueError as error:
+        except (ValueError, OSError) as error:
             raise gr.Error(str(error)) from error
 
     def race(self, prompt: str, alpha: float = 2.2, d_max: int = 24, static_length: int = 0,
@@ -160,7 +165,7 @@ class RaceTabs:
             for snap in self.session.stream(prompt, Settings(alpha, d_max, static_length, temperature,
                                                             max_new_tokens, seed)):
                 pass
-        except ValueError as error:
+        except (ValueError, OSError) as error:
             raise gr.Error(str(error)) from error
         run = snap.run
         return (*(run.text(mode) for mode in RACE_MODES),

@@ -160,6 +160,7 @@ class Snapshot:
     status: str
     run: Run | None
     final: bool = False
+    phase: str = "race"  # "load" | "baseline" | "race"
 
 
 class Session:
@@ -256,7 +257,7 @@ class Session:
     def stream(self, prompt: str, settings: Settings) -> Iterator[Snapshot]:
         """Race static, LibraSpec and oracle on one prompt; snapshots at most every 0.25 s."""
         for line in self.load():
-            yield Snapshot(line, None)
+            yield Snapshot(line, None, phase="load")
         ids, settings, notes = self.prepare(prompt, settings)
         ar_records: list[RoundRecord] = []
         last = 0.0
@@ -264,7 +265,7 @@ class Session:
             if done >= 0 and time.monotonic() - last >= UPDATE_INTERVAL_S:
                 last = time.monotonic()
                 yield Snapshot(f"Measuring the autoregressive baseline: {done}/{settings.max_new_tokens} "
-                               "tokens (once per prompt and settings)…", None)
+                               "tokens (once per prompt and settings)…", None, phase="baseline")
         run = Run(uuid.uuid4().hex[:12], prompt, settings, notes, ar_records)
         for mode in RACE_MODES:
             run.segments[mode] = TextSegments(self.pair.decode)
