@@ -34,7 +34,7 @@ MODE_COLORS: dict[str, str] = {
 MODE_ORDER = tuple(MODE_COLORS)
 FALLBACK_COLOR = "#333333"
 TEMPLATE = "plotly_white"
-HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 560, "speedup": 340, "profile": 340}
+HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 640, "speedup": 340, "profile": 360}
 MIN_LENGTH_AXIS = 24  # d axes show at least 0..d_max (paper's DFlash d_max = 24)
 
 
@@ -182,7 +182,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     if not eps and 0 < d <= len(q):
         eps = epsilon_bounds(q[:d], alpha).tolist()  # modes that record no bounds
     steps = _sequence(record_row, "policy_steps")
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.66, 0.34], vertical_spacing=0.1,
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.58, 0.42], vertical_spacing=0.1,
                         specs=[[{"type": "xy", "secondary_y": True}], [{"type": "table"}]])
     width = max(len(eps), d, 1)
     if eps:
@@ -299,4 +299,7 @@ def profile_figure(profile: Any) -> go.Figure:
     fig.update_xaxes(title_text="blocks", range=[0.4, len(blocks) + 0.6], dtick=1, row=1, col=2)
     fig.update_yaxes(title_text="ms", range=[0, top * 1.15], row=1, col=1)
     fig.update_yaxes(range=[0, top * 1.15], row=1, col=2)
-    return _layout(fig, "profile", "Latency profile of this machine")
+    _layout(fig, "profile", "Latency profile of this machine")
+    fig.update_layout(legend=dict(orientation="v", x=0.01, y=0.99, xanchor="left", yanchor="top",
+                                  bgcolor="rgba(255,255,255,0.7)"))
+    return fig

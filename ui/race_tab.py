@@ -184,9 +184,8 @@ class RaceTabs:
         run = self._stored(run_id)
         if run is None:
             return gr.skip(), gr.skip(), gr.skip()
-        last = run.last_drafted_round(mode)
-        return (plots.confidence_heatmap(run.frame(with_ar=False), mode), self._eps(run, mode, last),
-                self._round_slider(run, mode, last))
+        return (plots.confidence_heatmap(run.frame(with_ar=False), mode), self._eps(run, mode, 0),
+                self._round_slider(run, mode, 0))
 
     def inspect_round(self, run_id: str, mode: str, round_index: float):
         run = self._stored(run_id)
@@ -225,7 +224,7 @@ class RaceTabs:
     def _figures(self, run: Run, mode: str, final: bool) -> tuple:
         frame = run.frame(with_ar=False)
         ar_s, ar_modeled = run.ar_per_token()
-        last = run.last_drafted_round(mode)
+        last = 0 if final else run.last_drafted_round(mode)  # live: newest decision; done: the start
         return (run.run_id if final else gr.skip(), plots.length_figure(frame),
                 plots.speedup_figure(frame, ar_s, ar_modeled), plots.confidence_heatmap(frame, mode),
                 self._eps(run, mode, last), self._round_slider(run, mode, last),
