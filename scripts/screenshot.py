@@ -1,0 +1,67 @@
+"""Screenshot of the running app for the README: one race, then the Round-inspector tab.
+
+    .venv/bin/python scripts/screenshot.py --out assets/screenshot.png
+
+Uses the pair LIBRASPEC_MODEL names (default: the embedded SmolLM2 pair) and Debian's
+/usr/bin/chromium through playwright (never `playwright install`). Writes OUT (the race
+tab) and OUT with an `-inspector` suffix (the figures of the same run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "assets" / "screenshot.png"))
+    parser.add_argument("--example", type=int, default=0, help="index into assets/examples.json")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--timeout-s", type=float, default=1800.0)
+    args = parser.parse_args()
+    prompt = json.loads((ROOT / "assets" / "examples.json").read_text())[args.example]["prompt"]
+
+    import torch
+    from playwright.sync_api import sync_playwright
+
+    import app
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    _, url, _ = app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    timeout_ms = args.timeout_s * 1000
+    out = Path(args.out)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                                 args=["--no-sandbox", "--disable-background-networking"])
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.goto(url)
+            page.wait_for_selector("#ls-status:has-text('Ready')", timeout=timeout_ms)
+            page.locator("#ls-prompt textarea").fill(prompt)
+            box = page.locator("#ls-max-new input[type=number]")
+            box.fill(str(args.max_new_tokens))
+            box.press("Enter")
+            page.locator("#ls-run").click()
+            page.wait_for_selector("#ls-status:has-text('Finished')", timeout=timeout_ms)
+            page.screenshot(path=str(out), full_page=True)
+            page.get_by_role("tab", name="Round inspector").click()
+            page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(out.with_name(out.stem + "-inspector" + out.suffix)), full_page=True)
+            browser.close()
+    finally:
+        app.demo.close()
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
