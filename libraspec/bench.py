@@ -1,0 +1,340 @@
+"""Benchmark runner behind `python -m libraspec bench` (DESIGN.md section 9, a contract).
+
+Every prompt is decoded in every requested mode (AR, static length d, LibraSpec, G4,
+FailFast, oracle) on one model pair, interleaved prompt by prompt so that load on the
+machine falls on all modes alike. Symbols follow the LibraSpec paper: n drafts per
+drafter pass, d the speculative length, d_max its cap, alpha the trade-off of
+Algorithm 1, tau = accepted drafts + 1 tokens committed per round, d* the oracle length.
+
+Speedups (DESIGN.md section 5) are totals over prompts: AR seconds per token divided by
+the mode's seconds per token, AR measured in the same run on the same prompts; the
+modeled speedup uses the latency profile. `mad_vs_oracle` is mean |d - d*| over a
+mode's own rounds, d* from the untimed oracle annotation (DecodeConfig.annotate_oracle).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from .cost import LatencyProfile
+from .engine import MODES, DecodeConfig, SpeculativeDecoder
+from .policy import make_policy
+from .profiling import cached_profile, machine_description
+from .records import RoundRecord, records_to_frame, summarize, write_parquet
+
+DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
+PROMPT_KEYS = ("prompt", "question", "turns")
+FAILFAST = {"threshold": 0.6, "step": 4}  # make_policy's defaults, recorded in the config
+
+
+def read_prompts(path: str | os.PathLike) -> list[str]:
+    """Prompts of a JSONL file: each non-blank line an object with `prompt`, `question`
+    or `turns` (a list whose first turn is used). Errors name the file and line."""
+    prompts = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}, line {number}"
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
+            if not isinstance(item, dict):
+                raise ValueError(f"{where}: expected a JSON object with one of {', '.join(PROMPT_KEYS)}")
+            key = next((k for k in PROMPT_KEYS if k in item), None)
+            if key is None:
+                raise ValueError(f"{where}: the object has none of the keys {', '.join(PROMPT_KEYS)}")
+            text = item[key]
+            if key == "turns":
+                if not isinstance(text, list) or not text:
+                    raise ValueError(f"{where}: `turns` must be a non-empty list of strings")
+                text = text[0]
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{where}: `{key}` must be a non-empty string")
+            prompts.append(text)
+    if not prompts:
+        raise ValueError(f"{path}: no prompts found")
+    return prompts
+
+
+def parse_modes(text: str | Sequence[str]) -> tuple[str, ...]:
+    modes = tuple(m.strip() for m in (text.split(",") if isinstance(text, str) else text) if m.strip())
+    unknown = [m for m in modes if m not in MODES]
+    if not modes or unknown:
+        raise ValueError(f"unknown or missing modes {unknown or modes}; choose from {', '.join(MODES)}")
+    if len(set(modes)) != len(modes):
+        raise ValueError(f"modes listed twice: {', '.join(modes)}")
+    return modes
+
+
+def parse_lengths(text: str | Sequence[int] | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    items = text.split(",") if isinstance(text, str) else list(text)
+    try:
+        lengths = tuple(int(str(x).strip()) for x in items if str(x).strip())
+    except ValueError:
+        raise ValueError(f"static lengths must be integers, got {text!r}") from None
+    if not lengths or min(lengths) < 1 or len(set(lengths)) != len(lengths):
+        raise ValueError(f"static lengths must be distinct integers >= 1, got {text!r}")
+    return lengths
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """What one benchmark run decodes; the CLI flags of `bench`."""
+
+    modes: tuple[str, ...] = DEFAULT_MODES
+    max_new_tokens: int = 128
+    temperature: float = 0.0  # 0 = greedy
+    seed: int = 0  # prompt i is decoded with seed + i in every mode
+    alpha: float = 2.2  # paper's value for DFlash
+    d_max: int = 24  # paper's cap for DFlash; also the oracle's look-ahead
+    static_lengths: tuple[int, ...] | None = None  # None: d = n, DFlash's static length
+    annotate: bool = True  # oracle annotation of policy rounds, for mad_vs_oracle
+
+    def __post_init__(self):
+        object.__setattr__(self, "modes", parse_modes(self.modes))
+        object.__setattr__(self, "static_lengths", parse_lengths(self.static_lengths))
+        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
+                and self.temperature >= 0):
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
+        DecodeConfig(max_new_tokens=self.max_new_tokens, d_max=self.d_max)  # validates both
+
+    def lengths(self, n: int) -> tuple[int, ...]:
+        return self.static_lengths or (n,)
+
+    def labels(self, n: int) -> list[tuple[str, str, int | None]]:
+        """(label, mode, static length) per run of a prompt; several static lengths give
+        labels static-L."""
+        out = []
+        for mode in self.modes:
+            if mode == "static" and len(self.lengths(n)) > 1:
+                out += [(f"static-{L}", "static", L) for L in self.lengths(n)]
+            else:
+                out.append((mode, mode, self.lengths(n)[0] if mode == "static" else None))
+        return out
+
+
+@dataclass
+class BenchResult:
+    """`summary` is the OUT.json document; `records[label][i]` the rounds of prompt i."""
+
+    summary: dict
+    records: dict[str, list[list[RoundRecord]]] = field(default_factory=dict)
+
+    def frame(self) -> pd.DataFrame:
+        """Every round of every run, with `label` and `prompt_index` columns."""
+        parts = []
+        for label, runs in self.records.items():
+            for index, rounds in enumerate(runs):
+                part = records_to_frame(rounds)
+                part.insert(0, "prompt_index", index)
+                part.insert(0, "label", label)
+                parts.append(part)
+        return pd.concat(parts, ignore_index=True)
+
+
+def bench_profile(pair, spec: BenchSpec) -> LatencyProfile:
+    """The cached latency profile, measured far enough for d_max and every static length."""
+    n = pair.block_size
+    longest = max((spec.d_max,) + spec.lengths(n))
+    return cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
+
+
+def mode_summary(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequence[RoundRecord]] | None,
+                 profile: LatencyProfile) -> dict:
+    """The per-mode entry of OUT.json, from totals over prompts (records.summarize)."""
+    records = [r for run in runs for r in run]
+    ar = [r for run in ar_runs for r in run] if ar_runs else None
+    s = summarize(records, ar)
+    modeled = s.speedup_modeled
+    if modeled is None and s.modeled_seconds > 0:  # no AR run: AR's modeled cost is the profile's
+        modeled = profile.ar_token_time() * s.tokens / s.modeled_seconds
+    policy_s = sum(r.policy_s for r in records)
+    speculative = s.mode != "ar"
+    return {"mode": s.mode, "tokens": s.tokens, "rounds": s.rounds, "tau": s.tau, "wall_s": s.seconds,
+            "modeled_s": s.modeled_seconds, "tokens_per_s": s.tokens / s.seconds if s.seconds > 0 else None,
+            "speedup_measured": s.speedup_measured, "speedup_modeled": modeled,
+            "mad_vs_oracle": s.mad_vs_oracle if s.mode not in ("ar", "oracle") else None,
+            "mean_length": sum(r.chosen_length for r in records) / len(records) if speculative else None,
+            "policy_s": policy_s, "policy_share": policy_s / s.seconds if s.seconds > 0 else None}
+
+
+def versions() -> dict:
+    """Versions of the software a result depends on, and the git commit of this tree."""
+    import numpy
+    import transformers
+    from importlib.metadata import PackageNotFoundError, version
+    out = {"python": platform.python_version(), "torch": torch.__version__,
+           "transformers": transformers.__version__, "numpy": numpy.__version__, "pandas": pd.__version__}
+    try:
+        out["libraspec"] = version("libraspec")
+    except PackageNotFoundError:
+        out["libraspec"] = "source tree"
+    try:
+        root = Path(__file__).resolve().parents[1]
+        out["git_commit"] = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                                           capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out["git_commit"] = None
+    return out
+
+
+def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: LatencyProfile | None = None,
+              progress: bool = False, source: str = "") -> BenchResult:
+    """Decode every prompt in every mode of `spec`; returns the summary and every round."""
+    if not prompts:
+        raise ValueError("no prompts to benchmark")
+    n = pair.block_size
+    if "libraspec" in spec.modes and spec.d_max < n:
+        raise ValueError(f"LibraSpec needs d_max >= n: d_max={spec.d_max}, n={n}")
+    profile = profile or bench_profile(pair, spec)
+    decoder = SpeculativeDecoder(pair, profile)
+    labels = spec.labels(n)
+    encoded = [pair.encode_prompt(p) for p in prompts]
+    records = {label: [] for label, _, _ in labels}
+    bar = _progress(len(prompts) * len(labels), progress)
+    for index, ids in enumerate(encoded):
+        config = DecodeConfig(max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
+                              seed=spec.seed + index, d_max=spec.d_max,
+                              annotate_oracle=spec.annotate)
+        for label, mode, length in labels:
+            policy = None if mode in ("ar", "oracle") else make_policy(
+                mode, alpha=spec.alpha, d_max=spec.d_max, static_length=length or n, g4_initial=min(n, spec.d_max),
+                failfast_threshold=FAILFAST["threshold"], failfast_step=FAILFAST["step"])
+            bar.set_postfix_str(f"prompt {index}, {label}", refresh=False)
+            records[label].append(list(decoder.run(ids, mode, policy, config)))
+            bar.update(1)
+    bar.close()
+    summary = _summary(pair, prompts, spec, profile, records, labels, source)
+    return BenchResult(summary, records)
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm import tqdm
+    return tqdm(total=total, desc="bench", unit="run", file=sys.stderr, disable=not enabled)
+
+
+def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -> dict:
+    ar_runs = records.get("ar")
+    modes = {label: mode_summary(records[label], ar_runs, profile) for label, _, _ in labels}
+    statics = [(label, L) for label, mode, L in labels if mode == "static"]
+    best = None
+    for label, length in statics:
+        modes[label]["length"] = length
+    if statics:
+        best = max(statics, key=lambda item: modes[item[0]]["tokens_per_s"] or 0.0)
+        for label, _ in statics:
+            modes[label]["best"] = label == best[0]
+    n = pair.block_size
+    runs = [{"prompt_index": i, "mode": label, "output_ids": [t for r in rounds for t in r.committed_tokens],
+             "text": pair.decode([t for r in rounds for t in r.committed_tokens]),
+             "tokens": sum(r.tau for r in rounds), "rounds": len(rounds),
+             "wall_s": sum(r.measured_s for r in rounds)}
+            for label, _, _ in labels for i, rounds in enumerate(records[label])]
+    runs.sort(key=lambda run: run["prompt_index"])
+    target_name = getattr(pair.target.config, "name_or_path", "") or type(pair.target.model).__name__
+    config = {
+        "models": {"pair": pair.name, "description": pair.description, "target": target_name,
+                   "drafter_id": pair.drafter_id},
+        "alpha": spec.alpha, "d_max": spec.d_max, "n": n,
+        "static_length": best[1] if best else spec.lengths(n)[0], "static_lengths": list(spec.lengths(n)),
+        "best_static": best[0] if best else None, "g4_initial": min(n, spec.d_max), "failfast": dict(FAILFAST),
+        "modes": list(spec.modes), "max_new_tokens": spec.max_new_tokens, "temperature": spec.temperature,
+        "seed": spec.seed, "prompts": source, "num_prompts": len(prompts), "oracle_annotation": spec.annotate,
+        "profile": profile.to_dict(), "machine": machine_description(), "threads": torch.get_num_threads(),
+        "versions": versions(),
+    }
+    return {"config": config, "modes": modes, "runs": runs}
+
+
+def write_text(text: str, path: str | os.PathLike) -> str:
+    """Write a text file atomically: a temporary file in the same folder, then a rename."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read by others
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_json(data: dict, path: str | os.PathLike) -> str:
+    """OUT.json, atomically; NaN or infinity is refused (JSON has neither)."""
+    return write_text(json.dumps(data, indent=1, allow_nan=False), path)
+
+
+def records_path(out: str | os.PathLike) -> str:
+    """OUT.json -> OUT.records.parquet, the per-round records of every run."""
+    return os.path.splitext(os.fspath(out))[0] + ".records.parquet"
+
+
+def write_result(result: BenchResult, out: str | os.PathLike) -> tuple[str, str]:
+    """OUT.json and OUT.records.parquet, each written atomically."""
+    return write_json(result.summary, out), write_parquet(result.frame(), records_path(out))
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+
+HELP = "decode a prompt file in several modes and write speedups, tau and outputs as JSON"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--prompts", required=True, help="JSONL file; lines carry prompt, question or turns")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma list of {', '.join(MODES)}")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--seed", type=int, default=0, help="prompt i uses seed + i")
+    parser.add_argument("--out", required=True, help="OUT.json; rounds go to OUT.records.parquet")
+    parser.add_argument("--static-lengths", default=None, help="comma list, e.g. 4,8,15 (default: n)")
+    parser.add_argument("--alpha", type=float, default=2.2)
+    parser.add_argument("--d-max", type=int, default=24)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
+    parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
+    parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
+    parser.add_argument("--no-annotate", action="store_true", help="skip the oracle annotation (no MAD)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def set_threads(threads: int | None) -> None:
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+
+
+def run(args) -> int:
+    from .models.registry import load_pair
+    set_threads(args.threads)
+    prompts = read_prompts(args.prompts)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise ValueError(f"--limit must be >= 1, got {args.limit}")
+        prompts = prompts[: args.limit]
+    spec = BenchSpec(modes=parse_modes(args.modes), max_new_tokens=args.max_new_tokens,
+                     temperature=args.temperature, seed=args.seed, alpha=args.alpha, d_max=args.d_max,
+                     static_lengths=parse_lengths(args.static_lengths), annotate=not args.no_annotate)
+    pair = load_pair(args.model)
+    result = run_bench(pair, prompts, spec, progress=not args.quiet, source=str(args.prompts))
+    write_result(result, args.out)
+    return 0

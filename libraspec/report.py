@@ -1,0 +1,296 @@
+"""`python -m libraspec report`: runs the benchmark suite and writes BENCHMARKS.md.
+
+Per prompt suite (assets/prompts/{math,code,chat}.jsonl) and temperature (0 and 1) one
+`bench` run covers AR, every static length d, LibraSpec (alpha, d_max), G4, FailFast and
+the oracle, with oracle annotation for MAD. At temperature 0 LibraSpec alone is rerun for
+the alpha sensitivity (paper Table 4) and the d_max sensitivity (paper Fig. 4); those runs
+skip the annotation and are timed against the AR run of the same suite and process.
+One latency profile, measured up to the largest d_max, serves every run.
+
+The markdown itself (tables, goals, the paper comparison) is `report_md.render`; this
+module plans, runs, saves the per-run JSON / parquet files and the figures.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .bench import BenchSpec, read_prompts, run_bench, set_threads, write_result, write_text
+from .cost import LatencyProfile
+from .models.registry import ASSETS
+from .profiling import cached_profile
+
+SUITES = ("math", "code", "chat")
+PROMPTS_DIR = ASSETS / "prompts"
+ALL_MODES = ("ar", "static", "libraspec", "g4", "failfast", "oracle")
+
+
+@dataclass(frozen=True)
+class ReportPlan:
+    """Everything `report` runs; `--quick` and the default differ only in size."""
+
+    prompts_per_suite: int = 8
+    max_new_tokens: int = 128
+    suites: tuple[str, ...] = SUITES
+    temperatures: tuple[float, ...] = (0.0, 1.0)
+    alpha: float = 2.2  # paper's DFlash value
+    d_max: int = 24  # paper's DFlash cap
+    static_lengths: tuple[int, ...] | None = None  # None: 4, 8 and n
+    alphas: tuple[float, ...] = (1.0, 1.6, 2.2, 3.0, 4.0)  # paper Table 4 style
+    d_maxes: tuple[int, ...] = (15, 24, 32, 48)  # paper Fig. 4 style
+    seed: int = 0
+
+    def lengths(self, n: int) -> tuple[int, ...]:
+        return self.static_lengths or tuple(sorted({4, 8, n}))
+
+    def main_spec(self, n: int, temperature: float) -> BenchSpec:
+        return BenchSpec(modes=ALL_MODES, max_new_tokens=self.max_new_tokens, temperature=temperature,
+                         seed=self.seed, alpha=self.alpha, d_max=self.d_max, static_lengths=self.lengths(n))
+
+    def sweep_specs(self, n: int) -> list[tuple[str, float, BenchSpec]]:
+        """(kind, value, spec) for each sensitivity run not already covered by the main run."""
+        base = BenchSpec(modes=("libraspec",), max_new_tokens=self.max_new_tokens, temperature=0.0,
+                         seed=self.seed, alpha=self.alpha, d_max=self.d_max, annotate=False)
+        out = [("alpha", a, replace(base, alpha=a)) for a in self.alphas if a != self.alpha]
+        out += [("d_max", d, replace(base, d_max=d)) for d in self.d_maxes if d != self.d_max and d >= n]
+        return out
+
+    def longest(self, n: int) -> int:
+        return max((self.d_max,) + tuple(self.d_maxes) + self.lengths(n))
+
+
+QUICK = ReportPlan(prompts_per_suite=4, max_new_tokens=64)
+DEFAULT = ReportPlan()
+
+
+@dataclass
+class ReportData:
+    """What `report_md.render` reads: every bench result and the run's facts."""
+
+    plan: ReportPlan
+    profile: LatencyProfile
+    main: dict = field(default_factory=dict)  # (suite, temperature) -> BenchResult
+    sweeps: dict = field(default_factory=dict)  # (suite, kind, value) -> BenchResult
+    files: dict = field(default_factory=dict)  # (suite, temperature) -> OUT.json path
+    figures: dict = field(default_factory=dict)  # name -> path relative to the markdown
+    figure_note: str = ""
+    command: str = ""
+    bench_commands: list = field(default_factory=list)
+    elapsed_s: float = 0.0
+    estimate_s: tuple = (0.0, 0.0)
+    note: str = ""  # free text from --note, e.g. the state of the drafter
+
+
+def estimate_seconds(plan: ReportPlan, profile: LatencyProfile, n: int) -> tuple[float, float]:
+    """Decode time of the plan under the profile, for tau = 3 (optimistic) and tau = 1.
+
+    AR costs one target forward per token; a speculative round costs round_time(d) plus,
+    when annotated, the oracle's look-ahead (round_time(d_max)); the oracle mode pays the
+    look-ahead and a verification of about n. Prefill and Python overhead are not counted.
+    """
+    tokens = plan.prompts_per_suite * plan.max_new_tokens * len(plan.suites)
+    look = profile.round_time(plan.d_max)
+    lengths = list(plan.lengths(n)) + [n, n, n]  # static lengths, LibraSpec, G4, FailFast ~ n
+    per_round = sum(profile.round_time(d) + look for d in lengths) + look + profile.round_time(n)
+    sweep_round = sum(profile.round_time(n) for _ in plan.sweep_specs(n))
+    out = []
+    for tau in (3.0, 1.0):
+        main = len(plan.temperatures) * tokens * (profile.ar_token_time() + per_round / tau)
+        out.append(main + tokens * sweep_round / tau)
+    return out[0], out[1]
+
+
+def suite_prompts(suite: str, limit: int, folder: Path = PROMPTS_DIR) -> tuple[str, list[str]]:
+    path = Path(folder) / f"{suite}.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"prompt suite {suite!r} not found: {path}")
+    return str(path), read_prompts(path)[:limit]
+
+
+def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None] = lambda s: None,
+               progress: bool = False, profile: LatencyProfile | None = None) -> ReportData:
+    """Run every main and sensitivity bench of `plan`; JSON and parquet go to `data_dir`."""
+    n = pair.block_size
+    longest = plan.longest(n)
+    profile = profile or cached_profile(pair, max_tokens=max(25, longest + 1),
+                                        max_blocks=max(2, -(-longest // n)))
+    data = ReportData(plan=plan, profile=profile)
+    start = time.perf_counter()
+    jobs = [(s, t, plan.main_spec(n, t)) for s in plan.suites for t in plan.temperatures]
+    jobs += [(s, (kind, value), spec) for s in plan.suites for kind, value, spec in plan.sweep_specs(n)]
+    for step, (suite, key, spec) in enumerate(jobs, start=1):
+        path, prompts = suite_prompts(suite, plan.prompts_per_suite)
+        what = f"T={key:g}" if isinstance(key, float) else f"{key[0]}={key[1]:g}"
+        log(f"[{step}/{len(jobs)}] {suite} {what} ({time.perf_counter() - start:.0f} s so far)")
+        result = run_bench(pair, prompts, spec, profile=profile, progress=progress, source=path)
+        name = f"{suite}-T{key:g}" if isinstance(key, float) else f"{suite}-{key[0]}{key[1]:g}"
+        out = os.path.join(data_dir, f"{name}.json")
+        write_result(result, out)
+        if isinstance(key, float):
+            data.main[(suite, key)] = result
+            data.files[(suite, key)] = out
+            data.bench_commands.append(bench_command(path, spec, pair.name, out, plan.prompts_per_suite))
+        else:
+            data.sweeps[(suite,) + key] = result
+    data.elapsed_s = time.perf_counter() - start
+    return data
+
+
+def _shown(path: str) -> str:
+    """A path as a command should show it: relative to the repository when inside it."""
+    root = ASSETS.parent
+    full = Path(path).resolve()
+    return str(full.relative_to(root)) if full.is_relative_to(root) else str(full)
+
+
+def bench_command(prompts: str, spec: BenchSpec, model: str, out: str, limit: int) -> str:
+    """The `bench` command line that reproduces one main run on its own."""
+    prompts, out = _shown(prompts), _shown(out)
+    lengths = ",".join(str(L) for L in spec.static_lengths or ())
+    return (f"python -m libraspec bench --prompts {prompts} --modes {','.join(spec.modes)} "
+            f"--static-lengths {lengths} --alpha {spec.alpha:g} --d-max {spec.d_max} "
+            f"--max-new-tokens {spec.max_new_tokens} --temperature {spec.temperature:g} "
+            f"--seed {spec.seed} --limit {limit} --model {model} --threads {torch.get_num_threads()} "
+            f"--out {out}")
+
+
+# -- figures -------------------------------------------------------------------------------
+
+def can_export_png() -> bool:
+    return importlib.util.find_spec("kaleido") is not None
+
+
+def save_figures(figures: dict, folder: str, markdown_dir: str, fmt: str = "auto") -> tuple[dict, str]:
+    """Write Plotly figures as PNG (kaleido + a Chromium) or, failing that, self-contained HTML.
+
+    Returns {name: path relative to the markdown} and a sentence saying which format was used.
+    """
+    os.makedirs(folder, exist_ok=True)
+    names = list(figures)
+    if fmt in ("auto", "png") and can_export_png():
+        import plotly.io as pio
+        paths = [os.path.join(folder, f"{name}.png") for name in names]
+        try:
+            pio.write_images([figures[k] for k in names], paths, width=900, scale=1)
+            return {k: os.path.relpath(p, markdown_dir) for k, p in zip(names, paths)}, \
+                "Figures are PNG files exported with kaleido through the system Chromium."
+        except (ValueError, RuntimeError, OSError) as err:
+            if fmt == "png":
+                raise ValueError(f"PNG export failed: {err}") from err
+            reason = f"PNG export failed ({type(err).__name__}: {err})"
+    elif fmt == "png":
+        raise ValueError("PNG export needs the kaleido package (pip install kaleido==1.5.0) and Chromium")
+    else:
+        reason = "kaleido is not installed" if fmt == "auto" else "HTML was asked for"
+    out = {}
+    for name in names:
+        path = os.path.join(folder, f"{name}.html")
+        figures[name].write_html(path, include_plotlyjs=True, full_html=True)  # offline: plotly.js inlined
+        out[name] = os.path.relpath(path, markdown_dir)
+    return out, f"Figures are self-contained HTML files (plotly.js inlined, viewable offline): {reason}."
+
+
+def build_figures(data: ReportData) -> dict:
+    """One length trajectory per suite (prompt 0, temperature 0) and the latency profile."""
+    from .plots import length_figure, profile_figure
+    figures = {"profile": profile_figure(data.profile)}
+    for suite in data.plan.suites:
+        result = data.main.get((suite, 0.0)) or next(
+            (r for (s, _), r in data.main.items() if s == suite), None)
+        if result is None:
+            continue
+        best = result.summary["config"]["best_static"]
+        frame = result.frame()
+        keep = frame["label"].isin([best, "libraspec", "oracle"]) & (frame["prompt_index"] == 0)
+        fig = length_figure(frame[keep])
+        fig.update_layout(title=dict(text=f"{suite}, prompt 0: d per round (dashed: d*)"))
+        figures[f"trajectory-{suite}"] = fig
+    return figures
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+
+HELP = "run the benchmark suites on a model pair and write BENCHMARKS.md"
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(",") if x.strip())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", default="BENCHMARKS.md")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK.prompts_per_suite} prompts x {QUICK.max_new_tokens} tokens per suite "
+                             f"(default {DEFAULT.prompts_per_suite} x {DEFAULT.max_new_tokens})")
+    parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
+    parser.add_argument("--prompts-per-suite", type=int, default=None)
+    parser.add_argument("--max-new-tokens", type=int, default=None)
+    parser.add_argument("--suites", default=",".join(SUITES))
+    parser.add_argument("--temperatures", default="0,1")
+    parser.add_argument("--static-lengths", default=None, help="default: 4, 8 and n")
+    parser.add_argument("--alphas", default=",".join(f"{a:g}" for a in DEFAULT.alphas))
+    parser.add_argument("--d-maxes", default=",".join(str(d) for d in DEFAULT.d_maxes))
+    parser.add_argument("--data-dir", default=None, help="per-run JSON/parquet (default: benchmarks/results "
+                                                         "beside --out)")
+    parser.add_argument("--figures", choices=("auto", "png", "html"), default="auto")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--note", default="", help="a sentence to print in the report's setup section")
+
+
+def plan_from_args(args) -> ReportPlan:
+    base = QUICK if args.quick else DEFAULT
+    plan = replace(base, suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
+                   temperatures=_floats(args.temperatures), alphas=_floats(args.alphas),
+                   d_maxes=_ints(args.d_maxes),
+                   static_lengths=_ints(args.static_lengths) if args.static_lengths else None)
+    if args.prompts_per_suite is not None:
+        plan = replace(plan, prompts_per_suite=args.prompts_per_suite)
+    if args.max_new_tokens is not None:
+        plan = replace(plan, max_new_tokens=args.max_new_tokens)
+    if plan.prompts_per_suite < 1 or not plan.suites or not plan.temperatures:
+        raise ValueError("the report needs >= 1 prompt per suite, one suite and one temperature")
+    return plan
+
+
+def run(args) -> int:
+    from .models.registry import load_pair
+    from .report_md import render
+    set_threads(args.threads)
+    plan = plan_from_args(args)
+    markdown_dir = os.path.dirname(os.path.abspath(args.out))
+    data_dir = args.data_dir or os.path.join(markdown_dir, "benchmarks", "results")
+    figure_dir = os.path.join(markdown_dir, "benchmarks", "figures")
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    pair = load_pair(args.model)
+    n = pair.block_size
+    longest = plan.longest(n)
+    log(f"measuring (or loading) the latency profile of {pair.name} up to {longest + 1} tokens ...")
+    profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
+    low, high = estimate_seconds(plan, profile, n)
+    log(f"estimated decode time: {low / 60:.1f} min (tau = 3) to {high / 60:.1f} min (tau = 1), "
+        f"{torch.get_num_threads()} thread(s)")
+    data = run_report(pair, plan, data_dir, log, progress=not args.quiet, profile=profile)
+    data.estimate_s = (low, high)
+    data.command = "python -m libraspec " + shlex.join(getattr(args, "argv", ["report", "--out", args.out]))
+    data.note = args.note
+    data.figures, data.figure_note = save_figures(build_figures(data), figure_dir, markdown_dir, args.figures)
+    text = render(pair, data, markdown_dir)
+    write_text(text, args.out)
+    log(f"wrote {args.out} ({data.elapsed_s / 60:.1f} min of decoding)")
+    return 0

@@ -1,0 +1,359 @@
+"""BENCHMARKS.md from the results of `report.run_report`: tables, goals, evidence.
+
+Paper symbols: d the speculative length, d* the oracle length, n the block size, d_max
+the cap, alpha the Algorithm 1 trade-off, q_i the drafter confidence of draft i,
+tau = accepted + 1 tokens per round, eta the speedup over AR decoding.
+
+Speedups are totals over prompts (bench.mode_summary). "Pooled" rows add the rounds of
+every suite at one temperature. Acceptance by position and calibration read the
+per-round records: draft i counts when it was submitted (d >= i) and every draft before
+it was accepted (a >= i - 1); it is accepted when a >= i. The oracle mode is left out of
+both, since it picks d knowing where the first mismatch is.
+"""
+from __future__ import annotations
+
+import datetime
+
+import numpy as np
+
+from .bench import mode_summary
+
+NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "oracle": "oracle"}
+GOALS = {"oracle_ratio": 0.90, "static_ratio": 1.10, "mad": 2.0, "mad_ratio": 0.3, "measured": 2.0,
+         "policy_share": 0.01}
+PAPER_MAD = (2.78, 9.48)  # LibraSpec vs static, paper section 5
+
+
+def _x(value, digits: int = 2, suffix: str = "x") -> str:
+    return "-" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def _f(value, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.2f}%"
+
+
+def _label_name(label: str, entry: dict) -> str:
+    if entry["mode"] == "static":
+        return f"static d={entry['length']}" + (" **(best)**" if entry.get("best") else "")
+    return NAMES.get(label, label)
+
+
+def _plain(label: str | None, modes: dict) -> str:
+    return "-" if label is None else _label_name(label, modes[label]).replace(" **(best)**", "")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return out + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def _modes_table(modes: dict) -> list[str]:
+    header = ["mode", "speedup measured", "speedup modeled", "tau", "mean d", "MAD to d*", "policy share",
+              "tokens"]
+    rows = [[_label_name(label, e), _x(e["speedup_measured"]), _x(e["speedup_modeled"]), _f(e["tau"]),
+             _f(e["mean_length"], 1), _f(e["mad_vs_oracle"]), _pct(e["policy_share"]), str(e["tokens"])]
+            for label, e in modes.items()]
+    return _table(header, rows)
+
+
+def pooled_modes(data, temperature: float) -> dict:
+    """Per-label summaries over the runs of every suite at one temperature."""
+    results = [data.main[(s, temperature)] for s in data.plan.suites if (s, temperature) in data.main]
+    if not results:
+        return {}
+    ar = [run for r in results for run in r.records.get("ar", [])] or None
+    modes = {}
+    for label in results[0].records:
+        runs = [run for r in results for run in r.records[label]]
+        modes[label] = mode_summary(runs, ar, data.profile)
+        if "length" in results[0].summary["modes"][label]:
+            modes[label]["length"] = results[0].summary["modes"][label]["length"]
+    statics = [k for k, e in modes.items() if e["mode"] == "static"]
+    if statics:
+        best = max(statics, key=lambda k: modes[k]["tokens_per_s"] or 0.0)
+        for k in statics:
+            modes[k]["best"] = k == best
+    return modes
+
+
+def best_static(modes: dict, key: str = "best") -> str | None:
+    """The marked best static label (measured), or the best by `key` when key is a metric."""
+    statics = [k for k, e in modes.items() if e["mode"] == "static"]
+    if not statics:
+        return None
+    if key == "best":
+        return next((k for k in statics if modes[k].get("best", True)), statics[0])
+    return max(statics, key=lambda k: modes[k][key] or 0.0)
+
+
+def sweep_rows(data, kind: str) -> list[tuple[float, dict, dict]]:
+    """(value, pooled LibraSpec summary, {suite: summary}) for each swept alpha or d_max (T = 0)."""
+    plan = data.plan
+    values = plan.alphas if kind == "alpha" else plan.d_maxes
+    main_value = plan.alpha if kind == "alpha" else plan.d_max
+    out = []
+    for value in values:
+        per_suite, runs, ar = {}, [], []
+        for suite in plan.suites:
+            main = data.main.get((suite, 0.0))
+            result = main if value == main_value else data.sweeps.get((suite, kind, value))
+            if main is None or result is None or "libraspec" not in result.records:
+                continue
+            per_suite[suite] = mode_summary(result.records["libraspec"], main.records.get("ar"), data.profile)
+            runs += result.records["libraspec"]
+            ar += main.records.get("ar", [])
+        if runs:
+            out.append((value, mode_summary(runs, ar or None, data.profile), per_suite))
+    return out
+
+
+def acceptance_evidence(data, temperature: float = 0.0) -> tuple[list, list]:
+    """Acceptance rate by draft position and a calibration table of q_i (see module doc)."""
+    positions: dict[int, list[int]] = {}
+    pairs = []
+    for suite in data.plan.suites:
+        result = data.main.get((suite, temperature))
+        if result is None:
+            continue
+        for label, runs in result.records.items():
+            if label in ("ar", "oracle"):
+                continue
+            for record in (r for run in runs for r in run):
+                for i in range(1, record.chosen_length + 1):
+                    if record.accepted < i - 1:
+                        break
+                    hit = int(record.accepted >= i)
+                    positions.setdefault(i, []).append(hit)
+                    pairs.append((record.confidences[i - 1], hit))
+    by_position = [(i, len(v), float(np.mean(v))) for i, v in sorted(positions.items())]
+    calibration = []
+    if pairs:
+        q, hit = np.array(pairs).T
+        edges = np.linspace(0.0, 1.0, 6)
+        bins = np.clip(np.digitize(q, edges[1:-1]), 0, len(edges) - 2)
+        for b in range(len(edges) - 1):
+            mask = bins == b
+            if mask.any():
+                calibration.append((edges[b], edges[b + 1], int(mask.sum()), float(q[mask].mean()),
+                                    float(hit[mask].mean())))
+    return by_position, calibration
+
+
+def _goal(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("**met**" if ok else "**not met**")
+
+
+def goal_rows(modes: dict) -> list[list[str]]:
+    lib = modes.get("libraspec")
+    if lib is None:
+        return []
+    oracle, best_m = modes.get("oracle"), best_static(modes, "speedup_modeled")
+    marked = best_static(modes)
+    rows = []
+
+    def ratio(a, b):
+        return None if a is None or not b else a / b
+
+    r = ratio(lib["speedup_modeled"], oracle and oracle["speedup_modeled"])
+    rows.append(["modeled speedup >= 0.90x oracle's", _x(r), _goal(None if r is None else r >= GOALS["oracle_ratio"])])
+    r = ratio(lib["speedup_modeled"], best_m and modes[best_m]["speedup_modeled"])
+    rows.append([f"modeled speedup >= 1.10x best static's ({_plain(best_m, modes)})", _x(r),
+                 _goal(None if r is None else r >= GOALS["static_ratio"])])
+    mad = lib["mad_vs_oracle"]
+    rows.append(["MAD to d* <= 2.0 tokens", _f(mad), _goal(None if mad is None else mad <= GOALS["mad"])])
+    r = ratio(mad, marked and modes[marked]["mad_vs_oracle"])
+    rows.append([f"MAD <= 0.3x static's ({_plain(marked, modes)})", _x(r), _goal(None if r is None else r <= GOALS["mad_ratio"])])
+    m = lib["speedup_measured"]
+    rows.append(["measured speedup over AR >= 2.0x", _x(m), _goal(None if m is None else m >= GOALS["measured"])])
+    p = lib["policy_share"]
+    rows.append(["policy time <= 1% of round time", _pct(p), _goal(None if p is None else p <= GOALS["policy_share"])])
+    return rows
+
+
+def _expected_tau(rate: dict, d: int) -> float:
+    """1 + sum_{i<=d} prod_{k<=i} p_k from conditional acceptance rates p_k (0 where unseen)."""
+    tau, run = 1.0, 1.0
+    for i in range(1, d + 1):
+        run *= rate.get(i, 0.0)
+        tau += run
+    return tau
+
+
+def _calibration_error(calibration: list) -> float | None:
+    total = sum(c[2] for c in calibration)
+    return sum(c[2] * abs(c[3] - c[4]) for c in calibration) / total if total else None
+
+
+def _limits(data, pooled0: dict, by_position: list, calibration: list) -> list[str]:
+    """Plain statements, each with its figure, about what bounds the speedup here."""
+    profile, n = data.profile, data.profile.block_size
+    ar = profile.ar_token_time()
+    out = []
+    if by_position:
+        rate = dict((i, r) for i, _, r in by_position)
+        later = [i for i in sorted({2, 4, 8, n}) if i in rate]
+        out.append(f"- **Drafter accuracy.** At temperature 0 draft 1 is accepted in {100 * rate[1]:.0f}% of "
+                   f"rounds" + ("; given every earlier draft was accepted, " + ", ".join(
+                       f"draft {i} in {100 * rate[i]:.0f}%" for i in later) if later else "")
+                   + f". Under greedy verification tau = 1 + sum_i prod_(k<=i) p_k, so with these rates a "
+                   f"round at d = n commits at most {_expected_tau(rate, n):.2f} tokens on average.")
+    ece = _calibration_error(calibration)
+    if ece is not None:
+        q = sum(c[2] * c[3] for c in calibration) / sum(c[2] for c in calibration)
+        rate = sum(c[2] * c[4] for c in calibration) / sum(c[2] for c in calibration)
+        side = "over-confident" if q > rate else "under-confident"
+        out.append(f"- **Calibration.** Mean q_i of counted drafts is {q:.2f} against an acceptance rate of "
+                   f"{rate:.2f} (expected calibration error {ece:.2f}): the drafter is {side}, so the eps_i "
+                   f"bounds, which read q_i as acceptance probabilities, "
+                   f"{'stretch d too far' if q > rate else 'stop d too early'}.")
+    even = profile.round_time(n) / ar
+    lib = pooled0.get("libraspec")
+    out.append(f"- **Cost curve.** On this machine verifying k tokens costs {profile.verify_time(2) / ar:.2f}x "
+               f"(k = 2), {profile.verify_time(9) / ar:.2f}x (k = 9) and {profile.verify_time(n + 1) / ar:.2f}x "
+               f"(k = n + 1 = {n + 1}) one AR step; a round at d = n (drafting included) costs {even:.2f} AR "
+               f"steps, so it must commit tau >= {even:.2f} tokens to break even"
+               + (f"; LibraSpec's tau is {lib['tau']:.2f}." if lib else "."))
+    return out
+
+
+def _paper_rows(data, pooled: dict) -> list[list[str]]:
+    rows = []
+    libs = [(s, t, r.summary["modes"]["libraspec"]) for (s, t), r in data.main.items()
+            if "libraspec" in r.summary["modes"]]
+    best = max(libs, key=lambda x: x[2]["speedup_measured"] or 0.0, default=None)
+    if best:
+        rows.append(["speedup over AR up to 8.49x (GPUs)",
+                     f"up to {_x(best[2]['speedup_measured'])} measured ({best[0]}, T={best[1]:g}), "
+                     f"{_x(max(x[2]['speedup_modeled'] or 0 for x in libs))} modeled",
+                     "CPU, 135M target, self-trained drafter: see the limits below"])
+    for t, modes in pooled.items():
+        if "libraspec" in modes and best_static(modes):
+            s = modes[best_static(modes)]
+            lib = modes["libraspec"]
+            gain_m = None if lib["speedup_measured"] is None else lib["speedup_measured"] - s["speedup_measured"]
+            rows.append([f"+0.5-1.5x over baselines (T={t:g})",
+                         f"{_x(gain_m, 2, 'x')} measured, {_x(lib['speedup_modeled'] - s['speedup_modeled'])} "
+                         f"modeled over {_plain(best_static(modes), modes)}",
+                         "pooled over suites"])
+    for kind, paper in (("alpha", "alpha 2.0-2.2 is robust"), ("d_max", "d_max = 24 for DFlash")):
+        sweep = sweep_rows(data, kind)
+        if sweep:
+            top = max(sweep, key=lambda x: x[1]["speedup_modeled"] or 0.0)
+            spread = [x[1]["speedup_modeled"] for x in sweep]
+            rows.append([paper, f"best {kind} = {top[0]:g} ({_x(top[1]['speedup_modeled'])} modeled); "
+                                f"range {_x(min(spread))}-{_x(max(spread))}", "T = 0, pooled over suites"])
+    if 0.0 in pooled and "libraspec" in pooled[0.0] and best_static(pooled[0.0]):
+        modes = pooled[0.0]
+        rows.append([f"MAD to oracle {PAPER_MAD[0]} (LibraSpec) vs {PAPER_MAD[1]} (static)",
+                     f"{_f(modes['libraspec']['mad_vs_oracle'])} vs {_f(modes[best_static(modes)]['mad_vs_oracle'])}",
+                     "T = 0, best static, pooled"])
+    return rows
+
+
+def render(pair, data, markdown_dir: str) -> str:
+    """The whole BENCHMARKS.md as text."""
+    plan, profile = data.plan, data.profile
+    first = next(iter(data.main.values()), None)
+    config = first.summary["config"] if first else {}
+    machine, versions = config.get("machine", {}), config.get("versions", {})
+    lines = ["# Benchmarks", "",
+             f"Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by `{data.command}` "
+             f"in {data.elapsed_s / 60:.1f} min of decoding (estimated beforehand: "
+             f"{data.estimate_s[0] / 60:.1f}-{data.estimate_s[1] / 60:.1f} min). Every number below comes from "
+             f"that run; nothing is copied from elsewhere.", "", "## Setup", "",
+             f"- Machine: {machine.get('cpu', '?')}, {config.get('threads', '?')} torch thread(s)"
+             + (f", GPU {machine['gpu']}" if "gpu" in machine else ", no GPU"),
+             "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+             f"- Model pair `{pair.name}`: {pair.description}; target `{config.get('models', {}).get('target', '?')}`, "
+             f"drafter `{pair.drafter_id}`, n = {pair.block_size}",
+             f"- LibraSpec alpha = {plan.alpha:g}, d_max = {plan.d_max}; static lengths "
+             f"{', '.join(map(str, plan.lengths(pair.block_size)))}; G4 starts at {min(pair.block_size, plan.d_max)}; "
+             f"FailFast threshold {config.get('failfast', {}).get('threshold', '?')}, step "
+             f"{config.get('failfast', {}).get('step', '?')}",
+             f"- Suites {', '.join(plan.suites)} (assets/prompts/*.jsonl, written for this project): first "
+             f"{plan.prompts_per_suite} prompts each, {plan.max_new_tokens} new tokens, temperatures "
+             f"{', '.join(f'{t:g}' for t in plan.temperatures)}, seed {plan.seed} (+ prompt index)",
+             "- Measured time: drafting + policy + verification wall clock (prefill excluded); modeled time: the "
+             "latency profile below applied to each round. Speedup = AR seconds per token / mode seconds per token, "
+             "totals over prompts, AR decoded in the same run. MAD = mean |d - d*| over a mode's own rounds, "
+             "d* from an untimed oracle look-ahead of d_max drafts."]
+    if data.note:
+        lines.append(f"- Note: {data.note}")
+    verify = ", ".join(f"k={k}: {1000 * profile.verify_time(k):.0f} ms" for k in (1, 2, 4, 8, 16, 25)
+                       if k <= len(profile.verify_s))
+    drafts = ", ".join(f"{b}: {1000 * t:.0f} ms" for b, t in enumerate(profile.draft_s, start=1))
+    lines += ["", f"Latency profile (median of {profile.meta.get('repeats', '?')} repeats, context "
+                  f"{profile.meta.get('context_len', '?')}): target forward with {verify}; drafting blocks {drafts}.", ""]
+    if "profile" in data.figures:
+        lines += [_figure("latency profile", data.figures["profile"]), ""]
+    lines += [data.figure_note, "", "## Results per suite", ""]
+    for suite in plan.suites:
+        for t in plan.temperatures:
+            result = data.main.get((suite, t))
+            if result is not None:
+                lines += [f"### {suite}, temperature {t:g}", ""] + _modes_table(result.summary["modes"]) + [""]
+    pooled = {t: pooled_modes(data, t) for t in plan.temperatures}
+    lines += ["## Pooled over suites", ""]
+    for t, modes in pooled.items():
+        if modes:
+            lines += [f"### temperature {t:g}", ""] + _modes_table(modes) + [""]
+    for kind, title in (("alpha", "Alpha sensitivity (paper Table 4)"), ("d_max", "d_max sensitivity (paper Fig. 4)")):
+        rows = sweep_rows(data, kind)
+        lines += [f"## {title}", "", f"LibraSpec at temperature 0, "
+                  + (f"d_max = {plan.d_max}" if kind == "alpha" else f"alpha = {plan.alpha:g}")
+                  + "; speedups pooled over suites (per-suite modeled speedups after them).", ""]
+        header = [kind, "speedup measured", "speedup modeled", "tau", "mean d"] + [f"{s} modeled" for s in plan.suites]
+        lines += _table(header, [[f"{v:g}", _x(p["speedup_measured"]), _x(p["speedup_modeled"]), _f(p["tau"]),
+                                  _f(p["mean_length"], 1)] + [_x(per[s]["speedup_modeled"]) if s in per else "-"
+                                                               for s in plan.suites] for v, p, per in rows]) + [""]
+    lines += ["## Length trajectories", "",
+              "Chosen d per round on the first prompt of each suite at temperature 0, for the best static length, "
+              "LibraSpec and the oracle; dashed lines are the oracle d* of the same round.", ""]
+    for suite in plan.suites:
+        if f"trajectory-{suite}" in data.figures:
+            lines += [_figure(f"{suite} trajectory", data.figures[f"trajectory-{suite}"]), ""]
+    lines += ["## MAD to the oracle length", "", f"The paper reports {PAPER_MAD[0]} for LibraSpec against "
+              f"{PAPER_MAD[1]} for static lengths.", ""]
+    mad_rows = []
+    for t, modes in pooled.items():
+        for label in [k for k, e in modes.items() if e["mad_vs_oracle"] is not None]:
+            mad_rows.append([f"{t:g}", _label_name(label, modes[label]), _f(modes[label]["mad_vs_oracle"]),
+                             _f(modes[label]["mean_length"], 1)])
+    lines += _table(["temperature", "mode", "MAD to d*", "mean d"], mad_rows) + [""]
+    lines += ["## Compared with the paper", ""] + _table(["paper", "here", "note"], _paper_rows(data, pooled)) + [""]
+    lines += ["## Goals", "", "LibraSpec pooled over suites; a goal is met when it holds at every temperature.", ""]
+    goal_table = {t: goal_rows(m) for t, m in pooled.items() if m}
+    if goal_table:
+        temps = list(goal_table)
+        rows = []
+        for i, row in enumerate(goal_table[temps[0]]):
+            cells = [goal_table[t][i] for t in temps]
+            verdicts = [c[2] for c in cells]
+            overall = "**met**" if all(v == "**met**" for v in verdicts) else (
+                "n/a" if all(v == "n/a" for v in verdicts) else "**not met**")
+            rows.append([row[0]] + [c[1] for c in cells] + [overall])
+        lines += _table(["goal"] + [f"T={t:g}" for t in temps] + ["verdict"], rows) + [""]
+    by_position, calibration = acceptance_evidence(data)
+    lines += ["## What limits the speedup", ""] + _limits(data, pooled.get(0.0, {}), by_position, calibration) + [""]
+    if by_position:
+        lines += ["Acceptance by draft position (temperature 0, policy modes; a draft counts when it was "
+                  "submitted and every earlier draft was accepted):", ""]
+        lines += _table(["position i", "rounds", "accepted"],
+                        [[str(i), str(c), f"{100 * r:.1f}%"] for i, c, r in by_position]) + [""]
+    if calibration:
+        lines += ["Calibration of q_i on the same drafts:", ""]
+        lines += _table(["q_i bin", "drafts", "mean q_i", "accepted"],
+                        [[f"{lo:.1f}-{hi:.1f}", str(c), f"{q:.2f}", f"{r:.2f}"] for lo, hi, c, q, r in calibration])
+        lines += [""]
+    lines += ["## Reproduce", "", "The whole report:", "", "```", data.command, "```", "",
+              "Each main run on its own (the report wrote these files; per-round records sit beside each JSON "
+              "as `.records.parquet`):", "", "```"] + data.bench_commands + ["```", ""]
+    return "\n".join(lines)
+
+
+def _figure(alt: str, path: str) -> str:
+    return f"![{alt}]({path})" if path.endswith(".png") else f"[{alt} (interactive HTML)]({path})"

@@ -1,0 +1,219 @@
+"""Benchmark CLI and report: the OUT.json contract, greedy losslessness across modes, prompt
+files of every shape, clear errors naming file and line, and the report end to end."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+
+from libraspec import bench, report, report_md
+from libraspec.__main__ import SUBCOMMANDS, build_parser, main
+from libraspec.cost import LatencyProfile
+from libraspec.models.registry import tiny_pair
+from libraspec.records import RoundRecord, read_trace
+
+torch.set_num_threads(1)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, block_size=7, max_tokens=50)
+ALL = "ar,static,libraspec,g4,failfast,oracle"
+MODE_KEYS = {"tokens", "rounds", "tau", "wall_s", "speedup_measured", "speedup_modeled", "mad_vs_oracle",
+             "policy_s", "policy_share"}
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def prompt_file(tmp_path):
+    return write_lines(tmp_path / "p.jsonl", [json.dumps({"prompt": "Add 2 and 3."}), "",
+                                              json.dumps({"question": "Why is ice slippery?"}),
+                                              json.dumps({"turns": ["Say hello.", "Now goodbye."]})])
+
+
+@pytest.fixture
+def fixed_profile(monkeypatch, tmp_path):
+    """No profile measurement in tests: every run uses PROFILE (n = 7, as tiny pairs have)."""
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(bench, "bench_profile", lambda pair, spec: PROFILE)
+    monkeypatch.setattr(report, "cached_profile", lambda pair, **kwargs: PROFILE)
+
+
+def test_prompt_shapes(prompt_file):
+    assert bench.read_prompts(prompt_file) == ["Add 2 and 3.", "Why is ice slippery?", "Say hello."]
+
+
+@pytest.mark.parametrize("line", ["{not json", json.dumps(["a list"]), json.dumps({"text": "no known key"}),
+                                  json.dumps({"turns": []}), json.dumps({"turns": [3]}),
+                                  json.dumps({"prompt": "   "}), json.dumps({"question": 7})])
+def test_malformed_line_names_file_and_line(tmp_path, line):
+    path = write_lines(tmp_path / "bad.jsonl", [json.dumps({"prompt": "fine"}), "", line])
+    with pytest.raises(ValueError, match=rf"bad\.jsonl, line 3"):
+        bench.read_prompts(path)
+
+
+def test_empty_prompt_file(tmp_path):
+    with pytest.raises(ValueError, match="no prompts"):
+        bench.read_prompts(write_lines(tmp_path / "empty.jsonl", [""]))
+
+
+def test_every_suite_parses():
+    for suite in report.SUITES:
+        prompts = bench.read_prompts(report.PROMPTS_DIR / f"{suite}.jsonl")
+        assert len(prompts) >= 20 and len(set(prompts)) == len(prompts)
+
+
+def test_bench_cli_writes_the_contract(tmp_path, prompt_file, fixed_profile):
+    out = tmp_path / "out" / "OUT.json"
+    code = main(["bench", "--prompts", str(prompt_file), "--modes", ALL, "--static-lengths", "2,7",
+                 "--max-new-tokens", "8", "--model", "tiny-llama", "--threads", "1", "--quiet",
+                 "--limit", "2", "--out", str(out)])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert set(data) == {"config", "modes", "runs"}
+    config = data["config"]
+    for key in ("models", "alpha", "d_max", "n", "static_length", "static_lengths", "profile", "machine",
+                "threads", "versions"):
+        assert key in config
+    assert config["n"] == 7 and config["static_lengths"] == [2, 7] and config["threads"] == 1
+    assert LatencyProfile.from_dict(config["profile"]) == PROFILE
+    labels = ["ar", "static-2", "static-7", "libraspec", "g4", "failfast", "oracle"]
+    assert list(data["modes"]) == labels
+    for label, entry in data["modes"].items():
+        assert MODE_KEYS <= set(entry)
+        assert isinstance(entry["tokens"], int) and isinstance(entry["rounds"], int)
+        assert entry["tokens"] >= entry["rounds"] >= 1 and entry["wall_s"] > 0
+        assert (entry["mad_vs_oracle"] is None) == (label in ("ar", "oracle"))
+        assert 0.0 <= entry["policy_share"] <= 1.0
+    assert data["modes"]["ar"]["speedup_measured"] == pytest.approx(1.0)
+    assert sum(data["modes"][k].get("best", False) for k in labels) == 1
+    assert config["best_static"] in ("static-2", "static-7")
+    # one run per (prompt, mode), with ids and text
+    runs = data["runs"]
+    assert sorted((r["prompt_index"], r["mode"]) for r in runs) == sorted((i, k) for i in range(2) for k in labels)
+    for run in runs:
+        assert isinstance(run["text"], str) and all(isinstance(t, int) for t in run["output_ids"])
+        assert 1 <= len(run["output_ids"]) <= 8
+    # greedy: every mode reproduces AR token for token
+    ar = {r["prompt_index"]: r["output_ids"] for r in runs if r["mode"] == "ar"}
+    assert all(r["output_ids"] == ar[r["prompt_index"]] for r in runs)
+    # the per-round records of every run sit beside the JSON
+    frame = read_trace(str(out.with_suffix("")) + ".records.parquet")
+    assert {"label", "prompt_index"} <= set(frame.columns)
+    for label, entry in data["modes"].items():
+        rows = frame[frame["label"] == label]
+        assert len(rows) == entry["rounds"] and rows["tau"].sum() == entry["tokens"]
+    assert not list(out.parent.glob("*.tmp"))
+
+
+def test_speedups_are_totals_over_prompts(tmp_path, prompt_file, fixed_profile):
+    pair = tiny_pair("llama", seed=5, dtype=torch.float64)
+    spec = bench.BenchSpec(modes=("ar", "static", "libraspec"), max_new_tokens=10, temperature=1.0, seed=3)
+    result = bench.run_bench(pair, bench.read_prompts(prompt_file), spec, profile=PROFILE)
+    modes = result.summary["modes"]
+    ar_rate = modes["ar"]["wall_s"] / modes["ar"]["tokens"]
+    for label in ("static", "libraspec"):
+        records = [r for run in result.records[label] for r in run]
+        tokens = sum(r.tau for r in records)
+        assert modes[label]["tokens"] == tokens
+        assert modes[label]["speedup_measured"] == pytest.approx(ar_rate / (modes[label]["wall_s"] / tokens))
+        modeled = sum(r.modeled_s for r in records)
+        assert modes[label]["speedup_modeled"] == pytest.approx(PROFILE.ar_token_time() * tokens / modeled)
+
+
+def test_greedy_lossless_every_mode_float64(prompt_file):
+    pair = tiny_pair("qwen3", seed=2, dtype=torch.float64)
+    spec = bench.BenchSpec(modes=tuple(ALL.split(",")), max_new_tokens=10, static_lengths=(1, 3, 9), d_max=16)
+    result = bench.run_bench(pair, bench.read_prompts(prompt_file)[1:], spec, profile=PROFILE)
+    ar = {r["prompt_index"]: r["output_ids"] for r in result.summary["runs"] if r["mode"] == "ar"}
+    assert len(result.summary["runs"]) == 2 * 8
+    assert all(r["output_ids"] == ar[r["prompt_index"]] for r in result.summary["runs"])
+
+
+def test_bad_arguments_exit_with_a_message(tmp_path, prompt_file, capsys):
+    for extra in (["--modes", "ar,warp"], ["--static-lengths", "4,x"], ["--limit", "0"]):
+        with pytest.raises(SystemExit) as err:
+            main(["bench", "--prompts", str(prompt_file), "--model", "tiny-llama", "--quiet",
+                  "--out", str(tmp_path / "o.json")] + extra)
+        assert err.value.code == 2
+    assert "warp" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="d_max >= n"):
+        bench.run_bench(tiny_pair("llama"), ["hi"], bench.BenchSpec(modes=("libraspec",), d_max=3),
+                        profile=PROFILE)
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_subcommands_are_registered():
+    parser = build_parser()
+    assert {"bench", "report"} <= set(SUBCOMMANDS)
+    args = parser.parse_args(["report", "--quick"])
+    assert args.handler is report.run and args.quick
+
+
+def record(d: int, a: int, q: float = 0.5) -> RoundRecord:
+    committed = tuple(range(a + 1))
+    return RoundRecord(mode="static", round_index=0, start_position=5, draft_tokens=tuple(range(7)),
+                       confidences=(q,) * 7, blocks_drafted=1, policy_steps=(), eps_bounds=(), chosen_length=d,
+                       accepted=a, committed_tokens=committed, bonus_token=a, oracle_length=d,
+                       draft_s=0.01, policy_s=0.0, verify_s=0.05, modeled_s=0.06, cumulative_tokens=a + 1,
+                       cumulative_s=0.06, cumulative_modeled_s=0.06)
+
+
+def test_acceptance_counts_only_reachable_drafts():
+    """d = 4, a = 2: drafts 1-2 accepted, 3 counted as rejected, 4 never reached."""
+    result = bench.BenchResult({}, {"static": [[record(4, 2), record(2, 2)]], "oracle": [[record(7, 0)]]})
+    data = SimpleNamespace(plan=report.ReportPlan(suites=("math",)), main={("math", 0.0): result})
+    by_position, calibration = report_md.acceptance_evidence(data)
+    assert by_position == [(1, 2, 1.0), (2, 2, 1.0), (3, 1, 0.0)]
+    assert sum(c[2] for c in calibration) == 5 and calibration[0][4] == pytest.approx(4 / 5)
+
+
+def test_goals_verdicts():
+    def entry(mode, modeled, measured=None, mad=None, share=0.0, length=None, best=False):
+        out = {"mode": mode, "speedup_modeled": modeled, "speedup_measured": measured, "mad_vs_oracle": mad,
+               "policy_share": share, "tokens_per_s": measured}
+        return out | ({"length": length, "best": best} if mode == "static" else {})
+
+    good = {"static-8": entry("static", 1.5, 1.5, 5.0, length=8, best=True),
+            "libraspec": entry("libraspec", 2.0, 2.5, 1.0, 0.001), "oracle": entry("oracle", 2.1)}
+    assert [row[2] for row in report_md.goal_rows(good)] == ["**met**"] * 6
+    bad = dict(good, libraspec=entry("libraspec", 1.2, 1.1, 2.5, 0.05))
+    assert [row[2] for row in report_md.goal_rows(bad)] == ["**not met**"] * 6
+
+
+def test_estimate_grows_with_the_plan():
+    quick, full = report.QUICK, report.DEFAULT
+    low, high = report.estimate_seconds(quick, PROFILE, 7)
+    assert 0 < low < high
+    assert report.estimate_seconds(full, PROFILE, 7)[0] > low
+
+
+def test_report_end_to_end(tmp_path, fixed_profile):
+    out = tmp_path / "BENCHMARKS.md"
+    code = main(["report", "--out", str(out), "--quick", "--model", "tiny-llama", "--threads", "1",
+                 "--prompts-per-suite", "1", "--max-new-tokens", "6", "--alphas", "1.6,2.2",
+                 "--d-maxes", "15,24", "--suites", "math,chat", "--figures", "html", "--quiet", "--note", "tiny test run"])
+    assert code == 0
+    text = out.read_text()
+    for heading in ("## Setup", "## Results per suite", "### math, temperature 0", "### chat, temperature 1",
+                    "## Pooled over suites", "## Alpha sensitivity", "## d_max sensitivity",
+                    "## Length trajectories", "## MAD to the oracle length", "## Compared with the paper",
+                    "## Goals", "## What limits the speedup", "## Reproduce"):
+        assert heading in text, heading
+    assert "tiny test run" in text and "--quick" in text
+    for mode in ("AR", "static d=4", "LibraSpec", "G4", "FailFast", "oracle"):
+        assert f"| {mode}" in text
+    assert "**(best)**" in text
+    links = [line.split("](", 1)[1].rstrip(")") for line in text.splitlines() if "](" in line]
+    assert len(links) == 3 and all((tmp_path / link).is_file() for link in links)
+    results = tmp_path / "benchmarks" / "results"
+    summary = json.loads((results / "chat-T1.json").read_text())
+    assert summary["config"]["temperature"] == 1.0 and len(summary["runs"]) == 8
+    sweep = pd.read_parquet(results / "math-alpha1.6.records.parquet")
+    assert set(sweep["label"]) == {"libraspec"}
+    assert os.path.exists(results / "chat-d_max15.json")
