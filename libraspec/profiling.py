@@ -3,7 +3,10 @@
 T^verify_k: median wall time of one target forward with k new tokens over a realistic
 context, k = 1..d_max + 1 (a round verifies [last token, d drafts]). T^draft_b: median
 time of drafting b blocks in one round (pass b sees the b - 1 blocks drafted before it).
-Profiles are cached on disk per model pair, machine and settings.
+Profiles are cached on disk per model pair, machine and settings. Medians of a busy
+machine still wobble, and a forward with more tokens never costs less, so the stored
+curves are the monotone (isotonic) least-squares fit of the medians; the raw medians stay
+in `meta`.
 """
 from __future__ import annotations
 
@@ -20,6 +23,17 @@ from .cost import LatencyProfile
 from .draft import DraftBuffer
 from .models.target import crop_cache
 from .verify import SamplingConfig
+
+
+def monotone(values) -> tuple[float, ...]:
+    """Least-squares non-decreasing fit (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, weight]
+    for v in values:
+        blocks.append([float(v), 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, w2), (m1, w1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+    return tuple(m for m, w in blocks for _ in range(int(w)))
 
 
 def cache_root() -> str:
@@ -43,7 +57,7 @@ def machine_description() -> dict:
 
 @torch.inference_mode()
 def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
-                    repeats: int = 5) -> LatencyProfile:
+                    repeats: int = 7) -> LatencyProfile:
     """Median seconds of target forwards with 1..max_tokens new tokens and of 1..max_blocks drafts."""
     target, drafter = pair.target, pair.drafter
     context_len = max(2, min(context_len, target.max_positions - max_tokens - 1))
@@ -77,12 +91,13 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     verify_s = tuple(timed(lambda k=k: verify(k)) for k in range(1, max_tokens + 1))
     draft_s = tuple(timed(lambda b=b: draft(b)) for b in range(1, max_blocks + 1))
     meta = {"pair": pair.name, "context_len": context_len, "repeats": repeats,
+            "raw_verify_s": list(verify_s), "raw_draft_s": list(draft_s),
             "device": str(target.device), "dtype": str(target.dtype), **machine_description()}
-    return LatencyProfile(verify_s=verify_s, draft_s=draft_s, block_size=int(drafter.block_size) - 1, meta=meta)
+    return LatencyProfile(verify_s=monotone(verify_s), draft_s=monotone(draft_s), block_size=int(drafter.block_size) - 1, meta=meta)
 
 
 def cached_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
-                   repeats: int = 5, refresh: bool = False) -> LatencyProfile:
+                   repeats: int = 7, refresh: bool = False) -> LatencyProfile:
     """`measure_profile`, cached on disk by model pair, machine and settings."""
     key = {"pair": pair.name, "drafter": getattr(pair, "drafter_id", ""), "max_tokens": max_tokens,
            "max_blocks": max_blocks, "context_len": context_len, "repeats": repeats,
