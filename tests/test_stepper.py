@@ -1,0 +1,104 @@
+"""The step-through replays exactly what LibraSpecPolicy decides (Algorithm 1), state by state."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from libraspec import plots
+from libraspec.cost import LatencyProfile
+from libraspec.policy import ArrayBuffer, LibraSpecPolicy, epsilon_bounds
+from libraspec.stepper import algorithm_states, final_length, parse_confidences, synthetic_confidences
+
+
+@st.composite
+def cases(draw):
+    n = draw(st.integers(1, 9))
+    d_max = draw(st.integers(n, 40))
+    blocks = -(-d_max // n)
+    level = draw(st.sampled_from([0.0, 0.3, 0.7, 0.9, 0.99, 1.0]))
+    q = draw(st.lists(st.one_of(st.floats(0.0, 1.0), st.just(level)), min_size=blocks * n, max_size=blocks * n))
+    alpha = draw(st.one_of(st.floats(0.05, 8.0), st.sampled_from([1.0, 2.0, 2.2, 3.0])))
+    initial = draw(st.integers(1, blocks))
+    return np.array(q), n, alpha, d_max, initial
+
+
+@settings(max_examples=400, deadline=None)
+@given(cases())
+def test_every_decision_equals_libraspec_policy(case):
+    q, n, alpha, d_max, initial = case
+    policy = LibraSpecPolicy(alpha, d_max)
+    buffer = ArrayBuffer.revealing(q, n, initial_blocks=initial)
+    d = policy.choose_length(buffer)
+    states = algorithm_states(q, n, alpha, d_max, initial_blocks=initial)
+    assert final_length(states) == d
+    assert tuple(s.step for s in states[1:]) == policy.last_steps  # same iterations, same B, same drafting
+    assert states[-1].blocks * n == len(buffer.confidences)
+    assert [s.done for s in states] == [False] * (len(states) - 1) + [True]
+    for prev, state in zip(states, states[1:]):
+        assert state.step.d_before == prev.d
+        assert state.eps == tuple(epsilon_bounds(q[:prev.d], alpha).tolist())
+        assert state.eps_star == min(state.eps) and state.eps[state.argmin - 1] == state.eps_star
+        assert state.budget == state.blocks * n - state.d  # B = drafted - d throughout
+        assert state.message.startswith(f"Iteration {state.index}:")
+
+
+def test_a_worked_example_extends_then_stops():
+    q = [0.95] * 6 + [0.2] * 6  # confident first block, weak second
+    states = algorithm_states(q, n=3, alpha=2.0, d_max=12)
+    reasons = [s.reason for s in states]
+    assert reasons[0] == "start" and reasons[-1] in ("stop", "cap")
+    assert "extend" in reasons
+    extend = next(s for s in states if s.reason == "extend")
+    assert "beneficial" in extend.message and f"-> {extend.d}" in extend.message
+    last = states[-1]
+    assert last.reason == "stop" and "at or below d" in last.message
+    assert final_length(states) == LibraSpecPolicy(2.0, 12).choose_length(ArrayBuffer.revealing(q, 3))
+
+
+def test_d_max_equal_to_n_never_loops():
+    states = algorithm_states([0.9] * 4, n=4, alpha=2.2, d_max=4)
+    assert len(states) == 1 and states[0].done and states[0].d == 4 and "never runs" in states[0].message
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(q=[0.5] * 8, n=4, alpha=2.0, d_max=12), "every position up to d_max"),
+    (dict(q=[0.5] * 8, n=9, alpha=2.0, d_max=8), "d_max >= n"),
+    (dict(q=[0.5] * 8, n=4, alpha=-1.0, d_max=8), "alpha"),
+    (dict(q=[0.5] * 7 + [1.5], n=4, alpha=2.0, d_max=8), "within"),
+])
+def test_bad_input_is_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        algorithm_states(**kwargs)
+
+
+def test_synthetic_profile_and_parsing():
+    q = synthetic_confidences(30, start=0.9, decay=0.05, noise=0.0, seed=0)
+    assert q.shape == (30,) and q[0] == pytest.approx(0.9) and np.all(np.diff(q) < 0)
+    noisy = synthetic_confidences(30, 0.9, 0.05, 0.3, seed=1)
+    assert noisy.min() >= 0 and noisy.max() <= 1
+    assert np.array_equal(noisy, synthetic_confidences(30, 0.9, 0.05, 0.3, seed=1))
+    assert parse_confidences("0.9, 0.8;0.7\n[0.5 1]").tolist() == [0.9, 0.8, 0.7, 0.5, 1.0]
+    with pytest.raises(ValueError, match="not a number"):
+        parse_confidences("0.9, x")
+    with pytest.raises(ValueError, match="within"):
+        parse_confidences("0.9, 1.2")
+    with pytest.raises(ValueError, match="decay"):
+        synthetic_confidences(5, 0.9, 1.5, 0.0, 0)
+
+
+def test_step_figures_show_the_state():
+    q = synthetic_confidences(24, 0.97, 0.02, 0.0, 0)
+    states = algorithm_states(q, n=8, alpha=2.2, d_max=24)
+    fig = plots.stepper_figure(states, len(states) - 1, q, d_max=24)
+    names = [t.name for t in fig.data]
+    assert "eps_i" in names and "q_i" in names
+    bars = next(t for t in fig.data if t.name == "eps_i")
+    assert list(bars.y) == list(states[-1].eps)
+    profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 8, 25)
+    curve = plots.expected_speedup_figure(q, profile, 24, libraspec_d=final_length(states), static_length=8)
+    line = next(t for t in curve.data if t.name == "E[eta_d]")
+    assert len(line.y) == 24 and all(v > 0 for v in line.y)
+    marks = {t.name.split(" ")[0] for t in curve.data if t.mode == "markers"}
+    assert {"LibraSpec", "argmax", "static"} <= marks
