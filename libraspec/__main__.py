@@ -13,6 +13,7 @@ import sys
 SUBCOMMANDS = {
     "bench": "libraspec.bench",
     "report": "libraspec.report",
+    "sweep": "libraspec.sweep",
 }
 
 

@@ -1,0 +1,226 @@
+"""alpha x d_max sweep of LibraSpec (DESIGN.md section 8), and `python -m libraspec sweep`.
+
+Every cell (alpha, d_max) decodes every prompt in LibraSpec mode with the untimed oracle
+annotation (d* over 1..d_max, DESIGN.md section 4); AR decodes each prompt once for the
+measured speedup. alpha may be "auto": `autoalpha.AutoAlphaLibraSpecPolicy`, which sets
+alpha = T^verify / (tau * c) from the latency profile and the running tau (section 3.4).
+
+Per cell, totals over prompts (DESIGN.md section 5, as in `records.summarize`):
+speedup_measured = AR seconds per token / cell seconds per token, speedup_modeled the
+same with the latency profile's times, tau = tokens per round, mad_vs_oracle =
+mean |d - d*| over rounds, alpha_used = mean alpha of the rounds (the value itself when
+fixed). Symbols: alpha, d_max, n (block size), d, d*, tau.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+import pandas as pd
+
+from .autoalpha import AutoAlphaLibraSpecPolicy
+from .engine import DecodeConfig, SpeculativeDecoder
+from .policy import LibraSpecPolicy
+from .records import RoundRecord, summarize
+
+AUTO = "auto"
+DEFAULT_ALPHAS = (1.6, 2.0, 2.2, 2.6, AUTO)  # around the paper's 2.0 (Fast-dLLM) and 2.2 (DFlash)
+DEFAULT_D_MAXES = (16, 24, 32, 48)  # around the paper's 24 for DFlash
+COLUMNS = ["alpha", "d_max", "prompts", "tokens", "rounds", "tau", "mean_d", "alpha_used", "wall_s",
+           "modeled_s", "speedup_measured", "speedup_modeled", "mad_vs_oracle"]
+
+
+def parse_alphas(text: str | Sequence) -> tuple:
+    """"1.6, 2.2, auto" -> (1.6, 2.2, "auto"); values must be finite and > 0, no repeats."""
+    items = [str(x).strip() for x in (text.split(",") if isinstance(text, str) else text)]
+    out = []
+    for item in filter(None, items):
+        if item.lower() == AUTO:
+            out.append(AUTO)
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            raise ValueError(f"alpha values must be numbers or 'auto', got {item!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"alpha values must be finite and > 0, got {item!r}")
+        out.append(value)
+    if not out:
+        raise ValueError("give at least one alpha value (numbers or 'auto')")
+    if len(set(out)) != len(out):
+        raise ValueError(f"alpha values listed twice: {', '.join(map(str, out))}")
+    return tuple(out)
+
+
+def parse_d_maxes(text: str | Sequence) -> tuple[int, ...]:
+    """"16, 24" -> (16, 24); integers >= 1, no repeats."""
+    items = [str(x).strip() for x in (text.split(",") if isinstance(text, str) else text)]
+    try:
+        out = tuple(int(item) for item in items if item)
+    except ValueError:
+        raise ValueError(f"d_max values must be integers, got {text!r}") from None
+    if not out or min(out) < 1 or len(set(out)) != len(out):
+        raise ValueError(f"d_max values must be distinct integers >= 1, got {text!r}")
+    return out
+
+
+def alpha_label(alpha) -> str:
+    return AUTO if alpha == AUTO else f"{float(alpha):g}"
+
+
+@dataclass(frozen=True)
+class SweepEvent:
+    """Progress after one run: runs done of total, what ran, and the finished cells so far."""
+
+    done: int
+    total: int
+    label: str
+    frame: pd.DataFrame  # COLUMNS, one row per finished cell
+    cancelled: bool = False
+
+
+def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRecord],
+              alphas_used: list[float]) -> dict:
+    records = [r for run in runs for r in run]
+    s = summarize(records, ar)
+    return {"alpha": alpha_label(alpha), "d_max": d_max, "prompts": len(runs), "tokens": s.tokens,
+            "rounds": s.rounds, "tau": s.tau, "mean_d": sum(r.chosen_length for r in records) / len(records),
+            "alpha_used": sum(alphas_used) / len(alphas_used) if alphas_used else float("nan"),
+            "wall_s": s.seconds, "modeled_s": s.modeled_seconds,
+            "speedup_measured": s.speedup_measured, "speedup_modeled": s.speedup_modeled,
+            "mad_vs_oracle": s.mad_vs_oracle}
+
+
+def _policy(alpha, d_max: int, decoder: SpeculativeDecoder) -> LibraSpecPolicy:
+    return AutoAlphaLibraSpecPolicy(decoder.profile, d_max) if alpha == AUTO else LibraSpecPolicy(alpha, d_max)
+
+
+def iter_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]], alphas, d_maxes,
+               config: DecodeConfig, cancel: threading.Event | None = None) -> Iterator[SweepEvent]:
+    """Run the sweep, yielding a `SweepEvent` after every decoding run.
+
+    AR runs first (once per prompt), then the cells row by row (alpha outer, d_max
+    inner), each over every prompt; prompt i uses seed config.seed + i. `cancel` is
+    checked before every run: once set, the last event carries cancelled=True and the
+    cells finished so far.
+    """
+    alphas, d_maxes = parse_alphas(alphas), parse_d_maxes(d_maxes)
+    prompts_ids = [list(p) for p in prompts_ids]
+    if not prompts_ids:
+        raise ValueError("no prompts to sweep")
+    n = decoder.n
+    if min(d_maxes) < n:
+        raise ValueError(f"LibraSpec needs d_max >= n = {n}; got d_max values {list(d_maxes)}")
+    configs = [dataclasses.replace(config, seed=config.seed + i) for i in range(len(prompts_ids))]
+    total = len(prompts_ids) * (1 + len(alphas) * len(d_maxes))
+    done, rows = 0, []
+
+    def event(label: str, cancelled: bool = False) -> SweepEvent:
+        return SweepEvent(done, total, label, pd.DataFrame(rows, columns=COLUMNS), cancelled)
+
+    ar: list[RoundRecord] = []
+    for i, ids in enumerate(prompts_ids):
+        if cancel is not None and cancel.is_set():
+            yield event("cancelled", True)
+            return
+        ar += list(decoder.run(ids, "ar", None, configs[i]))
+        done += 1
+        yield event(f"AR, prompt {i + 1}/{len(prompts_ids)}")
+    for alpha in alphas:
+        for d_max in d_maxes:
+            runs, alphas_used = [], []
+            for i, ids in enumerate(prompts_ids):
+                if cancel is not None and cancel.is_set():
+                    yield event("cancelled", True)
+                    return
+                policy = _policy(alpha, d_max, decoder)
+                cell = dataclasses.replace(configs[i], d_max=d_max, annotate_oracle=True)
+                runs.append(list(decoder.run(ids, "libraspec", policy, cell)))
+                alphas_used += getattr(policy, "alphas_used", None) or [policy.alpha] * len(runs[-1])
+                done += 1
+                last = i == len(prompts_ids) - 1
+                if last:
+                    rows.append(_cell_row(alpha, d_max, runs, ar, alphas_used))
+                yield event(f"alpha = {alpha_label(alpha)}, d_max = {d_max}, prompt {i + 1}/{len(prompts_ids)}")
+
+
+def run_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]], alphas, d_maxes,
+              config: DecodeConfig, progress: Callable[[int, int, str], None] | None = None,
+              cancel: threading.Event | None = None) -> pd.DataFrame:
+    """The whole sweep as one DataFrame (COLUMNS, one row per finished cell).
+
+    `progress(done, total, label)` is called after every run. A set `cancel` stops before
+    the next run; the frame then holds the finished cells and attrs["cancelled"] is True.
+    """
+    frame, cancelled = pd.DataFrame(columns=COLUMNS), False
+    for ev in iter_sweep(decoder, prompts_ids, alphas, d_maxes, config, cancel):
+        frame, cancelled = ev.frame, ev.cancelled
+        if progress is not None and not ev.cancelled:
+            progress(ev.done, ev.total, ev.label)
+    frame.attrs["cancelled"] = cancelled
+    return frame
+
+
+def best_cell(frame: pd.DataFrame, metric: str) -> int | None:
+    """Row position of the best cell for `metric` (lowest for mad_vs_oracle, else highest)."""
+    values = pd.to_numeric(frame[metric], errors="coerce") if metric in frame else pd.Series(dtype=float)
+    if values.notna().sum() == 0:
+        return None
+    position = values.reset_index(drop=True)
+    return int(position.idxmin() if metric == "mad_vs_oracle" else position.idxmax())
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+
+HELP = "decode a prompt file with LibraSpec over an alpha x d_max grid and write one CSV row per cell"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--prompts", required=True, help="JSONL file; lines carry prompt, question or turns")
+    parser.add_argument("--alphas", default=",".join(map(str, DEFAULT_ALPHAS)),
+                        help="comma list of alpha values or 'auto'")
+    parser.add_argument("--d-max", default=",".join(map(str, DEFAULT_D_MAXES)), help="comma list of d_max values")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--seed", type=int, default=0, help="prompt i uses seed + i")
+    parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
+    parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
+    parser.add_argument("--out", required=True, help="OUT.csv, one row per (alpha, d_max) cell")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    import sys
+
+    from tqdm import tqdm
+
+    from .bench import read_prompts, set_threads, write_text
+    from .models.registry import load_pair
+    from .profiling import cached_profile
+    set_threads(args.threads)
+    alphas, d_maxes = parse_alphas(args.alphas), parse_d_maxes(args.d_max)
+    prompts = read_prompts(args.prompts)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise ValueError(f"--limit must be >= 1, got {args.limit}")
+        prompts = prompts[: args.limit]
+    config = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
+    pair = load_pair(args.model)
+    longest = max(d_maxes)
+    profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.block_size)))
+    decoder = SpeculativeDecoder(pair, profile)
+    bar = tqdm(total=len(prompts) * (1 + len(alphas) * len(d_maxes)), desc="sweep", unit="run",
+               file=sys.stderr, disable=args.quiet)
+
+    def progress(done: int, total: int, label: str) -> None:
+        bar.set_postfix_str(label, refresh=False)
+        bar.update(done - bar.n)
+
+    frame = run_sweep(decoder, [pair.encode_prompt(p) for p in prompts], alphas, d_maxes, config, progress)
+    bar.close()
+    write_text(frame.to_csv(index=False), args.out)
+    return 0

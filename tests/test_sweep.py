@@ -1,0 +1,139 @@
+"""alpha x d_max sweep on the tiny random pair, automatic alpha, the sweep CLI and figure."""
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from libraspec import plots, profiling
+from libraspec.__main__ import main
+from libraspec.autoalpha import AutoAlphaLibraSpecPolicy
+from libraspec.cost import LatencyProfile
+from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.models.registry import tiny_pair
+from libraspec.policy import ArrayBuffer
+from libraspec.records import RoundRecord
+from libraspec.sweep import COLUMNS, best_cell, parse_alphas, parse_d_maxes, run_sweep
+from libraspec.theory import auto_alpha
+
+torch.set_num_threads(1)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, block_size=7, max_tokens=40)
+PROMPTS = [[1, 40, 50, 60], [1, 70, 80, 90, 100, 110]]
+
+
+@pytest.fixture(scope="module")
+def decoder():
+    return SpeculativeDecoder(tiny_pair("llama", seed=3), PROFILE)  # n = 7
+
+
+def test_full_grid_with_finite_values(decoder):
+    calls = []
+    frame = run_sweep(decoder, PROMPTS, "2.0, auto", [7, 12], DecodeConfig(max_new_tokens=10),
+                      progress=lambda done, total, label: calls.append((done, total)))
+    assert list(frame.columns) == COLUMNS and len(frame) == 4 and not frame.attrs["cancelled"]
+    assert set(zip(frame["alpha"], frame["d_max"])) == {("2", 7), ("2", 12), ("auto", 7), ("auto", 12)}
+    for column in ("tau", "mean_d", "alpha_used", "speedup_measured", "speedup_modeled", "mad_vs_oracle"):
+        assert np.all(np.isfinite(frame[column].astype(float))), column
+    assert (frame["tokens"] == 2 * 10).all()  # greedy: every cell generates the same tokens
+    assert (frame["mean_d"] <= frame["d_max"]).all() and (frame["tau"] >= 1).all()
+    assert frame.loc[frame["alpha"] == "2", "alpha_used"].tolist() == [2.0, 2.0]
+    assert calls == [(k, 2 * (1 + 4)) for k in range(1, 11)]
+    assert best_cell(frame, "mad_vs_oracle") == int(np.argmin(frame["mad_vs_oracle"].to_numpy()))
+
+
+def test_cancel_stops_between_runs(decoder):
+    cancel, calls = threading.Event(), []
+
+    def progress(done, total, label):
+        calls.append(done)
+        if done == 3:  # two AR runs and the first cell's first prompt
+            cancel.set()
+
+    frame = run_sweep(decoder, PROMPTS, [2.2], [7, 12], DecodeConfig(max_new_tokens=6), progress, cancel)
+    assert calls == [1, 2, 3] and frame.attrs["cancelled"] and frame.empty
+    cancel.set()
+    assert run_sweep(decoder, PROMPTS, [2.2], [7], DecodeConfig(max_new_tokens=6), cancel=cancel).attrs["cancelled"]
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda d: run_sweep(d, PROMPTS, [2.2], [5], DecodeConfig(max_new_tokens=4)), "d_max >= n"),
+    (lambda d: run_sweep(d, [], [2.2], [7], DecodeConfig(max_new_tokens=4)), "no prompts"),
+    (lambda d: parse_alphas("2.2, fast"), "numbers or 'auto'"),
+    (lambda d: parse_alphas("2.2, 2.2"), "twice"),
+    (lambda d: parse_alphas("-1"), "> 0"),
+    (lambda d: parse_d_maxes("16, x"), "integers"),
+    (lambda d: parse_d_maxes("16, 16"), "distinct"),
+])
+def test_bad_input_is_refused(decoder, call, match):
+    with pytest.raises(ValueError, match=match):
+        call(decoder)
+
+
+def _round(tau: int, d: int) -> RoundRecord:
+    return RoundRecord(mode="libraspec", round_index=0, start_position=0, draft_tokens=(), confidences=(),
+                       blocks_drafted=1, policy_steps=(), eps_bounds=(), chosen_length=d, accepted=tau - 1,
+                       committed_tokens=tuple(range(tau)), bonus_token=0, oracle_length=None, draft_s=0.0,
+                       policy_s=0.0, verify_s=0.0, modeled_s=0.0, cumulative_tokens=tau, cumulative_s=0.0,
+                       cumulative_modeled_s=0.0)
+
+
+def test_auto_alpha_follows_the_formula_and_resets():
+    policy = AutoAlphaLibraSpecPolicy(PROFILE, d_max=24, prior_tau=2.0)
+    _, c = PROFILE.linear_fit()
+    assert policy.alpha == pytest.approx(PROFILE.verify_time(8) / (2.0 * c))  # T(n) / (tau * c), n = 7
+    assert policy.alpha == pytest.approx(auto_alpha(PROFILE, 2.0, 7))
+    policy.update(_round(tau=6, d=13))
+    assert policy.mean_tau() == pytest.approx(4.0) and policy.mean_length() == 13
+    assert policy.alpha == pytest.approx(PROFILE.verify_time(14) / (4.0 * c))
+    d = policy.choose_length(ArrayBuffer.revealing([0.9] * 28, 7))
+    assert 7 <= d <= 24 and policy.alphas_used == [policy.alpha]
+    policy.update(_round(tau=1, d=0))  # a round that submitted nothing teaches nothing
+    assert policy.mean_length() == 13
+    policy.reset()
+    assert policy.alpha == pytest.approx(auto_alpha(PROFILE, 2.0, 7)) and policy.alphas_used == []
+
+
+def test_auto_alpha_clamps_and_refuses_bad_settings():
+    flat = LatencyProfile((0.01, 0.01, 0.01), (0.001,), 2)
+    assert AutoAlphaLibraSpecPolicy(flat, d_max=4).alpha == 20.0  # c = 0: alpha unbounded, clamped
+    cheap = AutoAlphaLibraSpecPolicy(PROFILE, d_max=24, prior_tau=2.0, alpha_range=(0.1, 3.0))
+    assert cheap.alpha == 3.0
+    with pytest.raises(ValueError, match="prior_tau"):
+        AutoAlphaLibraSpecPolicy(PROFILE, d_max=24, prior_tau=0.5)
+    with pytest.raises(ValueError, match="alpha_range"):
+        AutoAlphaLibraSpecPolicy(PROFILE, d_max=24, alpha_range=(2.0, 1.0))
+
+
+def test_sweep_figure_marks_the_best_cells():
+    frame = pd.DataFrame({"alpha": ["1.6", "1.6", "auto", "auto"], "d_max": [16, 24, 16, 24],
+                          "speedup_modeled": [1.1, 1.3, 1.2, 0.9], "speedup_measured": [1.0, 0.8, 1.4, 1.1],
+                          "tau": [2.0, 2.5, 2.2, 2.1], "mad_vs_oracle": [3.0, 1.0, 2.0, 4.0]})
+    fig = plots.sweep_figure(frame)
+    heatmaps = [t for t in fig.data if t.type == "heatmap"]
+    assert [t.name for t in heatmaps] == ["speedup_modeled", "speedup_measured", "tau", "mad_vs_oracle"]
+    assert np.array_equal(np.array(heatmaps[0].z), [[1.1, 1.3], [1.2, 0.9]])
+    best = {t.name: (t.x[0], t.y[0]) for t in fig.data if t.type == "scatter"}
+    assert best == {"best speedup_modeled": ("24", "1.6"), "best speedup_measured": ("16", "auto"),
+                    "best tau": ("24", "1.6"), "best mad_vs_oracle": ("24", "1.6")}
+    partial = plots.sweep_figure(frame.iloc[:1], alphas=["1.6", "auto"], d_maxes=[16, 24])
+    z = np.array(partial.data[0].z, dtype=float)
+    assert z.shape == (2, 2) and z[0, 0] == 1.1 and np.isnan(z[1, 1])
+
+
+def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(profiling, "cached_profile", lambda pair, **kwargs: PROFILE)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "Hi"}\n{"question": "Why?"}\n')
+    out = tmp_path / "sweep.csv"
+    code = main(["sweep", "--prompts", str(prompts), "--alphas", "1.6,auto", "--d-max", "7,9",
+                 "--max-new-tokens", "6", "--model", "tiny-llama", "--quiet", "--out", str(out)])
+    frame = pd.read_csv(out)
+    assert code == 0 and len(frame) == 4 and list(frame.columns) == COLUMNS
+    assert math.isfinite(frame["speedup_modeled"].sum())
+    with pytest.raises(SystemExit):
+        main(["sweep", "--prompts", str(prompts), "--alphas", "x", "--out", str(out)])
