@@ -1,0 +1,184 @@
+"""Train the embedded drafter on self-distilled shards; export the best held-out checkpoint.
+
+    python -m libraspec.train --data /work/data/sd2 --out runs/drafter --minutes 90 \
+        [--heldout /work/data/heldout.pt] [--device cpu|cuda] [--resume] [--export assets/drafter]
+
+Every `ckpt_minutes` the full state (drafter, optimiser, step, elapsed time, RNG, log)
+goes to OUT/state.pt, so `--resume` continues where it stopped; new shards are picked up
+every `refresh_minutes`. Every `eval_minutes` the held-out tau_static(n) is measured
+(trainer.heldout_metrics) and, when it is the best so far, the drafter is saved to
+OUT/best and exported (DFlash format) to `--export`. A log line per evaluation goes to
+OUT/log.jsonl; a tqdm bar with the loss goes to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from .data import ShardPool, coverage, draft_vocabulary, feature_stats, load_shard, vocab_lookup
+from .trainer import (TrainConfig, TrainState, build_drafter, calibrate_temperature, draw_batch,
+                      heldout_metrics, lr_at, make_optimizer, train_step)
+
+ASSETS_DRAFTER = Path(__file__).resolve().parents[2] / "assets" / "drafter"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", required=True, help="folder of selfdistill shard_*.pt files")
+    p.add_argument("--out", required=True, help="run folder (checkpoints, log)")
+    p.add_argument("--minutes", type=float, required=True, help="training wall-clock budget")
+    p.add_argument("--heldout", default="/work/data/heldout.pt", help="held-out shard (never trained on)")
+    p.add_argument("--heldout-seqs", type=int, default=16, help="held-out sequences used by the monitor")
+    p.add_argument("--export", default=str(ASSETS_DRAFTER), help="where the best checkpoint is exported ('' = no)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--init-from", default="", help="warm start: weights of another run's state.pt "
+                   "(feature stats, fc, layers, temperature; slot embeddings cut to this block size)")
+    p.add_argument("--layers", type=int, default=1)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--init-layers", type=int, nargs="*", default=None)
+    p.add_argument("--vocab", type=int, default=4096, help="draft vocabulary size V_d")
+    p.add_argument("--mask-token", default="<|im_start|>", help="token used as MASK (never emitted in responses)")
+    p.add_argument("--min-shards", type=int, default=1)
+    p.add_argument("--d-max", type=int, default=24, help="longest d LibraSpec may pick (sets the clean prefixes)")
+    for name, value in asdict(TrainConfig()).items():
+        if name not in ("minutes", "passes"):
+            p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
+    return p.parse_args(argv)
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def warm_start(drafter, state: dict) -> None:
+    """Load another run's drafter weights; slot embeddings keep the first block_size rows."""
+    own = drafter.state_dict()
+    state = {k: v for k, v in state.items() if k != "draft_vocab_ids"}
+    if "slot_embeddings" in state:
+        state["slot_embeddings"] = state["slot_embeddings"][: own["slot_embeddings"].shape[0]]
+    missing = [k for k in own if k not in state and k != "draft_vocab_ids"]
+    if missing:
+        raise ValueError(f"--init-from lacks {missing[:5]}")
+    drafter.load_state_dict({**own, **state})
+
+
+def main(argv=None) -> None:
+    from ..models.embedded import load_smollm2
+
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(TrainConfig()) if k not in ("minutes", "passes")},
+                      minutes=args.minutes)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = seed_everything(cfg.seed)
+    target, tokenizer = load_smollm2()
+    target.requires_grad_(False)
+    mask_id = tokenizer.convert_tokens_to_ids(args.mask_token)
+    stop_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+    pool = ShardPool(args.data)
+    while True:  # the generator may not have written its first shards yet
+        pool.refresh()
+        if len(pool.loaded) >= args.min_shards:
+            break
+        time.sleep(20)
+    heldout = load_shard(args.heldout)[: args.heldout_seqs] if args.heldout and os.path.exists(args.heldout) else []
+    vocab_size = target.config.vocab_size
+    drafter = build_drafter(target, mask_token_id=mask_id, layers=args.layers, block_size=args.block_size,
+                            init_layers=args.init_layers, draft_vocab_size=args.vocab)
+    n = drafter.block_size - 1
+    cfg.passes = -(-args.d_max // n)  # the engine drafts up to ceil(d_max / n) blocks per round
+    state, ckpt = TrainState(), out / "state.pt"
+    if args.resume and ckpt.exists():
+        saved = torch.load(ckpt, map_location="cpu", weights_only=False)
+        drafter.load_state_dict(saved["drafter"])
+        state = TrainState(**saved["state"])
+        rng.set_state(saved["rng"])
+    elif args.init_from:
+        warm_start(drafter, torch.load(args.init_from, map_location="cpu", weights_only=False)["drafter"])
+    else:
+        drafter.set_feature_stats(*feature_stats(pool.sequences))
+        drafter.set_draft_vocab(draft_vocabulary(pool.sequences, args.vocab, stop_ids, vocab_size))
+        lookup = vocab_lookup(drafter.draft_vocab_ids, vocab_size)
+        calibrate_temperature(drafter, draw_batch(pool.sequences, rng, cfg, n, mask_id, lookup))
+    drafter.to(args.device).train()
+    opt = make_optimizer(drafter, cfg)
+    if args.resume and ckpt.exists():
+        opt.load_state_dict(saved["opt"])
+
+    def refresh_vocab():
+        drafter.set_draft_vocab(draft_vocabulary(pool.sequences, args.vocab, stop_ids, vocab_size))
+        return vocab_lookup(drafter.draft_vocab_ids.cpu(), vocab_size)
+
+    def log(entry):
+        state.history.append(entry)
+        with open(out / "log.jsonl", "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def evaluate(train_stats):
+        m = heldout_metrics(drafter, [s for s in heldout], lookup.cpu()) if heldout else {"tau_static": 0.0}
+        entry = {"step": state.step, "elapsed_min": round(state.elapsed / 60, 2), "train_loss": train_stats,
+                 "sequences": len(pool.sequences), "response_tokens": pool.response_tokens,
+                 "temperature": round(float(drafter.log_temperature.exp()), 4),
+                 "heldout_coverage": round(coverage(heldout, drafter.draft_vocab_ids.cpu(), vocab_size), 4)
+                 if heldout else None, **m}
+        if m["tau_static"] > state.best_tau:
+            state.best_tau = m["tau_static"]
+            entry["best"] = True
+            drafter.save_pretrained(out / "best")
+            if args.export:
+                drafter.save_pretrained(args.export)
+        log(entry)
+        return m
+
+    def checkpoint():
+        torch.save({"drafter": drafter.state_dict(), "opt": opt.state_dict(), "state": asdict(state),
+                    "rng": rng.get_state(), "args": vars(args)}, str(ckpt) + ".tmp")
+        os.replace(str(ckpt) + ".tmp", ckpt)
+
+    lookup = refresh_vocab()
+    budget = cfg.minutes * 60
+    bar = tqdm(total=int(budget), initial=int(state.elapsed), unit="s", file=sys.stderr, dynamic_ncols=True)
+    last_eval = last_ckpt = last_refresh = state.elapsed
+    window: list[dict] = []
+    if state.step == 0:
+        evaluate({})
+    while state.elapsed < budget:
+        start = time.perf_counter()
+        batch = draw_batch(pool.sequences, rng, cfg, n, mask_id, lookup).to(args.device)
+        stats = train_step(drafter, opt, batch, cfg, lr_at(cfg, state.step, state.elapsed / budget))
+        state.step += 1
+        window.append(stats)
+        state.elapsed += time.perf_counter() - start
+        bar.update(int(state.elapsed) - bar.n)
+        bar.set_postfix(step=state.step, loss=f"{stats['loss']:.3f}", acc1=f"{stats['acc1']:.2f}",
+                        tau=f"{state.best_tau:.2f}", toks=pool.response_tokens)
+        if state.elapsed - last_refresh >= cfg.refresh_minutes * 60:
+            if pool.refresh():
+                lookup = refresh_vocab()
+            last_refresh = state.elapsed
+        if state.elapsed - last_eval >= cfg.eval_minutes * 60 or state.elapsed >= budget:
+            mean = {k: round(sum(w[k] for w in window) / len(window), 4) for k in window[0]}
+            evaluate(mean)
+            window, last_eval = [], state.elapsed
+        if state.elapsed - last_ckpt >= cfg.ckpt_minutes * 60 or state.elapsed >= budget:
+            checkpoint()
+            last_ckpt = state.elapsed
+    bar.close()
+
+
+if __name__ == "__main__":
+    main()

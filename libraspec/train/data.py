@@ -1,0 +1,204 @@
+"""Self-distilled shards -> drafter training blocks (DESIGN.md sections 7 and 10).
+
+A shard (written by `selfdistill.py`) holds sequences `ids` = prompt + the target's own
+greedy response and `features` (T - 1, L*H_t): the tapped target hidden states of every
+token but the last. A training block mirrors one drafter pass of the engine
+(`draft.py`): anchor at position p (the last committed token, p >= prompt_len - 1),
+context = features of positions < p, block `[ids[p], ids[p+1..p+m] (clean), MASK x n]`
+at positions p.., labels on the n mask slots = ids[p+m+1 .. p+m+n], the target's greedy
+tokens. m = 0 is the first pass of a round; m = n is the second pass, which conditions
+on the block drafted before it (d > n). Labels outside the draft vocabulary (V_d) or past
+the end of the sequence are IGNORE.
+
+Shapes: B sequences, K blocks per sequence, Q = 1 + m + n block length, T context length.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+IGNORE = -100
+
+
+@dataclass
+class Sequence:
+    ids: torch.Tensor  # (T,) int64: prompt + response
+    prompt_len: int
+    features: torch.Tensor  # (T - 1, L*H_t) float16
+
+    @property
+    def anchors(self) -> range:
+        """Anchor positions of the engine's rounds: the last prompt token .. the second-to-last token."""
+        return range(self.prompt_len - 1, len(self.ids) - 1)
+
+
+@dataclass
+class Batch:
+    features: torch.Tensor  # (B, T, L*H_t) float32
+    block_ids: torch.Tensor  # (B, K, Q)
+    block_positions: torch.Tensor  # (B, K, Q)
+    context_limit: torch.Tensor  # (B, K)
+    mask: torch.Tensor  # (B, K, Q) bool: mask slots
+    labels: torch.Tensor  # (B, K, Q) draft-vocabulary indices, IGNORE elsewhere
+    slot: torch.Tensor  # (B, K, Q) 1..n on mask slots, 0 elsewhere (for position weights)
+
+    def to(self, device) -> "Batch":
+        return Batch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
+
+
+def shard_paths(folder) -> list[Path]:
+    return sorted(Path(folder).glob("shard_*.pt"))
+
+
+def load_shard(path) -> list[Sequence]:
+    data = torch.load(path, map_location="cpu", weights_only=False)
+    out = []
+    for ids, plen, feats in zip(data["ids"], data["prompt_len"], data["features"]):
+        ids = torch.as_tensor(ids).long()
+        if feats.shape[0] != len(ids) - 1:
+            raise ValueError(f"{path}: features cover {feats.shape[0]} tokens, expected {len(ids) - 1}")
+        if len(ids) - int(plen) >= 2:  # at least one label
+            out.append(Sequence(ids, int(plen), feats.half()))
+    return out
+
+
+class ShardPool:
+    """Sequences of every shard in `folder` except `exclude` prompt indices; `refresh()` picks up new shards."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.loaded: set[str] = set()
+        self.sequences: list[Sequence] = []
+
+    def refresh(self) -> int:
+        """Load shards that appeared since the last call; returns how many sequences were added."""
+        added = 0
+        for path in shard_paths(self.folder):
+            if path.name not in self.loaded and os.path.getsize(path) > 0:
+                seqs = load_shard(path)
+                self.sequences.extend(seqs)
+                self.loaded.add(path.name)
+                added += len(seqs)
+        return added
+
+    @property
+    def response_tokens(self) -> int:
+        return sum(len(s.ids) - s.prompt_len for s in self.sequences)
+
+
+def feature_stats(sequences: list[Sequence], max_tokens: int = 200_000) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-dimension mean and std (L*H_t,) of the features, over up to `max_tokens` positions."""
+    if not sequences:
+        raise ValueError("feature statistics need at least one sequence")
+    total, sq, count = None, None, 0
+    for s in sequences:
+        f = s.features.double()  # (T-1, L*H_t)
+        total = f.sum(0) if total is None else total + f.sum(0)
+        sq = (f * f).sum(0) if sq is None else sq + (f * f).sum(0)
+        count += f.shape[0]
+        if count >= max_tokens:
+            break
+    mean = total / count
+    std = (sq / count - mean * mean).clamp_min(0).sqrt()
+    return mean.float(), std.float()
+
+
+def draft_vocabulary(sequences: list[Sequence], size: int, required: list[int], vocab_size: int) -> torch.Tensor:
+    """The V_d = `size` most frequent response tokens, `required` ids first; ties and the
+    remainder filled by ascending id (BPE merge order, a corpus-frequency prior)."""
+    counts = Counter()
+    for s in sequences:
+        counts.update(s.ids[s.prompt_len:].tolist())
+    chosen = list(dict.fromkeys(int(i) for i in required))
+    seen = set(chosen)
+    for tok, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        if len(chosen) >= size:
+            break
+        if tok not in seen:
+            chosen.append(tok)
+            seen.add(tok)
+    tok = 0
+    while len(chosen) < size and tok < vocab_size:
+        if tok not in seen:
+            chosen.append(tok)
+            seen.add(tok)
+        tok += 1
+    return torch.tensor(chosen[:size], dtype=torch.long)
+
+
+def vocab_lookup(draft_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """(V,) map target id -> draft index, IGNORE for ids outside the draft vocabulary."""
+    table = torch.full((vocab_size,), IGNORE, dtype=torch.long)
+    table[draft_ids] = torch.arange(len(draft_ids))
+    return table
+
+
+def coverage(sequences: list[Sequence], draft_ids: torch.Tensor, vocab_size: int) -> float:
+    """Fraction of response tokens inside the draft vocabulary."""
+    table = vocab_lookup(draft_ids, vocab_size)
+    hit = total = 0
+    for s in sequences:
+        r = table[s.ids[s.prompt_len:]]
+        hit += int((r != IGNORE).sum())
+        total += r.numel()
+    return hit / max(total, 1)
+
+
+def make_batch(sequences: list[Sequence], anchors: list[list[int]], n: int, clean: int, mask_id: int,
+               lookup: torch.Tensor) -> Batch:
+    """Blocks `[ids[p], ids[p+1..p+clean], MASK x n]` for the anchors p of each sequence.
+
+    Every row must have the same number K of anchors. Context of a block = features < p.
+    """
+    k = len(anchors[0])
+    if any(len(a) != k for a in anchors) or len(anchors) != len(sequences):
+        raise ValueError("make_batch needs the same number of anchors for every sequence")
+    q = 1 + clean + n
+    b = len(sequences)
+    t = max(max(a) for a in anchors)  # features needed: positions < max anchor
+    t = max(t, 1)
+    dim = sequences[0].features.shape[1]
+    features = torch.zeros(b, t, dim)
+    block_ids = torch.full((b, k, q), mask_id, dtype=torch.long)
+    labels = torch.full((b, k, q), IGNORE, dtype=torch.long)
+    offs = torch.arange(q)
+    for row, (s, ps) in enumerate(zip(sequences, anchors)):
+        m = min(t, s.features.shape[0])
+        features[row, :m] = s.features[:m].float()
+        length = len(s.ids)
+        for j, p in enumerate(ps):
+            if not s.prompt_len - 1 <= p < length - 1:
+                raise ValueError(f"anchor {p} is not a response anchor of a sequence of length {length}")
+            pos = p + offs  # (Q,)
+            valid = pos < length
+            tok = torch.where(valid, s.ids[pos.clamp(max=length - 1)], torch.full_like(pos, IGNORE))
+            clean_end = min(1 + clean, q)
+            block_ids[row, j, :clean_end] = torch.where(valid[:clean_end], tok[:clean_end], mask_id)
+            lab = torch.where(valid, lookup[tok.clamp(min=0)], torch.full_like(tok, IGNORE))
+            labels[row, j, 1 + clean:] = lab[1 + clean:]
+    positions = torch.tensor(anchors)[..., None] + offs  # (B, K, Q)
+    mask = torch.zeros(b, k, q, dtype=torch.bool)
+    mask[..., 1 + clean:] = True
+    slot = torch.zeros(b, k, q, dtype=torch.long)
+    slot[..., 1 + clean:] = torch.arange(1, n + 1)
+    return Batch(features, block_ids, positions, torch.tensor(anchors), mask, labels, slot)
+
+
+def sample_batch(pool: list[Sequence], rng: torch.Generator, seqs: int, blocks: int, n: int, clean: int,
+                 mask_id: int, lookup: torch.Tensor) -> Batch:
+    """`seqs` random sequences x `blocks` anchors drawn uniformly over each one's response anchors."""
+    rows = torch.randint(len(pool), (seqs,), generator=rng).tolist()
+    chosen, anchors = [], []
+    for r in rows:
+        s = pool[r]
+        a = s.anchors
+        if clean:  # a clean prefix of `clean` tokens must exist after the anchor
+            a = range(a.start, max(a.start + 1, a.stop - clean))
+        idx = torch.randint(len(a), (blocks,), generator=rng).tolist()
+        chosen.append(s)
+        anchors.append([a[i] for i in idx])
+    return make_batch(chosen, anchors, n, clean, mask_id, lookup)

@@ -1,0 +1,135 @@
+"""Drafter training pipeline on a tiny random target: shards -> batches -> loss -> checkpoint.
+
+Synthetic shards come from `generate_with_features` on a tiny Qwen3 (hidden 64, 4 layers,
+vocab 128), so the batching code sees exactly the shard format the real generator writes.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from libraspec.models.dflash import DFlashDrafter
+from libraspec.train.data import (IGNORE, ShardPool, coverage, draft_vocabulary, feature_stats, make_batch,
+                                  vocab_lookup)
+from libraspec.train.selfdistill import generate_with_features
+from libraspec.train.trainer import (TrainConfig, block_loss, build_drafter, calibrate_temperature, draw_batch,
+                                     heldout_metrics, lr_at, make_optimizer, train_step)
+
+torch.set_num_threads(1)
+VOCAB, MASK, EOS, TAPS, N = 128, 1, 2, (0, 2), 7
+
+
+@pytest.fixture(scope="module")
+def target():
+    torch.manual_seed(0)
+    cfg = Qwen3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=16, vocab_size=VOCAB, max_position_embeddings=256)
+    return Qwen3ForCausalLM(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def pool(target, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("shards")
+    g = torch.Generator().manual_seed(1)
+    for shard in range(2):
+        prompts = [torch.randint(3, VOCAB, (int(torch.randint(4, 9, (), generator=g)),), generator=g).tolist()
+                   for _ in range(4)]
+        results = generate_with_features(target, prompts, 24, {EOS}, 0, taps=TAPS)
+        torch.save({"prompt_index": list(range(4)), "prompt_len": [len(p) for p in prompts],
+                    "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results],
+                    "features": [f for _, f in results], "taps": list(TAPS)}, folder / f"shard_{shard:05d}.pt")
+    pool = ShardPool(folder)
+    assert pool.refresh() > 0 and pool.refresh() == 0  # a second refresh finds nothing new
+    return pool
+
+
+def make(target, vocab=48):
+    torch.manual_seed(3)
+    return build_drafter(target, mask_token_id=MASK, layers=1, block_size=N + 1, taps=TAPS,
+                         draft_vocab_size=vocab, init_layers=[3])
+
+
+def prepared(target, pool, vocab=48):
+    drafter = make(target, vocab)
+    drafter.set_feature_stats(*feature_stats(pool.sequences))
+    drafter.set_draft_vocab(draft_vocabulary(pool.sequences, vocab, [EOS], VOCAB))
+    return drafter, vocab_lookup(drafter.draft_vocab_ids, VOCAB)
+
+
+def test_shard_format_and_vocabulary(pool):
+    for s in pool.sequences:
+        assert s.features.shape == (len(s.ids) - 1, 64 * len(TAPS))
+    ids = draft_vocabulary(pool.sequences, 20, [EOS, 0], VOCAB)
+    assert ids[:2].tolist() == [EOS, 0] and ids.unique().numel() == 20
+    full = draft_vocabulary(pool.sequences, VOCAB, [EOS], VOCAB)
+    assert coverage(pool.sequences, full, VOCAB) == 1.0
+    assert 0 < coverage(pool.sequences, ids, VOCAB) <= 1.0
+
+
+def test_batch_matches_the_engine_pass(pool):
+    s = pool.sequences[0]
+    lookup = vocab_lookup(torch.arange(VOCAB), VOCAB)
+    p = s.prompt_len - 1
+    for clean in (0, 3):
+        b = make_batch([s], [[p, p + 1]], N, clean, MASK, lookup)
+        q = 1 + clean + N
+        assert b.block_ids.shape == (1, 2, q) and b.context_limit.tolist() == [[p, p + 1]]
+        assert b.block_ids[0, 0, : 1 + clean].tolist() == s.ids[p: p + 1 + clean].tolist()
+        assert bool((b.block_ids[0, 0, 1 + clean:] == MASK).all()) and b.mask[0, 0].sum() == N
+        want = s.ids[p + 1 + clean: p + q]
+        got = b.labels[0, 0, 1 + clean:][: len(want)]
+        assert got.tolist() == want.tolist()
+        assert bool((b.labels[0, 0, : 1 + clean] == IGNORE).all())
+        assert b.block_positions[0, 1].tolist() == list(range(p + 1, p + 1 + q))
+    with pytest.raises(ValueError):
+        make_batch([s], [[s.prompt_len - 2]], N, 0, MASK, lookup)
+
+
+def test_loss_decreases_on_a_fixed_batch(target, pool):
+    drafter, lookup = prepared(target, pool)
+    rng = torch.Generator().manual_seed(0)
+    cfg = TrainConfig(lr=3e-3, warmup_steps=1, seqs=4, blocks=6, clean_frac=0.0)
+    batch = draw_batch(pool.sequences, rng, cfg, N, MASK, lookup)
+    calibrate_temperature(drafter, batch)
+    opt = make_optimizer(drafter, cfg)
+    first = block_loss(drafter, batch, cfg.gamma)[0].item()
+    for _ in range(25):
+        train_step(drafter, opt, batch, cfg, cfg.lr)
+    assert block_loss(drafter, batch, cfg.gamma)[0].item() < 0.7 * first
+    assert drafter.norm.weight.grad is None  # the target's final norm stays frozen
+    assert all(p.grad is None for p in target.parameters())
+
+
+def test_save_reload_identical_logits(target, pool, tmp_path):
+    drafter, lookup = prepared(target, pool)
+    rng = torch.Generator().manual_seed(1)
+    cfg = TrainConfig(warmup_steps=1, seqs=2, blocks=3, clean_frac=1.0)
+    opt = make_optimizer(drafter, cfg)
+    batch = draw_batch(pool.sequences, rng, cfg, N, MASK, lookup)
+    train_step(drafter, opt, batch, cfg, 1e-2)
+    drafter.eval()
+    drafter.save_pretrained(tmp_path / "d")
+    again = DFlashDrafter.from_pretrained(tmp_path / "d", target)
+    with torch.no_grad():
+        a = drafter.forward_train(batch.features, batch.block_ids, batch.block_positions, batch.context_limit,
+                                  batch.mask)
+        b = again.forward_train(batch.features, batch.block_ids, batch.block_positions, batch.context_limit,
+                                batch.mask)
+    assert torch.equal(a, b)
+
+
+def test_heldout_metrics_are_consistent(target, pool):
+    drafter, lookup = prepared(target, pool)
+    m = heldout_metrics(drafter, pool.sequences[:3], lookup, stride=2)
+    a = m["accept_prefix"]
+    assert len(a) == N and all(x >= y for x, y in zip(a, a[1:]))  # P(first k correct) never rises
+    assert all(p >= x for p, x in zip(m["slot_acc"], a))
+    assert m["tau_static"] == pytest.approx(1 + sum(a), abs=1e-3)
+
+
+def test_lr_schedule():
+    cfg = TrainConfig(lr=1.0, warmup_steps=10, decay_from=0.5, min_lr_frac=0.1)
+    assert lr_at(cfg, 0, 0.0) == pytest.approx(0.1)
+    assert lr_at(cfg, 100, 0.3) == 1.0
+    assert lr_at(cfg, 100, 1.0) == pytest.approx(0.1)
