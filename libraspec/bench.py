@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 
 from .cost import LatencyProfile
-from .engine import MODES, DecodeConfig, SpeculativeDecoder
+from .engine import MODES, POLICY_MODES, DecodeConfig, SpeculativeDecoder
 from .policy import make_policy
 from .profiling import cached_profile, machine_description
 from .records import RoundRecord, records_to_frame, summarize, write_parquet
@@ -92,6 +92,11 @@ def parse_lengths(text: str | Sequence[int] | None) -> tuple[int, ...] | None:
     return lengths
 
 
+def parse_annotate(text: str) -> tuple[str, ...]:
+    """`--annotate static,libraspec` -> ("static", "libraspec"); "none" -> ()."""
+    return () if text.strip() == "none" else tuple(m.strip() for m in text.split(",") if m.strip())
+
+
 @dataclass(frozen=True)
 class BenchSpec:
     """What one benchmark run decodes; the CLI flags of `bench`."""
@@ -103,11 +108,18 @@ class BenchSpec:
     alpha: float = 2.2  # paper's value for DFlash
     d_max: int = 24  # paper's cap for DFlash; also the oracle's look-ahead
     static_lengths: tuple[int, ...] | None = None  # None: d = n, DFlash's static length
-    annotate: bool = True  # oracle annotation of policy rounds, for mad_vs_oracle
+    annotate: bool | tuple[str, ...] = True  # oracle annotation (for mad_vs_oracle): all policy modes,
+    # none, or the policy modes named (the annotation's look-ahead costs a long verification a round)
 
     def __post_init__(self):
         object.__setattr__(self, "modes", parse_modes(self.modes))
         object.__setattr__(self, "static_lengths", parse_lengths(self.static_lengths))
+        if not isinstance(self.annotate, bool):
+            object.__setattr__(self, "annotate", tuple(self.annotate))
+            unknown = set(self.annotate) - set(POLICY_MODES)
+            if unknown:
+                raise ValueError(f"only policy modes can be annotated ({', '.join(POLICY_MODES)}), "
+                                 f"got {', '.join(sorted(unknown))}")
         if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
                 and self.temperature >= 0):
             raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
@@ -115,6 +127,12 @@ class BenchSpec:
 
     def lengths(self, n: int) -> tuple[int, ...]:
         return self.static_lengths or (n,)
+
+    def annotated(self) -> tuple[str, ...]:
+        """Policy modes whose rounds get the oracle annotation."""
+        if isinstance(self.annotate, bool):
+            return tuple(m for m in self.modes if m in POLICY_MODES) if self.annotate else ()
+        return tuple(m for m in self.modes if m in self.annotate)
 
     def labels(self, n: int) -> list[tuple[str, str, int | None]]:
         """(label, mode, static length) per run of a prompt; several static lengths give
@@ -208,10 +226,10 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     records = {label: [] for label, _, _ in labels}
     bar = _progress(len(prompts) * len(labels), progress)
     for index, ids in enumerate(encoded):
-        config = DecodeConfig(max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
-                              seed=spec.seed + index, d_max=spec.d_max,
-                              annotate_oracle=spec.annotate)
         for label, mode, length in labels:
+            config = DecodeConfig(max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
+                                  seed=spec.seed + index, d_max=spec.d_max,
+                                  annotate_oracle=mode in spec.annotated())
             policy = None if mode in ("ar", "oracle") else make_policy(
                 mode, alpha=spec.alpha, d_max=spec.d_max, static_length=length or n, g4_initial=min(n, spec.d_max),
                 failfast_threshold=FAILFAST["threshold"], failfast_step=FAILFAST["step"])
@@ -254,7 +272,8 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
         "static_length": best[1] if best else spec.lengths(n)[0], "static_lengths": list(spec.lengths(n)),
         "best_static": best[0] if best else None, "g4_initial": min(n, spec.d_max), "failfast": dict(FAILFAST),
         "modes": list(spec.modes), "max_new_tokens": spec.max_new_tokens, "temperature": spec.temperature,
-        "seed": spec.seed, "prompts": source, "num_prompts": len(prompts), "oracle_annotation": spec.annotate,
+        "seed": spec.seed, "prompts": source, "num_prompts": len(prompts),
+        "oracle_annotation": list(spec.annotated()),
         "profile": profile.to_dict(), "machine": machine_description(), "threads": torch.get_num_threads(),
         "versions": versions(),
     }
@@ -312,7 +331,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
     parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
     parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
-    parser.add_argument("--no-annotate", action="store_true", help="skip the oracle annotation (no MAD)")
+    parser.add_argument("--annotate", default=",".join(POLICY_MODES),
+                        help="policy modes to annotate with the oracle d* (for MAD); 'none' for none")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -333,7 +353,7 @@ def run(args) -> int:
         prompts = prompts[: args.limit]
     spec = BenchSpec(modes=parse_modes(args.modes), max_new_tokens=args.max_new_tokens,
                      temperature=args.temperature, seed=args.seed, alpha=args.alpha, d_max=args.d_max,
-                     static_lengths=parse_lengths(args.static_lengths), annotate=not args.no_annotate)
+                     static_lengths=parse_lengths(args.static_lengths), annotate=parse_annotate(args.annotate))
     pair = load_pair(args.model)
     result = run_bench(pair, prompts, spec, progress=not args.quiet, source=str(args.prompts))
     write_result(result, args.out)

@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from .bench import BenchSpec, read_prompts, run_bench, set_threads, write_result, write_text
+from .bench import BenchSpec, parse_annotate, read_prompts, run_bench, set_threads, write_result, write_text
 from .cost import LatencyProfile
 from .models.registry import ASSETS
 from .profiling import cached_profile
@@ -37,8 +37,8 @@ ALL_MODES = ("ar", "static", "libraspec", "g4", "failfast", "oracle")
 class ReportPlan:
     """Everything `report` runs; `--quick` and the default differ only in size."""
 
-    prompts_per_suite: int = 8
-    max_new_tokens: int = 128
+    prompts_per_suite: int = 6
+    max_new_tokens: int = 96
     suites: tuple[str, ...] = SUITES
     temperatures: tuple[float, ...] = (0.0, 1.0)
     alpha: float = 2.2  # paper's DFlash value
@@ -47,13 +47,15 @@ class ReportPlan:
     alphas: tuple[float, ...] = (1.0, 1.6, 2.2, 3.0, 4.0)  # paper Table 4 style
     d_maxes: tuple[int, ...] = (15, 24, 32, 48)  # paper Fig. 4 style
     seed: int = 0
+    annotate: tuple[str, ...] = ("static", "libraspec", "g4", "failfast")  # modes that get MAD to d*
 
     def lengths(self, n: int) -> tuple[int, ...]:
         return self.static_lengths or tuple(sorted({4, 8, n}))
 
     def main_spec(self, n: int, temperature: float) -> BenchSpec:
         return BenchSpec(modes=ALL_MODES, max_new_tokens=self.max_new_tokens, temperature=temperature,
-                         seed=self.seed, alpha=self.alpha, d_max=self.d_max, static_lengths=self.lengths(n))
+                         seed=self.seed, alpha=self.alpha, d_max=self.d_max, static_lengths=self.lengths(n),
+                         annotate=self.annotate)
 
     def sweep_specs(self, n: int) -> list[tuple[str, float, BenchSpec]]:
         """(kind, value, spec) for each sensitivity run not already covered by the main run."""
@@ -67,8 +69,10 @@ class ReportPlan:
         return max((self.d_max,) + tuple(self.d_maxes) + self.lengths(n))
 
 
-QUICK = ReportPlan(prompts_per_suite=4, max_new_tokens=64)
-DEFAULT = ReportPlan()
+# Sized for a 2-core CPU and a 135M target (one AR step ~66 ms, a look-ahead of d_max ~0.2 s):
+# --quick fits about a quarter of an hour, the default a few hours (`estimate_seconds`).
+QUICK = ReportPlan(prompts_per_suite=2, max_new_tokens=48, annotate=("static", "libraspec"))
+DEFAULT = ReportPlan(prompts_per_suite=6, max_new_tokens=96)
 
 
 @dataclass
@@ -85,7 +89,8 @@ class ReportData:
     command: str = ""
     bench_commands: list = field(default_factory=list)
     elapsed_s: float = 0.0
-    estimate_s: tuple = (0.0, 0.0)
+    estimate_s: tuple = (0.0, 0.0)  # this plan, tau = 3 and tau = 1
+    default_estimate_s: tuple = (0.0, 0.0)  # the default plan on the same profile
     note: str = ""  # free text from --note, e.g. the state of the drafter
 
 
@@ -98,8 +103,9 @@ def estimate_seconds(plan: ReportPlan, profile: LatencyProfile, n: int) -> tuple
     """
     tokens = plan.prompts_per_suite * plan.max_new_tokens * len(plan.suites)
     look = profile.round_time(plan.d_max)
-    lengths = list(plan.lengths(n)) + [n, n, n]  # static lengths, LibraSpec, G4, FailFast ~ n
-    per_round = sum(profile.round_time(d) + look for d in lengths) + look + profile.round_time(n)
+    lengths = [(d, "static") for d in plan.lengths(n)] + [(n, m) for m in ("libraspec", "g4", "failfast")]
+    per_round = sum(profile.round_time(d) + (look if mode in plan.annotate else 0.0) for d, mode in lengths)
+    per_round += look + profile.round_time(n)  # the oracle mode
     sweep_round = sum(profile.round_time(n) for _ in plan.sweep_specs(n))
     out = []
     for tau in (3.0, 1.0):
@@ -157,6 +163,7 @@ def bench_command(prompts: str, spec: BenchSpec, model: str, out: str, limit: in
     lengths = ",".join(str(L) for L in spec.static_lengths or ())
     return (f"python -m libraspec bench --prompts {prompts} --modes {','.join(spec.modes)} "
             f"--static-lengths {lengths} --alpha {spec.alpha:g} --d-max {spec.d_max} "
+            f"--annotate {','.join(spec.annotated()) or 'none'} "
             f"--max-new-tokens {spec.max_new_tokens} --temperature {spec.temperature:g} "
             f"--seed {spec.seed} --limit {limit} --model {model} --threads {torch.get_num_threads()} "
             f"--out {out}")
@@ -241,6 +248,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--suites", default=",".join(SUITES))
     parser.add_argument("--temperatures", default="0,1")
     parser.add_argument("--static-lengths", default=None, help="default: 4, 8 and n")
+    parser.add_argument("--annotate", default=None, help="policy modes whose rounds get the oracle d* (MAD); "
+                                                         "'none' for none (default: the plan's)")
     parser.add_argument("--alphas", default=",".join(f"{a:g}" for a in DEFAULT.alphas))
     parser.add_argument("--d-maxes", default=",".join(str(d) for d in DEFAULT.d_maxes))
     parser.add_argument("--data-dir", default=None, help="per-run JSON/parquet (default: benchmarks/results "
@@ -256,6 +265,8 @@ def plan_from_args(args) -> ReportPlan:
                    temperatures=_floats(args.temperatures), alphas=_floats(args.alphas),
                    d_maxes=_ints(args.d_maxes),
                    static_lengths=_ints(args.static_lengths) if args.static_lengths else None)
+    if args.annotate is not None:
+        plan = replace(plan, annotate=parse_annotate(args.annotate))
     if args.prompts_per_suite is not None:
         plan = replace(plan, prompts_per_suite=args.prompts_per_suite)
     if args.max_new_tokens is not None:
@@ -287,6 +298,7 @@ def run(args) -> int:
         f"{torch.get_num_threads()} thread(s)")
     data = run_report(pair, plan, data_dir, log, progress=not args.quiet, profile=profile)
     data.estimate_s = (low, high)
+    data.default_estimate_s = estimate_seconds(DEFAULT, profile, n)
     data.command = "python -m libraspec " + shlex.join(getattr(args, "argv", ["report", "--out", args.out]))
     data.note = args.note
     data.figures, data.figure_note = save_figures(build_figures(data), figure_dir, markdown_dir, args.figures)

@@ -17,6 +17,7 @@ import datetime
 import numpy as np
 
 from .bench import mode_summary
+from .report import DEFAULT
 
 NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "oracle": "oracle"}
 GOALS = {"oracle_ratio": 0.90, "static_ratio": 1.10, "mad": 2.0, "mad_ratio": 0.3, "measured": 2.0,
@@ -148,30 +149,28 @@ def _goal(ok: bool | None) -> str:
 
 
 def goal_rows(modes: dict) -> list[list[str]]:
+    """[goal, LibraSpec's figure, verdict] for each goal of the project (GOALS)."""
     lib = modes.get("libraspec")
     if lib is None:
         return []
-    oracle, best_m = modes.get("oracle"), best_static(modes, "speedup_modeled")
-    marked = best_static(modes)
-    rows = []
+    oracle, best_m, marked = modes.get("oracle"), best_static(modes, "speedup_modeled"), best_static(modes)
 
     def ratio(a, b):
         return None if a is None or not b else a / b
 
-    r = ratio(lib["speedup_modeled"], oracle and oracle["speedup_modeled"])
-    rows.append(["modeled speedup >= 0.90x oracle's", _x(r), _goal(None if r is None else r >= GOALS["oracle_ratio"])])
-    r = ratio(lib["speedup_modeled"], best_m and modes[best_m]["speedup_modeled"])
-    rows.append([f"modeled speedup >= 1.10x best static's ({_plain(best_m, modes)})", _x(r),
-                 _goal(None if r is None else r >= GOALS["static_ratio"])])
-    mad = lib["mad_vs_oracle"]
-    rows.append(["MAD to d* <= 2.0 tokens", _f(mad), _goal(None if mad is None else mad <= GOALS["mad"])])
-    r = ratio(mad, marked and modes[marked]["mad_vs_oracle"])
-    rows.append([f"MAD <= 0.3x static's ({_plain(marked, modes)})", _x(r), _goal(None if r is None else r <= GOALS["mad_ratio"])])
-    m = lib["speedup_measured"]
-    rows.append(["measured speedup over AR >= 2.0x", _x(m), _goal(None if m is None else m >= GOALS["measured"])])
-    p = lib["policy_share"]
-    rows.append(["policy time <= 1% of round time", _pct(p), _goal(None if p is None else p <= GOALS["policy_share"])])
-    return rows
+    checks = [
+        ("modeled speedup >= 0.90x oracle's", _x,
+         ratio(lib["speedup_modeled"], oracle and oracle["speedup_modeled"]), lambda v: v >= GOALS["oracle_ratio"]),
+        (f"modeled speedup >= 1.10x best static's ({_plain(best_m, modes)})", _x,
+         ratio(lib["speedup_modeled"], best_m and modes[best_m]["speedup_modeled"]),
+         lambda v: v >= GOALS["static_ratio"]),
+        ("MAD to d* <= 2.0 tokens", _f, lib["mad_vs_oracle"], lambda v: v <= GOALS["mad"]),
+        (f"MAD <= 0.3x static's ({_plain(marked, modes)})", _x,
+         ratio(lib["mad_vs_oracle"], marked and modes[marked]["mad_vs_oracle"]), lambda v: v <= GOALS["mad_ratio"]),
+        ("measured speedup over AR >= 2.0x", _x, lib["speedup_measured"], lambda v: v >= GOALS["measured"]),
+        ("policy time <= 1% of round time", _pct, lib["policy_share"], lambda v: v <= GOALS["policy_share"]),
+    ]
+    return [[text, fmt(value), _goal(None if value is None else test(value))] for text, fmt, value, test in checks]
 
 
 def _expected_tau(rate: dict, d: int) -> float:
@@ -200,7 +199,7 @@ def _limits(data, pooled0: dict, by_position: list, calibration: list) -> list[s
                    f"rounds" + ("; given every earlier draft was accepted, " + ", ".join(
                        f"draft {i} in {100 * rate[i]:.0f}%" for i in later) if later else "")
                    + f". Under greedy verification tau = 1 + sum_i prod_(k<=i) p_k, so with these rates a "
-                   f"round at d = n commits at most {_expected_tau(rate, n):.2f} tokens on average.")
+                   f"round at d = n commits about {_expected_tau(rate, n):.2f} tokens on average.")
     ece = _calibration_error(calibration)
     if ece is not None:
         q = sum(c[2] * c[3] for c in calibration) / sum(c[2] for c in calibration)
@@ -263,8 +262,11 @@ def render(pair, data, markdown_dir: str) -> str:
     lines = ["# Benchmarks", "",
              f"Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by `{data.command}` "
              f"in {data.elapsed_s / 60:.1f} min of decoding (estimated beforehand: "
-             f"{data.estimate_s[0] / 60:.1f}-{data.estimate_s[1] / 60:.1f} min). Every number below comes from "
-             f"that run; nothing is copied from elsewhere.", "", "## Setup", "",
+             f"{data.estimate_s[0] / 60:.1f}-{data.estimate_s[1] / 60:.1f} min for tau = 3 to 1). Every number "
+             f"below comes from that run; nothing is copied from elsewhere. The default size (no `--quick`: "
+             f"{DEFAULT.prompts_per_suite} prompts x {DEFAULT.max_new_tokens} tokens per suite, every policy mode "
+             f"annotated) is estimated at {data.default_estimate_s[0] / 60:.0f}-{data.default_estimate_s[1] / 60:.0f} "
+             f"min of decoding on this machine.", "", "## Setup", "",
              f"- Machine: {machine.get('cpu', '?')}, {config.get('threads', '?')} torch thread(s)"
              + (f", GPU {machine['gpu']}" if "gpu" in machine else ", no GPU"),
              "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
@@ -287,7 +289,8 @@ def render(pair, data, markdown_dir: str) -> str:
                        if k <= len(profile.verify_s))
     drafts = ", ".join(f"{b}: {1000 * t:.0f} ms" for b, t in enumerate(profile.draft_s, start=1))
     lines += ["", f"Latency profile (median of {profile.meta.get('repeats', '?')} repeats, context "
-                  f"{profile.meta.get('context_len', '?')}): target forward with {verify}; drafting blocks {drafts}.", ""]
+                  f"{profile.meta.get('context_len', '?')}): target forward with {verify}; "
+                  f"drafting blocks {drafts}.", ""]
     if "profile" in data.figures:
         lines += [_figure("latency profile", data.figures["profile"]), ""]
     lines += [data.figure_note, "", "## Results per suite", ""]

@@ -135,6 +135,17 @@ def test_greedy_lossless_every_mode_float64(prompt_file):
     assert all(r["output_ids"] == ar[r["prompt_index"]] for r in result.summary["runs"])
 
 
+def test_annotation_subset(prompt_file):
+    spec = bench.BenchSpec(modes=("ar", "static", "libraspec"), max_new_tokens=6, annotate=("libraspec",))
+    result = bench.run_bench(tiny_pair("llama"), bench.read_prompts(prompt_file)[:1], spec, profile=PROFILE)
+    modes = result.summary["modes"]
+    assert modes["static"]["mad_vs_oracle"] is None and modes["libraspec"]["mad_vs_oracle"] is not None
+    assert all(r.oracle_length is None for r in result.records["static"][0])
+    assert result.summary["config"]["oracle_annotation"] == ["libraspec"]
+    with pytest.raises(ValueError, match="only policy modes"):
+        bench.BenchSpec(annotate=("ar",))
+
+
 def test_bad_arguments_exit_with_a_message(tmp_path, prompt_file, capsys):
     for extra in (["--modes", "ar,warp"], ["--static-lengths", "4,x"], ["--limit", "0"]):
         with pytest.raises(SystemExit) as err:
@@ -197,7 +208,8 @@ def test_report_end_to_end(tmp_path, fixed_profile):
     out = tmp_path / "BENCHMARKS.md"
     code = main(["report", "--out", str(out), "--quick", "--model", "tiny-llama", "--threads", "1",
                  "--prompts-per-suite", "1", "--max-new-tokens", "6", "--alphas", "1.6,2.2",
-                 "--d-maxes", "15,24", "--suites", "math,chat", "--figures", "html", "--quiet", "--note", "tiny test run"])
+                 "--d-maxes", "15,24", "--suites", "math,chat", "--figures", "html", "--quiet",
+                 "--note", "tiny test run"])
     assert code == 0
     text = out.read_text()
     for heading in ("## Setup", "## Results per suite", "### math, temperature 0", "### chat, temperature 1",
