@@ -302,6 +302,18 @@ class Session:
             raise ValueError(f"no stored run with id {run_id!r} (the app keeps the last {KEPT_RUNS} runs)")
         return run
 
+    def runs(self) -> list[Run]:
+        """The stored runs, oldest first (the teaching and calibration tabs read them)."""
+        return list(self._runs.values())
+
+    def release_race(self) -> None:
+        """Before other model work (sweeps, calibration runs): wait for a race step in flight and
+        close a cancelled race's generator, so the two never interleave on the models."""
+        with self._step_lock:
+            if self._active is not None:
+                self._active.close()
+            self._active = None
+
     def export(self, run_id: str) -> list[str]:
         """The run's round records (AR baseline included) as CSV and Parquet files."""
         run = self.get_run(run_id)
