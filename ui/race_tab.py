@@ -13,6 +13,8 @@ from pathlib import Path
 import gradio as gr
 
 from libraspec import plots
+from libraspec.device import LOAD_SECONDS, gpu, race_seconds
+from libraspec.models.registry import describe_pair
 from libraspec.records import records_to_frame
 
 from .render import column_html, legend_html, status_html, title
@@ -25,6 +27,12 @@ QUEUE = dict(concurrency_id="model", concurrency_limit=1)
 EMPTY = records_to_frame([])
 
 
+def _race_gpu_seconds(prompt=None, alpha=None, d_max=None, static_length=None, temperature=None,
+                      max_new_tokens=128, *rest, **named) -> int:
+    """GPU seconds a Space reserves for one race call (same arguments as the race handlers)."""
+    return race_seconds(named.get("max_new_tokens", max_new_tokens))
+
+
 def load_examples() -> list[dict]:
     with open(EXAMPLES_PATH) as handle:
         return json.load(handle)
@@ -35,6 +43,7 @@ class RaceTabs:
 
     def __init__(self, session: Session):
         self.session = session
+        self._warm_up_gpu = gpu(lambda *args, **named: LOAD_SECONDS)(self.warm_up)  # spaces.GPU on a Space
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -65,6 +74,10 @@ class RaceTabs:
                 self.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_CAP, value=128, step=1, label="max new tokens",
                                                 elem_id="ls-max-new")
                 self.seed = gr.Number(value=0, precision=0, minimum=0, label="seed")
+                offered = self.session.offered
+                self.model = gr.Dropdown([(f"{name}: {describe_pair(name)}", name) for name in offered],
+                                         value=self.session.model, label="model pair",
+                                         elem_id="ls-model") if len(offered) > 1 else None
                 with gr.Row():
                     self.run_button = gr.Button("Run race", variant="primary", elem_id="ls-run")
                     self.stop_button = gr.Button("Stop", variant="stop")
@@ -97,12 +110,13 @@ class RaceTabs:
 
     def _wire(self) -> None:
         inputs = [self.prompt, self.alpha, self.d_max, self.static_length, self.temperature,
-                  self.max_new_tokens, self.seed, self.inspect_mode]
+                  self.max_new_tokens, self.seed, self.inspect_mode] + ([self.model] if self.model else [])
         outputs = [self.status, *self.columns, self.run_id, self.length_plot, self.speedup_plot,
                    self.heatmap_plot, self.eps_plot, self.round, self.profile_plot]
-        click = self.run_button.click(self.race_live, inputs, outputs, api_visibility="undocumented",
+        race_live = gpu(_race_gpu_seconds)(self.race_live)  # spaces.GPU on a Space, else unchanged
+        click = self.run_button.click(race_live, inputs, outputs, api_visibility="undocumented",
                                       show_progress="minimal", **QUEUE)
-        submit = self.prompt.submit(self.race_live, inputs, outputs, api_visibility="undocumented",
+        submit = self.prompt.submit(race_live, inputs, outputs, api_visibility="undocumented",
                                     show_progress="minimal", **QUEUE)
         self.stop_button.click(None, cancels=[click, submit]).then(
             lambda: status_html("Stopped. The next run starts cleanly."), None, [self.status], queue=False,
@@ -112,11 +126,16 @@ class RaceTabs:
                                  [self.heatmap_plot, self.eps_plot, self.round], api_visibility="private")
         self.round.release(self.inspect_round, [self.run_id, self.inspect_mode, self.round], [self.eps_plot],
                            api_visibility="private")
-        gr.api(self.race, api_name="race", **QUEUE)
+        gr.api(gpu(_race_gpu_seconds)(self.race), api_name="race", **QUEUE)
+        if self.model is not None:
+            self.model.change(self._warm_up_gpu, [self.model], self._warm_outputs(), api_visibility="private",
+                              show_progress="hidden", **QUEUE)
 
-    def warm_up(self):
-        """Page load: load the models once (status shown meanwhile), then set n-dependent controls."""
+    def warm_up(self, model: str | None = None):
+        """Page load or a model choice: load the models once (status shown meanwhile), then set
+        the n-dependent controls."""
         try:
+            self.session.select(model)
             for line in self.session.load():
                 yield status_html(line), gr.skip(), gr.skip(), gr.skip()
         except (ValueError, OSError) as error:
@@ -127,18 +146,23 @@ class RaceTabs:
                plots.profile_figure(self.session.decoder.profile),
                gr.Slider(minimum=n), gr.Slider(value=n, label=f"static length (default n = {n})"))
 
+    def _warm_outputs(self) -> list:
+        return [self.status, self.profile_plot, self.d_max, self.static_length]
+
     def attach_load(self, demo: gr.Blocks) -> None:
-        demo.load(self.warm_up, None, [self.status, self.profile_plot, self.d_max, self.static_length],
-                  api_visibility="private", show_progress="hidden", **QUEUE)
+        demo.load(self._warm_up_gpu, None, self._warm_outputs(), api_visibility="private", show_progress="hidden",
+                  **QUEUE)
 
     # -- callbacks ----------------------------------------------------------------------------
 
-    def race_live(self, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, inspect_mode):
+    def race_live(self, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, inspect_mode,
+                  model=None):
         """Stream the race: columns at most 4 times a second, figures once a second, always the end."""
         settings = Settings(alpha, d_max, static_length, temperature, max_new_tokens, seed)
         skip = (gr.skip(),) * 7  # run id and the six figure outputs
         figures_at = 0.0
         try:
+            self.session.select(model)
             for snap in self.session.stream(prompt, settings):
                 if snap.run is None:
                     columns = [column_html(m, None, None, None, "waiting for the AR baseline…")
@@ -154,14 +178,16 @@ class RaceTabs:
 
     def race(self, prompt: str, alpha: float = 2.2, d_max: int = 24, static_length: int = 0,
              temperature: float = 0.0, max_new_tokens: int = 128,
-             seed: int = 0) -> tuple[str, str, str, dict]:
-        """Race static, LibraSpec and oracle on one prompt (static_length 0 = n).
+             seed: int = 0, model: str = "") -> tuple[str, str, str, dict]:
+        """Race static, LibraSpec and oracle on one prompt (static_length 0 = n; model "" = the
+        app's current pair, else one of the pairs the app offers).
 
         Returns the three output texts and a summary: settings, notes on clamped values, and
         per mode tokens, rounds, tau, tokens/s, speedups over AR (measured, modeled), finish rank.
         """
         snap = None
         try:
+            self.session.select(model)
             for snap in self.session.stream(prompt, Settings(alpha, d_max, static_length, temperature,
                                                             max_new_tokens, seed)):
                 pass

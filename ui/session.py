@@ -24,7 +24,8 @@ from typing import Iterator
 import pandas as pd
 
 from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
-from libraspec.models.registry import load_pair
+from libraspec.device import free_memory
+from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
 from libraspec.policy import LibraSpecPolicy, StaticPolicy
 from libraspec.records import RoundRecord, RunSummary, records_to_frame, summarize, write_csv, write_parquet
 
@@ -166,8 +167,9 @@ class Snapshot:
 class Session:
     """Holds the one model pair and decoder of the app; safe for one run at a time."""
 
-    def __init__(self, model: str | None = None):
-        self.model = model
+    def __init__(self, model: str | None = None, offered: list[str] | None = None):
+        self.offered = list(offered or ([check_pair_name(model)] if model else offered_pairs()))
+        self.model = model or self.offered[0]
         self.pair = None
         self.decoder: SpeculativeDecoder | None = None
         self._load_lock = threading.Lock()
@@ -189,13 +191,28 @@ class Session:
         """
         if self.decoder is not None:
             return
-        yield "Loading the model pair and measuring its latency profile (first use only)…"
+        yield f"Loading {self.model} and measuring its latency profile (first use only)…"
+        self.load_models()
+        self.decoder.profile  # measured (or read from the disk cache) now, not during a race
+
+    def load_models(self) -> None:
+        """Load the selected pair without profiling it (a ZeroGPU Space does this at start-up)."""
         with self._load_lock:
             if self.decoder is None:
                 pair = load_pair(self.model)
-                decoder = SpeculativeDecoder(pair)
-                decoder.profile  # measured (or read from the disk cache) now, not during a race
-                self.pair, self.decoder = pair, decoder
+                self.pair, self.decoder = pair, SpeculativeDecoder(pair)
+
+    def select(self, name: str | None) -> None:
+        """Switch to another offered pair ("" or None keeps the current one); the old one is freed."""
+        if not name or name == self.model:
+            return
+        if name not in self.offered:
+            raise ValueError(f"model pair {name!r} is not offered here; choose one of {', '.join(self.offered)}")
+        self.release_race()
+        with self._load_lock:
+            self.pair = self.decoder = None
+            self.model = name
+        free_memory()
 
     def describe(self) -> str:
         if self.pair is None:

@@ -27,6 +27,7 @@ from .target import TargetModel
 
 DEFAULT_PAIR = "smollm2-135m"
 MODEL_ENV = "LIBRASPEC_MODEL"
+PAIRS_ENV = "LIBRASPEC_PAIRS"  # comma-separated pairs an app offers (default: just the selected one)
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DRAFTER_ENV = "LIBRASPEC_DRAFTER"
 HUB_FILES = ["*.json", "*.safetensors", "*.txt"]  # configs, weights, tokenizer; never *.py (no remote code)
@@ -256,6 +257,17 @@ def check_pair_name(name) -> str:
 def selected_pair() -> str:
     """The pair named by env LIBRASPEC_MODEL, else the embedded default."""
     return os.environ.get(MODEL_ENV) or DEFAULT_PAIR
+
+
+def offered_pairs() -> list[str]:
+    """Pairs the app offers, its default first: env LIBRASPEC_PAIRS (comma-separated), else one.
+
+    The default is LIBRASPEC_MODEL when set (added if the list lacks it), else the list's
+    first entry, else the embedded pair. Unknown names raise ValueError.
+    """
+    names = [check_pair_name(n.strip()) for n in os.environ.get(PAIRS_ENV, "").split(",") if n.strip()]
+    first = check_pair_name(os.environ.get(MODEL_ENV) or (names[0] if names else DEFAULT_PAIR))
+    return [first] + [n for n in dict.fromkeys(names) if n != first]
 
 
 def load_pair(name: str | None = None, device=None, dtype=None,
