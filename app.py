@@ -17,10 +17,13 @@ if os.environ.get("SPACES_ZERO_GPU"):
 
 import gradio as gr  # noqa: E402  (the environment above must be set first)
 
+from ui.calibration_tab import CalibrationTab  # noqa: E402
 from libraspec.device import ensure_embedded_package, on_zero_gpu  # noqa: E402
 from libraspec.models.registry import DEFAULT_PAIR  # noqa: E402
 from ui.race_tab import RaceTabs  # noqa: E402
 from ui.session import Session  # noqa: E402
+from ui.sweep_tab import SweepTab  # noqa: E402
+from ui.teach_tab import TeachTab  # noqa: E402
 
 INTRO = (
     "# LibraSpec Explorer\n"
@@ -40,10 +43,15 @@ def build_demo(session: Session | None = None) -> gr.Blocks:
     if on_zero_gpu():
         session.load_models()  # ZeroGPU: weights move to CUDA at start-up, in this process
     tabs = RaceTabs(session)
+    teach = TeachTab(session)
     with gr.Blocks(title="LibraSpec Explorer") as demo:
         gr.Markdown(INTRO)
         tabs.build()
+        teach.build()
+        SweepTab(session).build()
+        CalibrationTab(session).build()
         tabs.attach_load(demo)
+        teach.attach_load(demo)
     demo.queue(default_concurrency_limit=4)
     return demo
 

@@ -307,7 +307,7 @@ def profile_figure(profile: Any) -> go.Figure:
 
 # -- teaching and tuning views (step-through, sweep, calibration) ------------------------------
 
-HEIGHTS.update({"stepper": 420, "expected": 360, "sweep": 640, "calibration": 400})
+HEIGHTS.update({"stepper": 440, "expected": 380, "sweep": 660, "calibration": 440})
 SWEEP_METRICS = (("speedup_modeled", "modeled speedup (x)"), ("speedup_measured", "measured speedup (x)"),
                  ("tau", "tau (tokens per round)"), ("mad_vs_oracle", "mean |d - d*|"))
 
@@ -329,7 +329,7 @@ def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
     right = max(d_max, drafted, 1)
     top = max([max(s.eps) for s in states] + [d_max]) * 1.12 + 1
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_vrect(x0=0.5, x1=drafted + 0.5, fillcolor="#56B4E9", opacity=0.08, line_width=0)
+    fig.add_vrect(x0=0.5, x1=drafted + 0.5, fillcolor="#56B4E9", opacity=0.15, line_width=0)
     positions = list(range(1, len(state.eps) + 1))
     fig.add_trace(go.Bar(
         x=positions, y=list(state.eps), name="eps_i", marker_color=MODE_COLORS["libraspec"], opacity=0.75,
@@ -343,15 +343,23 @@ def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
                              mode="lines+markers", line=dict(color="#56B4E9", width=1.5), marker=dict(size=4),
                              hovertemplate="i = %{x}<br>q_i = %{y:.3f}<extra></extra>"), secondary_y=True)
     fig.add_vline(x=state.d + 0.5, line=dict(color=MODE_COLORS["oracle"], width=2, dash="dot"),
-                  annotation_text=f"d = {state.d}", annotation_position="top")
+                  annotation_text=f"d = {state.d}", annotation_position="top right")
     fig.add_vline(x=d_max + 0.5, line=dict(color="#999999", width=1, dash="dot"),
-                  annotation_text=f"d_max = {d_max}", annotation_position="bottom right")
+                  annotation_text=f"d_max = {d_max}", annotation_position="top left")
     fig.update_xaxes(title_text="draft position i (shaded: drafted)", range=[0.5, right + 0.5])
     fig.update_yaxes(title_text="eps_i", range=[0, top], secondary_y=False)
     fig.update_yaxes(title_text="q_i", range=[0, 1.05], showgrid=False, secondary_y=True)
     label = "start" if state.index == 0 else f"iteration {state.index}"
-    return _layout(fig, "stepper", f"Step {index}/{len(states) - 1} ({label}): d = {state.d}, B = {state.budget}, "
-                                   f"blocks drafted = {state.blocks}", barmode="overlay")
+    _layout(fig, "stepper", f"Step {index}/{len(states) - 1} ({label}): d = {state.d}, B = {state.budget}, "
+                            f"blocks drafted = {state.blocks}", barmode="overlay")
+    return _legend_below(fig)
+
+
+def _legend_below(fig: go.Figure) -> go.Figure:
+    """Legend under the plot, where it cannot cover subplot titles or line labels."""
+    fig.update_layout(legend=dict(orientation="h", x=0.0, xanchor="left", y=-0.2, yanchor="top"),
+                      margin=dict(b=95))
+    return fig
 
 
 def expected_speedup_figure(q, profile: Any, d_max: int, libraspec_d: int, static_length: int) -> go.Figure:
@@ -391,7 +399,7 @@ def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: 
     alphas = [str(a) for a in (alphas or list(dict.fromkeys(frame["alpha"])) if "alpha" in frame else [])]
     d_maxes = [int(d) for d in (d_maxes or sorted(set(frame["d_max"])) if "d_max" in frame else [])]
     fig = make_subplots(rows=2, cols=2, subplot_titles=[title for _, title in SWEEP_METRICS],
-                        horizontal_spacing=0.1, vertical_spacing=0.14)
+                        horizontal_spacing=0.1, vertical_spacing=0.2)
     x = [str(d) for d in d_maxes]
     for k, (metric, title) in enumerate(SWEEP_METRICS):
         row, col = k // 2 + 1, k % 2 + 1
@@ -451,4 +459,5 @@ def calibration_figure(bins: pd.DataFrame, by_position: pd.DataFrame, ece: float
     if bins.empty or bins["count"].sum() == 0:
         _empty(fig, "no submitted drafts yet")
     text = "n/a" if not math.isfinite(ece) else f"{ece:.3f}"
-    return _layout(fig, "calibration", f"Drafter calibration: expected calibration error {text} (10 bins)")
+    _layout(fig, "calibration", f"Drafter calibration: expected calibration error {text} (10 bins)")
+    return _legend_below(fig)

@@ -76,3 +76,39 @@ def test_race_in_a_real_browser(url, tmp_path):
         finally:
             browser.close()
     assert (tmp_path / "race.png").stat().st_size > 0 and (tmp_path / "inspector.png").stat().st_size > 0
+
+
+def test_teaching_and_tuning_tabs_in_a_real_browser(url, tmp_path):
+    """Step-through, Sweep and Calibration tabs each render their Plotly figures."""
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=["--no-sandbox", "--disable-background-networking"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url)
+            page.wait_for_selector("#ls-status:has-text('Ready')", timeout=TIMEOUT_MS)
+            page.get_by_role("tab", name="Algorithm step-through").click()
+            page.wait_for_selector("#ls-teach-step .js-plotly-plot", timeout=TIMEOUT_MS)
+            page.wait_for_selector("#ls-teach-expected .js-plotly-plot", timeout=TIMEOUT_MS)
+            page.locator("#ls-teach-next").click()
+            page.wait_for_selector("#ls-teach-text:has-text('Step 1 of')", timeout=TIMEOUT_MS)
+            page.screenshot(path=str(tmp_path / "teach.png"), full_page=True)
+            page.get_by_role("tab", name="Sweep").click()
+            page.wait_for_selector("#ls-sweep-plot .js-plotly-plot", timeout=TIMEOUT_MS)
+            page.locator("#ls-sweep-alphas textarea").fill("2.2, auto")
+            page.locator("#ls-sweep-dmax textarea").fill("8")
+            page.locator("#ls-sweep-count input[type=number]").fill("1")
+            page.locator("#ls-sweep-count input[type=number]").press("Enter")
+            page.locator("#ls-sweep-max-new input[type=number]").fill("8")
+            page.locator("#ls-sweep-max-new input[type=number]").press("Enter")
+            page.locator("#ls-sweep-run").click()
+            page.wait_for_selector("#ls-sweep-status:has-text('Finished: 3/3 runs')", timeout=TIMEOUT_MS)
+            page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
+            page.get_by_role("tab", name="Calibration").click()
+            page.locator("#ls-calib-show").click()
+            page.wait_for_selector("#ls-calib-plot .js-plotly-plot", timeout=TIMEOUT_MS)
+            assert "drafts" in page.locator("#ls-calib-summary").inner_text()
+            page.screenshot(path=str(tmp_path / "calibration.png"), full_page=True)
+        finally:
+            browser.close()
+    assert all((tmp_path / f"{name}.png").stat().st_size > 0 for name in ("teach", "sweep", "calibration"))

@@ -53,7 +53,7 @@ class RaceTabs:
             self._race_layout()
         with gr.Tab("Round inspector", id="inspector"):
             self._inspector_layout()
-        self._wire()
+            self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
 
     def _race_layout(self) -> None:
         with gr.Row():

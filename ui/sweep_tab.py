@@ -1,0 +1,165 @@
+"""Sweep tab: LibraSpec over an alpha x d_max grid on a prompt set (layout and wiring only).
+
+`libraspec.sweep.iter_sweep` does the decoding (LibraSpec with the oracle annotation per
+cell, AR once per prompt, alpha "auto" = `AutoAlphaLibraSpecPolicy`); this tab streams
+its progress, draws `plots.sweep_figure` and offers the table as CSV. A Cancel button
+sets a `threading.Event` the sweep checks between runs. Paper symbols: alpha, d_max, d*, tau.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from libraspec import plots
+from libraspec.bench import read_prompts
+from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.profiling import cached_profile
+from libraspec.sweep import COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, iter_sweep, parse_alphas, parse_d_maxes
+
+from .race_tab import QUEUE, load_examples
+from .render import status_html
+from .session import MAX_NEW_TOKENS_CAP, Session
+
+PROMPTS_DIR = Path(__file__).resolve().parents[1] / "assets" / "prompts"
+EXAMPLES = "examples (app)"
+FIGURE_INTERVAL_S = 1.0
+MAX_PROMPTS = 24
+
+
+def prompt_sets() -> list[str]:
+    """The app's examples, then every assets/prompts/*.jsonl file by name."""
+    return [EXAMPLES] + sorted(p.name for p in PROMPTS_DIR.glob("*.jsonl"))
+
+
+def load_prompt_set(name: str, count: int) -> list[str]:
+    """The first `count` prompts of a set; the examples interleave their categories."""
+    if name == EXAMPLES:
+        examples = load_examples()
+        categories = list(dict.fromkeys(e["category"] for e in examples))
+        groups = [[e["prompt"] for e in examples if e["category"] == c] for c in categories]
+        prompts = [g[k] for k in range(max(map(len, groups))) for g in groups if k < len(g)]
+    elif name in prompt_sets():
+        prompts = read_prompts(PROMPTS_DIR / name)
+    else:
+        raise ValueError(f"unknown prompt set {name!r}; choose one of {', '.join(prompt_sets())}")
+    if not 1 <= int(count) <= MAX_PROMPTS:
+        raise ValueError(f"number of prompts must be between 1 and {MAX_PROMPTS}, got {count}")
+    return prompts[: int(count)]
+
+
+class SweepTab:
+    """The "Sweep" tab inside an open `gr.Blocks`; one sweep at a time (the model queue)."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.cancel_event = threading.Event()
+
+    def build(self) -> None:
+        with gr.Tab("Sweep", id="sweep"):
+            gr.Markdown("LibraSpec over a grid of alpha x d_max values (alpha = auto sets "
+                        "alpha = T_verify / (tau c) online from the latency profile and the running tau, "
+                        "section 3.4). Each cell decodes every prompt with the oracle annotation "
+                        "(d* per round, untimed); AR decodes each prompt once for the measured speedup.")
+            with gr.Row():
+                self.alphas = gr.Textbox(", ".join(map(str, DEFAULT_ALPHAS)), label="alpha values (or auto)",
+                                         elem_id="ls-sweep-alphas")
+                self.d_maxes = gr.Textbox(", ".join(map(str, DEFAULT_D_MAXES)), label="d_max values", elem_id="ls-sweep-dmax")
+                self.prompt_set = gr.Dropdown(prompt_sets(), value=EXAMPLES, label="prompt set")
+                self.count = gr.Slider(1, MAX_PROMPTS, value=3, step=1, label="prompts", elem_id="ls-sweep-count")
+                self.max_new_tokens = gr.Slider(8, MAX_NEW_TOKENS_CAP, value=64, step=8, label="max new tokens",
+                                                elem_id="ls-sweep-max-new")
+            with gr.Row():
+                self.run_button = gr.Button("Run sweep", variant="primary", elem_id="ls-sweep-run")
+                self.cancel_button = gr.Button("Cancel", variant="stop")
+            self.status = gr.HTML(status_html("Set the grid and press Run sweep."), elem_id="ls-sweep-status")
+            self.plot = gr.Plot(plots.sweep_figure(pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS],
+                                                    list(DEFAULT_D_MAXES)), label="sweep heatmaps",
+                                elem_id="ls-sweep-plot")
+            self.table = gr.Dataframe(pd.DataFrame(columns=COLUMNS), label="one row per cell", interactive=False)
+            self.csv = gr.File(label="sweep CSV", interactive=False)
+            self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
+
+    def _wire(self) -> None:
+        inputs = [self.alphas, self.d_maxes, self.prompt_set, self.count, self.max_new_tokens]
+        self.run_button.click(self.sweep_live, inputs, [self.status, self.plot, self.table, self.csv],
+                              api_visibility="private", show_progress="minimal", **QUEUE)
+        self.cancel_button.click(self.cancel, None, [self.status], queue=False, api_visibility="private")
+        gr.api(self.sweep, api_name="sweep", **QUEUE)
+
+    def cancel(self) -> str:
+        self.cancel_event.set()
+        return status_html("Cancelling after the current run…")
+
+    def _decoder(self, d_maxes: tuple[int, ...]) -> SpeculativeDecoder:
+        """A decoder whose latency profile reaches the largest d_max (measured once, cached)."""
+        pair, longest = self.session.pair, max(d_maxes)
+        profile = cached_profile(pair, max_tokens=max(25, longest + 1),
+                                 max_blocks=max(2, -(-longest // pair.block_size)))
+        return SpeculativeDecoder(pair, profile)
+
+    def _events(self, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens):
+        """(message, SweepEvent or None) while the sweep runs; bad input raises ValueError."""
+        grid_alphas, grid_d = parse_alphas(alphas), parse_d_maxes(d_maxes)
+        prompts = load_prompt_set(prompt_set, int(count))
+        if not 1 <= int(max_new_tokens) <= MAX_NEW_TOKENS_CAP:
+            raise ValueError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS_CAP}, got {max_new_tokens}")
+        self.cancel_event.clear()
+        for line in self.session.load():
+            yield line, None
+        self.session.release_race()
+        pair = self.session.pair
+        if max(grid_d) > pair.max_context // 2:
+            raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
+        ids = [pair.encode_prompt(p) for p in prompts]
+        yield f"Measuring the latency profile up to d_max = {max(grid_d)} (once per machine and pair)…", None
+        decoder = self._decoder(grid_d)
+        config = DecodeConfig(max_new_tokens=int(max_new_tokens))
+        for event in iter_sweep(decoder, ids, grid_alphas, grid_d, config, self.cancel_event):
+            state = "Cancelled" if event.cancelled else "Finished" if event.done == event.total else "Running"
+            yield f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}.", event
+
+    def sweep_live(self, alphas, d_maxes, prompt_set, count, max_new_tokens):
+        """Stream progress and heatmaps; the table and CSV once the sweep ends or is cancelled."""
+        axes = None
+        shown = 0.0
+        try:
+            for message, event in self._events(alphas, d_maxes, prompt_set, count, max_new_tokens):
+                if event is None:
+                    yield status_html(message), gr.skip(), gr.skip(), gr.skip()
+                    continue
+                axes = axes or ([alpha_label(a) for a in parse_alphas(alphas)], list(parse_d_maxes(d_maxes)))
+                last = event.cancelled or event.done == event.total
+                if last or time.monotonic() - shown >= FIGURE_INTERVAL_S:
+                    shown = time.monotonic()
+                    figure = plots.sweep_figure(event.frame, *axes)
+                    yield (status_html(message), figure, event.frame.round(4),
+                           self._csv(event.frame) if last else gr.skip())
+                else:
+                    yield status_html(message), gr.skip(), gr.skip(), gr.skip()
+        except (ValueError, OSError) as error:
+            raise gr.Error(str(error)) from error
+
+    @staticmethod
+    def _csv(frame: pd.DataFrame) -> str:
+        path = os.path.join(tempfile.mkdtemp(prefix="libraspec-sweep-"), "libraspec-sweep.csv")
+        frame.to_csv(path, index=False)
+        return path
+
+    def sweep(self, alphas: str = "1.6, 2.0, 2.2, 2.6, auto", d_maxes: str = "16, 24, 32, 48",
+              prompt_set: str = EXAMPLES, count: int = 3, max_new_tokens: int = 64) -> list[dict]:
+        """Run a sweep and return one row per (alpha, d_max) cell: tau, mean d, alpha used,
+        measured and modeled speedup over AR, mean |d - d*|."""
+        event = None
+        try:
+            for _, ev in self._events(alphas, d_maxes, prompt_set, count, max_new_tokens):
+                event = ev or event
+        except (ValueError, OSError) as error:
+            raise gr.Error(str(error)) from error
+        frame = event.frame if event is not None else pd.DataFrame(columns=COLUMNS)
+        return frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
