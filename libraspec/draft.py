@@ -73,7 +73,7 @@ class DraftBuffer:
                 choice = probs.argmax(dim=-1)  # (n,)
             else:
                 probs = probabilities(logits, self.sampling)  # (n, V_d)
-                choice = torch.multinomial(probs.float(), 1, generator=self.generator).view(-1)
+                choice = torch.multinomial(probs.float().cpu(), 1, generator=self.generator).view(-1).to(device)
                 full = torch.zeros(n, self.vocab_size, dtype=probs.dtype, device=probs.device)  # (n, V)
                 vocab_ids = self.drafter.to_target_ids(torch.arange(probs.shape[-1], device=probs.device))
                 self._probs.append(full.index_copy_(1, vocab_ids, probs).cpu())

@@ -146,7 +146,7 @@ class SpeculativeDecoder:
         if sampling.greedy:
             token = int(logits[0].argmax())
         else:
-            token = int(torch.multinomial(probabilities(logits[0], sampling).float(), 1, generator=state.generator))
+            token = int(torch.multinomial(probabilities(logits[0], sampling).float().cpu(), 1, generator=state.generator))
         state.ids.append(token)
         verify_s = time.perf_counter() - start
         return self._record(state, "ar", (), (), 0, (), (), 0, 0, [token], token, None,

@@ -54,7 +54,7 @@ def probabilities(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
 
 def greedy_accept(drafts: torch.Tensor, target_logits: torch.Tensor) -> tuple[int, int]:
     """drafts (d,), target_logits (d+1, V) -> (accepted a, bonus token argmax p_{a+1})."""
-    best = target_logits.argmax(dim=-1)  # (d+1,)
+    best = target_logits.argmax(dim=-1).cpu()  # (d+1,) beside the drafts, which live on the CPU
     d = drafts.shape[0]
     mismatch = (drafts != best[:d]).nonzero()
     a = int(mismatch[0, 0]) if mismatch.numel() else d
@@ -75,7 +75,8 @@ def sample_accept(
     uniforms (>= d,) the round's shared random numbers r_i (the oracle look-ahead reuses
     them, so a(d) is one function of d). Returns (accepted a, bonus / correction token).
     """
-    p = probabilities(target_logits, cfg)  # (d+1, V)
+    p = probabilities(target_logits, cfg)  # (d+1, V), on the target's device
+    draft_probs = draft_probs.to(p.device)
     d = drafts.shape[0]
     for i in range(d):
         x = int(drafts[i])
@@ -87,8 +88,8 @@ def sample_accept(
         residual = (p[i] - draft_probs[i].double()).clamp_min(0.0)
         total = float(residual.sum())
         dist = residual / total if total > 0.0 else p[i]
-        return i, int(torch.multinomial(dist.float(), 1, generator=generator))
-    return d, int(torch.multinomial(p[d].float(), 1, generator=generator))
+        return i, int(torch.multinomial(dist.float().cpu(), 1, generator=generator))  # the generator is a CPU one
+    return d, int(torch.multinomial(p[d].float().cpu(), 1, generator=generator))
 
 
 def acceptance_prefix(
@@ -106,11 +107,11 @@ def acceptance_prefix(
     """
     D = drafts.shape[0]
     if cfg.greedy:
-        ok = drafts == target_logits[:D].argmax(dim=-1)
+        ok = drafts == target_logits[:D].argmax(dim=-1).cpu()
     else:
         p = probabilities(target_logits[:D], cfg)
         idx = drafts.view(-1, 1)
-        p_x = p.gather(1, idx).view(-1)
+        p_x = p.gather(1, idx.to(p.device)).view(-1).cpu()
         q_x = draft_probs.double().gather(1, idx).view(-1)
         ok = (q_x > 0) & (uniforms[:D].double() * q_x < p_x)
     bad = (~ok).nonzero()
