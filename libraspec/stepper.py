@@ -67,7 +67,8 @@ def _extend_message(k: int, d: int, star: int, at: int, d_new: int, d_max: int, 
                  f"{blocks} more block{'s' if blocks > 1 else ''} of n = {n} "
                  f"{'are' if blocks > 1 else 'is'} drafted (line 12), B = {budget}.")
     else:
-        text += f" B = {before} - {d_new - d} = {budget} >= 0: the drafts already made cover it, nothing new is drafted."
+        text += (f" B = {before} - {d_new - d} = {budget} >= 0: the drafts already made cover it, "
+                 "nothing new is drafted.")
     return text
 
 

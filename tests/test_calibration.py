@@ -100,3 +100,12 @@ def test_calibration_figure_traces_for_a_known_record_set():
     empty = plots.calibration_figure(reliability_table([], []), acceptance_by_position(acceptance_samples([])),
                                      float("nan"))
     assert "n/a" in empty.layout.title.text
+
+
+def test_calibration_tab_summary_names_ece_and_alpha():
+    from libraspec.cost import LatencyProfile
+    from ui.calibration_tab import summarize_calibration
+    profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 4, 25)
+    text, figure = summarize_calibration(RECORDS, False, profile)
+    assert "7 submitted drafts" in text and "ECE =" in text and "alpha = T_verify / (tau c)" in text
+    assert summarize_calibration([], False, profile)[0].startswith("No submitted drafts")

@@ -102,3 +102,24 @@ def test_step_figures_show_the_state():
     assert len(line.y) == 24 and all(v > 0 for v in line.y)
     marks = {t.name.split(" ")[0] for t in curve.data if t.mode == "markers"}
     assert {"LibraSpec", "argmax", "static"} <= marks
+
+
+def test_teach_tab_views_every_source():
+    from types import SimpleNamespace
+
+    from ui.session import Settings
+    from ui.teach_tab import Inputs, confidences_for, step_view
+    from test_calibration import record
+    index, step_fig, curve_fig, text = step_view(Inputs(), 10**6, None)
+    assert text.startswith(f"**Step {index} of {index}.**") and "exhaustive argmax" in text
+    q, n, d_max, notes = confidences_for(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=2), None)
+    assert (n, d_max) == (2, 5) and "lowered" in notes[0]
+    with pytest.raises(ValueError, match="no race yet"):
+        confidences_for(Inputs(source="last race round"), SimpleNamespace(runs=lambda: []))
+    run = SimpleNamespace(prompt="Hi", settings=Settings(alpha=2.2, d_max=24),
+                          records={"libraspec": [record("libraspec", 0, [0.9] * 6 + [0.5] * 6, d=8, accepted=3)]})
+    q, n, d_max, notes = confidences_for(Inputs(source="last race round", round_index=5),
+                                         SimpleNamespace(runs=lambda: [run]))
+    assert n == 12 and d_max == 12 and len(q) == 12  # one recorded block of 12 drafts
+    with pytest.raises(ValueError, match="not loaded"):
+        step_view(Inputs(cost="measured profile"), 0, None)

@@ -137,3 +137,14 @@ def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
     assert math.isfinite(frame["speedup_modeled"].sum())
     with pytest.raises(SystemExit):
         main(["sweep", "--prompts", str(prompts), "--alphas", "x", "--out", str(out)])
+
+
+def test_prompt_sets_of_the_sweep_tab():
+    from ui.sweep_tab import EXAMPLES, load_prompt_set, prompt_sets
+    three = load_prompt_set(EXAMPLES, 3)
+    assert len(three) == 3 and len(set(three)) == 3
+    assert len(load_prompt_set(EXAMPLES, 9)) == 9 == len(set(load_prompt_set(EXAMPLES, 9)))
+    for name in prompt_sets()[1:]:
+        assert len(load_prompt_set(name, 2)) == 2
+    with pytest.raises(ValueError, match="unknown prompt set"):
+        load_prompt_set("nope.jsonl", 2)

@@ -20,7 +20,8 @@ from libraspec import plots
 from libraspec.bench import read_prompts
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.profiling import cached_profile
-from libraspec.sweep import COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, iter_sweep, parse_alphas, parse_d_maxes
+from libraspec.sweep import (COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, iter_sweep, parse_alphas,
+                             parse_d_maxes)
 
 from .race_tab import QUEUE, load_examples
 from .render import status_html
@@ -69,7 +70,8 @@ class SweepTab:
             with gr.Row():
                 self.alphas = gr.Textbox(", ".join(map(str, DEFAULT_ALPHAS)), label="alpha values (or auto)",
                                          elem_id="ls-sweep-alphas")
-                self.d_maxes = gr.Textbox(", ".join(map(str, DEFAULT_D_MAXES)), label="d_max values", elem_id="ls-sweep-dmax")
+                self.d_maxes = gr.Textbox(", ".join(map(str, DEFAULT_D_MAXES)), label="d_max values",
+                                          elem_id="ls-sweep-dmax")
                 self.prompt_set = gr.Dropdown(prompt_sets(), value=EXAMPLES, label="prompt set")
                 self.count = gr.Slider(1, MAX_PROMPTS, value=3, step=1, label="prompts", elem_id="ls-sweep-count")
                 self.max_new_tokens = gr.Slider(8, MAX_NEW_TOKENS_CAP, value=64, step=8, label="max new tokens",
@@ -78,8 +80,9 @@ class SweepTab:
                 self.run_button = gr.Button("Run sweep", variant="primary", elem_id="ls-sweep-run")
                 self.cancel_button = gr.Button("Cancel", variant="stop")
             self.status = gr.HTML(status_html("Set the grid and press Run sweep."), elem_id="ls-sweep-status")
-            self.plot = gr.Plot(plots.sweep_figure(pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS],
-                                                    list(DEFAULT_D_MAXES)), label="sweep heatmaps",
+            empty = plots.sweep_figure(pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS],
+                                       list(DEFAULT_D_MAXES))
+            self.plot = gr.Plot(empty, label="sweep heatmaps",
                                 elem_id="ls-sweep-plot")
             self.table = gr.Dataframe(pd.DataFrame(columns=COLUMNS), label="one row per cell", interactive=False)
             self.csv = gr.File(label="sweep CSV", interactive=False)

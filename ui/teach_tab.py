@@ -95,7 +95,8 @@ def cost_profile(inputs: Inputs, n: int, d_max: int, session: Session | None) ->
         raise ValueError("t0 + c must be > 0: a verification cannot be free")
     profile = LatencyProfile.from_linear(inputs.t0_ms / 1000, inputs.c_ms / 1000, max(inputs.draft_ms, 1e-6) / 1000,
                                          n, max(2, d_max + 1))
-    return profile, f"linear cost: verify t0 + c*k = {inputs.t0_ms:g} + {inputs.c_ms:g} k ms, drafting {inputs.draft_ms:g} ms per block"
+    return profile, (f"linear cost: verify t0 + c*k = {inputs.t0_ms:g} + {inputs.c_ms:g} k ms, "
+                     f"drafting {inputs.draft_ms:g} ms per block")
 
 
 def step_view(inputs: Inputs, index: int, session: Session | None):
@@ -135,7 +136,8 @@ class TeachTab:
             with gr.Row():
                 with gr.Column():
                     self.source = gr.Radio(list(SOURCES), value=defaults.source, label="confidences q_i from")
-                    self.start = gr.Slider(0.0, 1.0, value=defaults.start, step=0.01, label="synthetic: q_1 (start level)")
+                    self.start = gr.Slider(0.0, 1.0, value=defaults.start, step=0.01,
+                                           label="synthetic: q_1 (start level)")
                     self.decay = gr.Slider(0.0, 0.3, value=defaults.decay, step=0.005,
                                            label="synthetic: decay per position (q_i = q_1 (1 - decay)^(i-1))")
                     self.noise = gr.Slider(0.0, 0.3, value=defaults.noise, step=0.01, label="synthetic: noise (std)")
@@ -144,7 +146,8 @@ class TeachTab:
                     self.pasted = gr.Textbox(label="pasted list", placeholder="0.98, 0.95, 0.9, 0.7, ...", lines=2)
                 with gr.Column():
                     self.alpha = gr.Slider(0.2, 6.0, value=defaults.alpha, step=0.1, label="alpha")
-                    self.n = gr.Slider(1, 32, value=defaults.n, step=1, label="n (block size; a race round has its own)")
+                    self.n = gr.Slider(1, 32, value=defaults.n, step=1,
+                                       label="n (block size; a race round has its own)")
                     self.d_max = gr.Slider(1, D_MAX_CAP, value=defaults.d_max, step=1, label="d_max")
                     self.cost = gr.Radio(list(COSTS), value=defaults.cost, label="cost model for E[eta_d]")
                     self.t0 = gr.Slider(0.0, 100.0, value=defaults.t0_ms, step=0.5, label="linear: t0 (ms)")
