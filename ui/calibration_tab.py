@@ -17,6 +17,7 @@ import gradio as gr
 from libraspec import plots
 from libraspec.calibration import (acceptance_by_position, acceptance_samples, expected_calibration_error,
                                    reliability_table)
+from libraspec.device import RACE_MAX_S, gpu
 from libraspec.engine import DecodeConfig
 from libraspec.policy import StaticPolicy
 from libraspec.records import RoundRecord
@@ -90,7 +91,8 @@ class CalibrationTab:
         self.show_button.click(self.show, [self.source, self.tested_only], outputs, api_visibility="private")
         self.source.change(self.show, [self.source, self.tested_only], outputs, api_visibility="private")
         self.tested_only.change(self.show, [self.source, self.tested_only], outputs, api_visibility="private")
-        self.fresh_button.click(self.fresh_run, [self.max_new_tokens, self.d_max, self.tested_only],
+        fresh_run = gpu(lambda *args, **named: RACE_MAX_S)(self.fresh_run)  # spaces.GPU on a Space
+        self.fresh_button.click(fresh_run, [self.max_new_tokens, self.d_max, self.tested_only],
                                 [self.source, *outputs], api_visibility="private", **QUEUE)
         gr.api(self.calibration, api_name="calibration")
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from libraspec import plots
 from libraspec.bench import read_prompts
+from libraspec.device import RACE_MAX_S, gpu
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.profiling import cached_profile
 from libraspec.sweep import (COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, iter_sweep, parse_alphas,
@@ -90,10 +91,11 @@ class SweepTab:
 
     def _wire(self) -> None:
         inputs = [self.alphas, self.d_maxes, self.prompt_set, self.count, self.max_new_tokens]
-        self.run_button.click(self.sweep_live, inputs, [self.status, self.plot, self.table, self.csv],
+        on_gpu = gpu(lambda *args, **named: RACE_MAX_S)  # spaces.GPU on a Space: one reservation per sweep
+        self.run_button.click(on_gpu(self.sweep_live), inputs, [self.status, self.plot, self.table, self.csv],
                               api_visibility="private", show_progress="minimal", **QUEUE)
         self.cancel_button.click(self.cancel, None, [self.status], queue=False, api_visibility="private")
-        gr.api(self.sweep, api_name="sweep", **QUEUE)
+        gr.api(on_gpu(self.sweep), api_name="sweep", **QUEUE)
 
     def cancel(self) -> str:
         self.cancel_event.set()
