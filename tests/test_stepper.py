@@ -123,3 +123,19 @@ def test_teach_tab_views_every_source():
     assert n == 12 and d_max == 12 and len(q) == 12  # one recorded block of 12 drafts
     with pytest.raises(ValueError, match="not loaded"):
         step_view(Inputs(cost="measured profile"), 0, None)
+
+
+def test_teach_tab_measured_profile_takes_the_step_n():
+    from types import SimpleNamespace
+
+    from ui.teach_tab import Inputs, cost_profile
+    measured = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 25)
+    session = SimpleNamespace(loaded=True, decoder=SimpleNamespace(profile=measured),
+                              pair=SimpleNamespace(name="tiny-llama"))
+    profile, note = cost_profile(Inputs(cost="measured profile"), 8, 24, session)
+    assert profile.block_size == 8 and profile.verify_s == measured.verify_s
+    assert "tiny-llama" in note and "n = 7" in note
+    linear, _ = cost_profile(Inputs(t0_ms=10.0, c_ms=2.0, draft_ms=0.0), 8, 24, None)
+    assert linear.verify_time(3) == pytest.approx(0.016) and linear.round_time(9) > linear.round_time(8)
+    with pytest.raises(ValueError, match="cannot be free"):
+        cost_profile(Inputs(t0_ms=0.0, c_ms=0.0), 8, 24, None)
