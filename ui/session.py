@@ -51,10 +51,18 @@ class Settings:
     seed: int = 0
 
 
-def _integer(value, name: str, low: int, high: int) -> int:
+def _number(value, name: str, kind: str) -> float:
+    """float(value), with a message naming the setting when it is not a number at all."""
     if isinstance(value, bool) or value is None:
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    number = float(value)
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be {kind}, got {value!r}") from None
+
+
+def _integer(value, name: str, low: int, high: int) -> int:
+    number = _number(value, name, "an integer")
     if not math.isfinite(number) or number != int(number):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if not low <= number <= high:
@@ -63,9 +71,7 @@ def _integer(value, name: str, low: int, high: int) -> int:
 
 
 def _real(value, name: str, low: float, high: float, low_open: bool = False) -> float:
-    if isinstance(value, bool) or value is None:
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    number = float(value)
+    number = _number(value, name, "a number")
     if not math.isfinite(number):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     if number > high or number < low or (low_open and number == low):
