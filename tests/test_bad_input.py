@@ -1,0 +1,140 @@
+"""Bad input through the app's API (tiny-llama pair on 127.0.0.1): a clear error or a stated clamp.
+
+Each case sends one race request and expects either a refusal whose message names the
+problem, or an answer with the stated clamp / an inert rendering; the last test checks the
+server still answers a normal request. NaN and infinity cannot travel through gradio_client
+(its JSON encoder refuses out-of-range floats), so those cases are sent as a raw HTTP POST
+to /gradio_api/call/race, whose server-side JSON parser accepts the `NaN` literal: the
+server's own check refuses them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+import torch
+
+gradio_client = pytest.importorskip("gradio_client")
+httpx = pytest.importorskip("httpx")
+from gradio_client.exceptions import AppError  # noqa: E402
+
+N = 7  # the tiny pair's block size
+CONTROL = "👋🏽 שלום مرحبا \u202e\u200f reversed \x00\x07\x1b[31m red \r\n tab\t end"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    torch.set_num_threads(1)
+    saved = {k: os.environ.get(k) for k in ("LIBRASPEC_MODEL", "LIBRASPEC_CACHE", "LIBRASPEC_PAIRS")}
+    os.environ.update(LIBRASPEC_MODEL="tiny-llama", LIBRASPEC_CACHE=str(tmp_path_factory.mktemp("cache")))
+    os.environ.pop("LIBRASPEC_PAIRS", None)
+    import app
+    demo = app.build_demo()
+    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
+    yield url
+    demo.close()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return gradio_client.Client(server, verbose=False)
+
+
+def race(client, prompt="Tell me a story.", alpha=2.2, d_max=24, static_length=0, temperature=0.0,
+         max_new_tokens=8, seed=0, model=""):
+    return client.predict(prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model,
+                          api_name="/race")
+
+
+REFUSED = [
+    ("empty", dict(prompt=""), "prompt is empty"),
+    ("whitespace only", dict(prompt="  \n\t \u3000 "), "prompt is empty"),
+    ("100k characters", dict(prompt="x" * 100_000), "context window is 512 tokens"),
+    ("negative alpha", dict(alpha=-1.5), r"alpha must be > 0 and <= 20, got -1\.5"),
+    ("zero alpha", dict(alpha=0.0), "alpha must be > 0"),
+    ("alpha not a number", dict(alpha="abc"), "alpha must be a number, got 'abc'"),
+    ("d_max below n", dict(d_max=3), f"d_max must be at least the block size n = {N}"),
+    ("huge d_max", dict(d_max=10**9), "d_max must be between 1 and 64, got 1000000000"),
+    ("fractional d_max", dict(d_max=24.5), "d_max must be an integer, got 24.5"),
+    ("negative temperature", dict(temperature=-0.1), "temperature must be >= 0"),
+    ("zero max new tokens", dict(max_new_tokens=0), "max new tokens must be between 1 and 512, got 0"),
+    ("max new tokens over the cap", dict(max_new_tokens=100_000), "max new tokens must be between 1 and 512"),
+    ("negative static length", dict(static_length=-2), "static length must be between 1 and 64"),
+    ("negative seed", dict(seed=-1), "seed must be between 0 and"),
+    ("unknown model", dict(model="gpt-5"), "model pair 'gpt-5' is not offered here; choose one of tiny-llama"),
+]
+
+
+@pytest.mark.parametrize("override, message", [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_refused_with_a_clear_message(client, override, message):
+    with pytest.raises(AppError, match=message):
+        race(client, **override)
+
+
+def raw_race(server: str, literal: str) -> tuple[str, str]:
+    """POST a race whose alpha is a JSON literal (NaN, Infinity); returns (event, data) of the reply."""
+    body = f'{{"data": ["Tell me a story.", {literal}, 24, 0, 0.0, 8, 0, ""]}}'
+    posted = httpx.post(server + "gradio_api/call/race", content=body,
+                        headers={"Content-Type": "application/json"}, timeout=30)
+    assert posted.status_code == 200, posted.text
+    event_id = posted.json()["event_id"]
+    reply = httpx.get(server + f"gradio_api/call/race/{event_id}", timeout=120).text
+    lines = [line for line in reply.splitlines() if line.startswith(("event:", "data:"))]
+    events = [line.split(":", 1)[1].strip() for line in lines if line.startswith("event:")]
+    data = [line.split(":", 1)[1].strip() for line in lines if line.startswith("data:")]
+    return events[-1], data[-1]
+
+
+@pytest.mark.parametrize("literal", ["NaN", "-Infinity"])
+def test_non_finite_alpha_is_refused_by_the_server(server, literal):
+    with pytest.raises(ValueError, match="Out of range float"):
+        json.dumps(float(literal.lower().replace("infinity", "inf")), allow_nan=False)  # why the raw POST
+    event, data = raw_race(server, literal)
+    assert event == "error" and "alpha must be a finite number" in data
+
+
+def test_long_prompt_is_served_with_a_stated_clamp(client):
+    static, libraspec, oracle, summary = race(client, prompt="y" * 420, max_new_tokens=200)
+    clamp = [n for n in summary["notes"] if n.startswith("max new tokens clamped from 200 to ")]
+    assert clamp and "context window" in clamp[0]
+    room = int(clamp[0].split(" to ")[1].split()[0])
+    assert summary["settings"]["max_new_tokens"] == room < 200 and summary["ar"]["tokens"] <= room
+    assert static == libraspec == oracle and summary["finished"]
+
+
+def test_emoji_right_to_left_and_control_characters_are_plain_text(client):
+    static, libraspec, oracle, summary = race(client, prompt=CONTROL)
+    assert static == libraspec == oracle and summary["finished"] and summary["notes"] == []
+
+
+def test_html_in_the_prompt_is_rendered_inert(client):
+    attack = '<script>alert("x")</script><img src=x onerror=alert(1)> & <b>bold</b>'
+    job = client.submit(attack, 2.2, 24, N, 0.0, 8, 0, "libraspec", api_name="/race_live")
+    outputs = job.result(timeout=120)
+    status, columns = outputs[0], outputs[1:4]
+    assert "Prompt: &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; &amp; " \
+           "&lt;b&gt;bold&lt;/b&gt;" in status
+    for html in (status, *columns):
+        assert "<script" not in html and "<img" not in html and "<b>bold" not in html
+    texts = race(client, prompt=attack)
+    assert texts[0] == texts[1] == texts[2]  # the API returns plain text, never HTML
+
+
+def test_server_answers_a_normal_request_afterwards(client):
+    static, libraspec, oracle, summary = race(client, prompt="Hello there!", max_new_tokens=12)
+    assert static == libraspec == oracle and summary["finished"] and summary["model"] == "tiny-llama"
+    assert summary["settings"] == {"alpha": 2.2, "d_max": 24, "static_length": N, "temperature": 0.0,
+                                   "max_new_tokens": 12, "seed": 0}
