@@ -179,3 +179,49 @@ def test_names_env_and_descriptions(monkeypatch):
         load_pair("tiny-llama", resolver=str)
     monkeypatch.setenv("LIBRASPEC_MODEL", "tiny-qwen3")
     assert registry.selected_pair() == "tiny-qwen3" and load_pair().name == "tiny-qwen3"
+
+
+# ---- choosing a pair: env, session, app dropdown -------------------------------------------
+
+def test_offered_pairs_follow_the_environment(monkeypatch):
+    monkeypatch.delenv("LIBRASPEC_MODEL", raising=False)
+    monkeypatch.delenv("LIBRASPEC_PAIRS", raising=False)
+    assert registry.offered_pairs() == ["smollm2-135m"]
+    monkeypatch.setenv("LIBRASPEC_PAIRS", "qwen3-4b-dflash, qwen3-8b-dflash,qwen3-4b-dflash")
+    assert registry.offered_pairs() == ["qwen3-4b-dflash", "qwen3-8b-dflash"]
+    monkeypatch.setenv("LIBRASPEC_MODEL", "tiny-llama")
+    assert registry.offered_pairs() == ["tiny-llama", "qwen3-4b-dflash", "qwen3-8b-dflash"]
+    monkeypatch.setenv("LIBRASPEC_PAIRS", "tiny-llama,llama-70b")
+    with pytest.raises(ValueError, match="unknown model pair 'llama-70b'"):
+        registry.offered_pairs()
+
+
+def test_session_switches_between_offered_pairs(monkeypatch, tmp_path):
+    from ui.session import Session, Settings
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
+    session = Session(offered=["tiny-llama", "tiny-qwen3"])
+    assert session.model == "tiny-llama" and not session.loaded
+    texts = {}
+    for name in ("tiny-qwen3", "tiny-llama", "tiny-qwen3"):
+        session.select(name)
+        final = list(session.stream("Hi!", Settings(max_new_tokens=6)))[-1]
+        assert session.pair.name == name and final.run.finished
+        texts.setdefault(name, final.run.text("static"))
+        assert final.run.text("static") == texts[name]  # the same pair gives the same greedy text again
+    with pytest.raises(ValueError, match="'smollm2-135m' is not offered here; choose one of tiny-llama, tiny-qwen3"):
+        session.select("smollm2-135m")
+    assert session.pair.name == "tiny-qwen3"  # a refused choice changes nothing
+
+
+def test_dropdown_only_when_more_than_one_pair_is_offered():
+    pytest.importorskip("gradio")
+    import app
+    from ui.session import Session
+
+    def dropdowns(offered):
+        demo = app.build_demo(Session(offered=offered))
+        return [c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "ls-model"]
+    assert dropdowns(["tiny-llama"]) == []
+    (menu,) = dropdowns(["tiny-llama", "qwen3-8b-dflash"])
+    assert menu["props"]["value"] == "tiny-llama"
+    assert [choice[1] for choice in menu["props"]["choices"]] == ["tiny-llama", "qwen3-8b-dflash"]
