@@ -8,7 +8,9 @@ the code a GPU Space runs. Invariant: greedy LibraSpec and static decoding equal
 """
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 
 import pytest
 import torch
@@ -211,6 +213,11 @@ def test_session_switches_between_offered_pairs(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="'smollm2-135m' is not offered here; choose one of tiny-llama, tiny-qwen3"):
         session.select("smollm2-135m")
     assert session.pair.name == "tiny-qwen3"  # a refused choice changes nothing
+    old_weights = weakref.ref(session.pair.target.model)
+    session.select("tiny-llama")
+    gc.collect()
+    assert old_weights() is None  # stored runs keep no reference to a switched-out pair's weights
+    assert len(session.runs()) == 3 and session.runs()[-1].text("static") == texts["tiny-qwen3"]
 
 
 def test_dropdown_only_when_more_than_one_pair_is_offered():

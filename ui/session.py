@@ -11,6 +11,7 @@ is closed by the next run before that run touches the models.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import tempfile
@@ -291,7 +292,10 @@ class Session:
                                "tokens (once per prompt and settings)…", None, phase="baseline")
         run = Run(uuid.uuid4().hex[:12], prompt, settings, notes, ar_records)
         for mode in RACE_MODES:
-            run.segments[mode] = TextSegments(self.pair.decode)
+            # the tokenizer's decode, not the pair's: a stored run must not keep a switched-out pair's
+            # weights alive (a GPU holds one pair at a time)
+            run.segments[mode] = TextSegments(functools.partial(self.pair.tokenizer.decode,
+                                                                skip_special_tokens=True))
         self._keep(run)
         entries = {"static": StaticPolicy(settings.static_length),
                    "libraspec": LibraSpecPolicy(settings.alpha, settings.d_max), "oracle": None}
