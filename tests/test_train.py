@@ -133,3 +133,20 @@ def test_lr_schedule():
     assert lr_at(cfg, 0, 0.0) == pytest.approx(0.1)
     assert lr_at(cfg, 100, 0.3) == 1.0
     assert lr_at(cfg, 100, 1.0) == pytest.approx(0.1)
+
+
+def test_evaluation_tables_from_records():
+    from types import SimpleNamespace as R
+
+    from libraspec.train.evaluate import acceptance_by_position, reliability
+    recs = [R(chosen_length=3, accepted=3, confidences=(0.95, 0.95, 0.95)),
+            R(chosen_length=3, accepted=0, confidences=(0.05, 0.9, 0.9)),
+            R(chosen_length=2, accepted=1, confidences=(0.95, 0.05))]
+    rates = acceptance_by_position(recs, 4)
+    assert rates[:3] == pytest.approx([2 / 3, 1 / 3, 1 / 2], abs=1e-3) and rates[3] is None
+    table, ece = reliability(recs)
+    # judged tokens: 3 of round 1 (all right), 1 of round 2 (wrong), 2 of round 3 (right, wrong)
+    assert sum(row["count"] for row in table) == 6
+    top = next(row for row in table if row["bin"] == "0.9-1.0")
+    assert top["count"] == 4 and top["accept"] == 1.0
+    assert ece == pytest.approx((4 * 0.05 + 2 * 0.05) / 6)

@@ -36,7 +36,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data", required=True, help="folder of selfdistill shard_*.pt files")
     p.add_argument("--out", required=True, help="run folder (checkpoints, log)")
     p.add_argument("--minutes", type=float, required=True, help="training wall-clock budget")
-    p.add_argument("--heldout", default="/work/data/heldout.pt", help="held-out shard (never trained on)")
+    p.add_argument("--heldout", default="/work/data/heldout.pt",
+                   help="held-out shard (never trained on); made from the held-out prompts if missing")
     p.add_argument("--heldout-seqs", type=int, default=16, help="held-out sequences used by the monitor")
     p.add_argument("--export", default=str(ASSETS_DRAFTER), help="where the best checkpoint is exported ('' = no)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
@@ -75,6 +76,26 @@ def warm_start(drafter, state: dict) -> None:
     drafter.load_state_dict({**own, **state})
 
 
+@torch.no_grad()
+def make_heldout(target, tokenizer, path, count: int = 32, max_new_tokens: int = 160, batch: int = 16) -> None:
+    """Greedy responses + features for the first `count` held-out prompts, saved as one shard at `path`."""
+    from ..models.embedded import chat_prompt_ids
+    from .prompts import heldout_prompts
+    from .selfdistill import TAP_LAYERS, generate_with_features
+
+    eos = {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos)
+    encoded = [chat_prompt_ids(tokenizer, p) for p in heldout_prompts()[:count]]
+    results = []
+    for i in range(0, len(encoded), batch):
+        results += generate_with_features(target, encoded[i: i + batch], max_new_tokens, eos, pad)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"prompt_index": list(range(len(encoded))), "prompt_len": [len(e) for e in encoded],
+                "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results],
+                "features": [f for _, f in results], "taps": list(TAP_LAYERS)}, str(path) + ".tmp")
+    os.replace(str(path) + ".tmp", path)
+
+
 def main(argv=None) -> None:
     from ..models.embedded import load_smollm2
 
@@ -86,7 +107,7 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rng = seed_everything(cfg.seed)
     target, tokenizer = load_smollm2()
-    target.requires_grad_(False)
+    target.requires_grad_(False).to(args.device)
     mask_id = tokenizer.convert_tokens_to_ids(args.mask_token)
     stop_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
     pool = ShardPool(args.data)
@@ -95,10 +116,13 @@ def main(argv=None) -> None:
         if len(pool.loaded) >= args.min_shards:
             break
         time.sleep(20)
-    heldout = load_shard(args.heldout)[: args.heldout_seqs] if args.heldout and os.path.exists(args.heldout) else []
+    if args.heldout and not os.path.exists(args.heldout):
+        make_heldout(target, tokenizer, args.heldout, batch=64 if args.device == "cuda" else 16)
+    heldout = load_shard(args.heldout)[: args.heldout_seqs] if args.heldout else []
     vocab_size = target.config.vocab_size
     drafter = build_drafter(target, mask_token_id=mask_id, layers=args.layers, block_size=args.block_size,
                             init_layers=args.init_layers, draft_vocab_size=args.vocab)
+    drafter.to(args.device)
     n = drafter.block_size - 1
     cfg.passes = -(-args.d_max // n)  # the engine drafts up to ceil(d_max / n) blocks per round
     state, ckpt = TrainState(), out / "state.pt"
@@ -132,7 +156,7 @@ def main(argv=None) -> None:
         m = heldout_metrics(drafter, [s for s in heldout], lookup.cpu()) if heldout else {"tau_static": 0.0}
         entry = {"step": state.step, "elapsed_min": round(state.elapsed / 60, 2), "train_loss": train_stats,
                  "sequences": len(pool.sequences), "response_tokens": pool.response_tokens,
-                 "temperature": round(float(drafter.log_temperature.exp()), 4),
+                 "temperature": round(drafter.log_temperature.detach().exp().item(), 4),
                  "heldout_coverage": round(coverage(heldout, drafter.draft_vocab_ids.cpu(), vocab_size), 4)
                  if heldout else None, **m}
         if m["tau_static"] > state.best_tau:

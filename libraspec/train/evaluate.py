@@ -74,7 +74,8 @@ def acceptance_by_position(records, d_max: int) -> list[float | None]:
     return rates
 
 
-def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max: int) -> dict:
+def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max: int, on_prompt=None) -> dict:
+    """Every mode on every prompt; `on_prompt(result, done)` is called after each prompt (partial results)."""
     from ..engine import DecodeConfig, SpeculativeDecoder
     from ..policy import LibraSpecPolicy, StaticPolicy
 
@@ -86,7 +87,7 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
     records = {name: [] for name in modes}
     config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=0.0, d_max=d_max)
     bar = tqdm(total=len(prompts) * len(modes), unit="run", file=sys.stderr)
-    for text in prompts:
+    for done, text in enumerate(prompts, 1):
         ids = pair.encode_prompt(text)
         outputs = {}
         for name, (mode, make_policy) in modes.items():
@@ -96,6 +97,8 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
             bar.update(1)
         if any(out != outputs["ar"] for out in outputs.values()):
             raise RuntimeError(f"greedy speculative output differs from AR on prompt {text[:60]!r}")
+        if on_prompt is not None:
+            on_prompt({"records": records, "profile": decoder.profile, "n": n}, done)
     bar.close()
     return {"records": records, "profile": decoder.profile, "n": n}
 
@@ -166,14 +169,17 @@ def main(argv=None) -> None:
 
     pair = load_pair()
     prompts = load_prompts(args.prompts, args.limit)
-    summary = summarize_eval(run_modes(pair, prompts, args.max_new_tokens, args.alpha, args.d_max),
-                             args.alpha, args.d_max)
-    summary.update(prompts=len(prompts), max_new_tokens=args.max_new_tokens,
-                   drafter=os.environ.get("LIBRASPEC_DRAFTER", "assets/drafter"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "eval.json").write_text(json.dumps(summary, indent=1))
-    (out / "eval.md").write_text(to_markdown(summary, len(prompts), args.max_new_tokens))
+
+    def write(result, done):  # after every prompt, so a stopped run still leaves its numbers
+        summary = summarize_eval(result, args.alpha, args.d_max)
+        summary.update(prompts=done, max_new_tokens=args.max_new_tokens,
+                       drafter=os.environ.get("LIBRASPEC_DRAFTER", "assets/drafter"))
+        (out / "eval.json").write_text(json.dumps(summary, indent=1))
+        (out / "eval.md").write_text(to_markdown(summary, done, args.max_new_tokens))
+
+    run_modes(pair, prompts, args.max_new_tokens, args.alpha, args.d_max, on_prompt=write)
 
 
 if __name__ == "__main__":

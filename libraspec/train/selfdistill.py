@@ -29,17 +29,19 @@ def generate_with_features(model, prompts: list[list[int]], max_new_tokens: int,
                            pad_id: int, taps=TAP_LAYERS) -> list[tuple[list[int], torch.Tensor]]:
     """Greedy responses for a batch; returns (prompt + response ids, features (T - 1, taps * H))."""
     B = len(prompts)
+    device = next(model.parameters()).device
     width = max(len(p) for p in prompts)
     ids = torch.full((B, width), pad_id, dtype=torch.long)  # (B, T) left padded
     mask = torch.zeros(B, width, dtype=torch.long)
     for row, p in enumerate(prompts):
         ids[row, width - len(p):] = torch.tensor(p)
         mask[row, width - len(p):] = 1
+    ids, mask = ids.to(device), mask.to(device)
     cache = DynamicCache(config=model.config)
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                 use_cache=True, output_hidden_states=True, logits_to_keep=1)
-    feats = [[torch.cat([out.hidden_states[t + 1][row, width - len(p):] for t in taps], -1).half()]
+    feats = [[torch.cat([out.hidden_states[t + 1][row, width - len(p):] for t in taps], -1).half().cpu()]
              for row, p in enumerate(prompts)]  # per row: list of (T_i, taps * H)
     tokens = [list(p) for p in prompts]
     alive = list(range(B))  # original row of each batch row still decoding
@@ -53,15 +55,15 @@ def generate_with_features(model, prompts: list[list[int]], max_new_tokens: int,
             keep = [i for i in range(len(alive)) if i not in done]
             if not keep:
                 break
-            index = torch.tensor(keep)
+            index = torch.tensor(keep, device=device)
             cache.batch_select_indices(index)
             mask, next_tok, last_pos = mask[index], next_tok[index], last_pos[index]
             alive = [alive[i] for i in keep]
-        mask = torch.cat([mask, torch.ones(len(alive), 1, dtype=torch.long)], -1)
+        mask = torch.cat([mask, torch.ones(len(alive), 1, dtype=torch.long, device=device)], -1)
         last_pos = last_pos + 1
         out = model(input_ids=next_tok.view(-1, 1), attention_mask=mask, position_ids=last_pos.view(-1, 1),
                     past_key_values=cache, use_cache=True, output_hidden_states=True)
-        step_feats = torch.cat([out.hidden_states[t + 1][:, 0] for t in taps], -1).half()  # (b, taps * H)
+        step_feats = torch.cat([out.hidden_states[t + 1][:, 0] for t in taps], -1).half().cpu()  # (b, taps * H)
         for i, row in enumerate(alive):
             feats[row].append(step_feats[i: i + 1])
         next_tok = out.logits[:, -1].argmax(-1)
@@ -78,6 +80,7 @@ def main(argv=None) -> None:
     parser.add_argument("--batch-size", type=int, default=48)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--limit", type=int, default=0, help="stop after this many prompts (0: all)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
@@ -86,6 +89,7 @@ def main(argv=None) -> None:
     if os.path.exists(done_path):
         done = {int(line) for line in open(done_path) if line.strip()}
     model, tokenizer = load_smollm2()
+    model.to(args.device)
     eos_ids = {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
     prompts = training_prompts()

@@ -71,6 +71,7 @@ def build_drafter(target, *, mask_token_id: int, layers: int = 1, block_size: in
 def calibrate_temperature(drafter: DFlashDrafter, batch: Batch, spread: float = 2.0) -> float:
     """Set the learned temperature so the initial logits have std `spread`; returns the temperature."""
     drafter.log_temperature.zero_()
+    batch = batch.to(drafter.fc.weight.device)
     logits = forward(drafter, batch)  # (B, K, Q, V_d)
     std = float(logits[batch.mask].std(-1).mean())
     drafter.log_temperature.fill_(math.log(max(std / spread, 1e-3)))
@@ -115,9 +116,9 @@ def heldout_metrics(drafter: DFlashDrafter, sequences: list[Sequence], lookup: t
         anchors = list(s.anchors)[::stride]
         for i in range(0, len(anchors), chunk):
             ps = anchors[i: i + chunk]
-            batch = make_batch([s], [ps], n, 0, mask_id, lookup)
+            batch = make_batch([s], [ps], n, 0, mask_id, lookup).to(drafter.fc.weight.device)
             logits = forward(drafter, batch)[0, :, 1:]  # (K, n, V_d)
-            tokens, q = drafter.propose(logits)  # (K, n) target ids, confidences
+            tokens, q = (x.cpu() for x in drafter.propose(logits))  # (K, n) target ids, confidences
             pos = torch.tensor(ps)[:, None] + torch.arange(1, n + 1)  # (K, n)
             valid = pos < len(s.ids)
             truth = s.ids[pos.clamp(max=len(s.ids) - 1)]
