@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .files import atomic_write_text
 
 
 def _check_times(values, name: str, minimum: int) -> tuple[float, ...]:
@@ -126,18 +126,7 @@ class LatencyProfile:
 
     def to_json(self, path: str) -> str:
         """Write atomically (temporary file, then rename)."""
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(self.to_dict(), handle, indent=1)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return path
+        return atomic_write_text(path, json.dumps(self.to_dict(), indent=1))
 
     @classmethod
     def from_json(cls, path: str) -> "LatencyProfile":

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import pandas as pd
+
+from .files import atomic_write
 
 
 @dataclass(frozen=True)
@@ -88,29 +88,15 @@ def _flat_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return flat
 
 
-def _atomic_write(path: str, write) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_csv(records: Sequence[RoundRecord] | pd.DataFrame, path: str) -> str:
     frame = records if isinstance(records, pd.DataFrame) else records_to_frame(records)
-    _atomic_write(path, lambda tmp: _flat_frame(frame).to_csv(tmp, index=False))
+    atomic_write(path, lambda tmp: _flat_frame(frame).to_csv(tmp, index=False))
     return path
 
 
 def write_parquet(records: Sequence[RoundRecord] | pd.DataFrame, path: str) -> str:
     frame = records if isinstance(records, pd.DataFrame) else records_to_frame(records)
-    _atomic_write(path, lambda tmp: _flat_frame(frame).to_parquet(tmp, index=False))
+    atomic_write(path, lambda tmp: _flat_frame(frame).to_parquet(tmp, index=False))
     return path
 
 
