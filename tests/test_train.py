@@ -150,3 +150,13 @@ def test_evaluation_tables_from_records():
     top = next(row for row in table if row["bin"] == "0.9-1.0")
     assert top["count"] == 4 and top["accept"] == 1.0
     assert ece == pytest.approx((4 * 0.05 + 2 * 0.05) / 6)
+
+
+def test_temperature_refit_never_raises_the_loss(target, pool):
+    from libraspec.train.calibrate import fit_temperature
+    drafter, _ = prepared(target, pool)
+    with torch.no_grad():
+        drafter.log_temperature.fill_(1.5)  # far too soft on purpose
+    out = fit_temperature(drafter, pool.sequences, batches=2)
+    assert out["nll_after"] <= out["nll_before"] and out["t_after"] < out["t_before"]
+    assert drafter.log_temperature.detach().exp().item() == pytest.approx(out["t_after"])
