@@ -136,7 +136,7 @@ def main(argv=None) -> None:
     else:
         drafter.set_feature_stats(*feature_stats(pool.sequences))
         drafter.set_draft_vocab(draft_vocabulary(pool.sequences, args.vocab, stop_ids, vocab_size))
-        lookup = vocab_lookup(drafter.draft_vocab_ids, vocab_size)
+        lookup = vocab_lookup(drafter.draft_vocab_ids.cpu(), vocab_size)
         calibrate_temperature(drafter, draw_batch(pool.sequences, rng, cfg, n, mask_id, lookup))
     drafter.to(args.device).train()
     opt = make_optimizer(drafter, cfg)
@@ -153,7 +153,7 @@ def main(argv=None) -> None:
             f.write(json.dumps(entry) + "\n")
 
     def evaluate(train_stats):
-        m = heldout_metrics(drafter, [s for s in heldout], lookup.cpu()) if heldout else {"tau_static": 0.0}
+        m = heldout_metrics(drafter, heldout, lookup.cpu()) if heldout else {"tau_static": 0.0}
         entry = {"step": state.step, "elapsed_min": round(state.elapsed / 60, 2), "train_loss": train_stats,
                  "sequences": len(pool.sequences), "response_tokens": pool.response_tokens,
                  "temperature": round(drafter.log_temperature.detach().exp().item(), 4),

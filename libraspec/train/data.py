@@ -67,7 +67,7 @@ def load_shard(path) -> list[Sequence]:
 
 
 class ShardPool:
-    """Sequences of every shard in `folder` except `exclude` prompt indices; `refresh()` picks up new shards."""
+    """Sequences of every shard in `folder`; `refresh()` loads the shards that appeared since the last call."""
 
     def __init__(self, folder):
         self.folder = Path(folder)
