@@ -4,7 +4,8 @@ Per prompt suite (assets/prompts/{math,code,chat}.jsonl) and temperature (0 and 
 `bench` run covers AR, every static length d, LibraSpec (alpha, d_max), G4, FailFast and
 the oracle, with oracle annotation for MAD. At temperature 0 LibraSpec alone is rerun for
 the alpha sensitivity (paper Table 4) and the d_max sensitivity (paper Fig. 4); those runs
-skip the annotation and are timed against the AR run of the same suite and process.
+skip the annotation and decode AR again beside LibraSpec, prompt by prompt, so that their
+measured speedups see the same load on the machine as their AR baseline.
 One latency profile, measured up to the largest d_max, serves every run.
 
 The markdown itself (tables, goals, the paper comparison) is `report_md.render`; this
@@ -59,7 +60,7 @@ class ReportPlan:
 
     def sweep_specs(self, n: int) -> list[tuple[str, float, BenchSpec]]:
         """(kind, value, spec) for each sensitivity run not already covered by the main run."""
-        base = BenchSpec(modes=("libraspec",), max_new_tokens=self.max_new_tokens, temperature=0.0,
+        base = BenchSpec(modes=("ar", "libraspec"), max_new_tokens=self.max_new_tokens, temperature=0.0,
                          seed=self.seed, alpha=self.alpha, d_max=self.d_max, annotate=False)
         out = [("alpha", a, replace(base, alpha=a)) for a in self.alphas if a != self.alpha]
         out += [("d_max", d, replace(base, d_max=d)) for d in self.d_maxes if d != self.d_max and d >= n]
@@ -107,10 +108,11 @@ def estimate_seconds(plan: ReportPlan, profile: LatencyProfile, n: int) -> tuple
     per_round = sum(profile.round_time(d) + (look if mode in plan.annotate else 0.0) for d, mode in lengths)
     per_round += look + profile.round_time(n)  # the oracle mode
     sweep_round = sum(profile.round_time(n) for _ in plan.sweep_specs(n))
+    sweep_ar = len(plan.sweep_specs(n)) * tokens * profile.ar_token_time()
     out = []
     for tau in (3.0, 1.0):
         main = len(plan.temperatures) * tokens * (profile.ar_token_time() + per_round / tau)
-        out.append(main + tokens * sweep_round / tau)
+        out.append(main + sweep_ar + tokens * sweep_round / tau)
     return out[0], out[1]
 
 

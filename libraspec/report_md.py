@@ -104,9 +104,10 @@ def sweep_rows(data, kind: str) -> list[tuple[float, dict, dict]]:
             result = main if value == main_value else data.sweeps.get((suite, kind, value))
             if main is None or result is None or "libraspec" not in result.records:
                 continue
-            per_suite[suite] = mode_summary(result.records["libraspec"], main.records.get("ar"), data.profile)
+            baseline = result.records.get("ar") or main.records.get("ar", [])  # AR timed beside it
+            per_suite[suite] = mode_summary(result.records["libraspec"], baseline, data.profile)
             runs += result.records["libraspec"]
-            ar += main.records.get("ar", [])
+            ar += baseline
         if runs:
             out.append((value, mode_summary(runs, ar or None, data.profile), per_suite))
     return out

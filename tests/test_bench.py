@@ -227,5 +227,5 @@ def test_report_end_to_end(tmp_path, fixed_profile):
     summary = json.loads((results / "chat-T1.json").read_text())
     assert summary["config"]["temperature"] == 1.0 and len(summary["runs"]) == 8
     sweep = pd.read_parquet(results / "math-alpha1.6.records.parquet")
-    assert set(sweep["label"]) == {"libraspec"}
+    assert set(sweep["label"]) == {"ar", "libraspec"}
     assert os.path.exists(results / "chat-d_max15.json")
