@@ -19,7 +19,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -28,6 +27,7 @@ import pandas as pd
 import torch
 
 from .cost import LatencyProfile
+from .files import atomic_write_text
 from .engine import MODES, POLICY_MODES, DecodeConfig, SpeculativeDecoder
 from .policy import make_policy
 from .profiling import cached_profile, machine_description
@@ -282,20 +282,7 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
 
 def write_text(text: str, path: str | os.PathLike) -> str:
     """Write a text file atomically: a temporary file in the same folder, then a rename."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read by others
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return atomic_write_text(path, text)
 
 
 def write_json(data: dict, path: str | os.PathLike) -> str:
