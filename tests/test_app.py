@@ -6,11 +6,11 @@ same as AR), and a cancelled run does not block the next one. Bad input: tests/t
 from __future__ import annotations
 
 import os
-import socket
 import time
 
 import pytest
-import torch
+
+from apptools import tiny_app
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client.exceptions import AppError  # noqa: E402
@@ -18,30 +18,11 @@ from gradio_client.exceptions import AppError  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """The app on a free local port, serving the tiny-llama pair (n = 7, context 512)."""
-    torch.set_num_threads(1)
-    saved = {k: os.environ.get(k) for k in ("LIBRASPEC_MODEL", "LIBRASPEC_CACHE")}
-    os.environ["LIBRASPEC_MODEL"] = "tiny-llama"
-    os.environ["LIBRASPEC_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    import app
-    demo = app.build_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
-                            quiet=True)
-    yield url
-    demo.close()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with tiny_app(tmp_path_factory.mktemp("cache")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,10 @@ server's own check refuses them.
 from __future__ import annotations
 
 import json
-import os
-import socket
 
 import pytest
-import torch
+
+from apptools import tiny_app
 
 gradio_client = pytest.importorskip("gradio_client")
 httpx = pytest.importorskip("httpx")
@@ -24,28 +23,10 @@ N = 7  # the tiny pair's block size
 CONTROL = "👋🏽 שלום مرحبا \u202e\u200f reversed \x00\x07\x1b[31m red \r\n tab\t end"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    torch.set_num_threads(1)
-    saved = {k: os.environ.get(k) for k in ("LIBRASPEC_MODEL", "LIBRASPEC_CACHE", "LIBRASPEC_PAIRS")}
-    os.environ.update(LIBRASPEC_MODEL="tiny-llama", LIBRASPEC_CACHE=str(tmp_path_factory.mktemp("cache")))
-    os.environ.pop("LIBRASPEC_PAIRS", None)
-    import app
-    demo = app.build_demo()
-    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
-    yield url
-    demo.close()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with tiny_app(tmp_path_factory.mktemp("cache")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ Plotly charts render. Never runs `playwright install`: it uses /usr/bin/chromium
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
-import torch
+
+from apptools import tiny_app
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
@@ -23,29 +23,10 @@ PROMPT = "Compare <b>two</b> & three"
 TIMEOUT_MS = 180_000
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def url(tmp_path_factory):
-    torch.set_num_threads(1)
-    saved = {k: os.environ.get(k) for k in ("LIBRASPEC_MODEL", "LIBRASPEC_CACHE")}
-    os.environ["LIBRASPEC_MODEL"] = "tiny-llama"
-    os.environ["LIBRASPEC_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    import app
-    demo = app.build_demo()
-    _, local_url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
-                                  quiet=True)
-    yield local_url
-    demo.close()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with tiny_app(tmp_path_factory.mktemp("cache")) as url:
+        yield url
 
 
 def test_race_in_a_real_browser(url, tmp_path):
