@@ -212,9 +212,10 @@ def _limits(data, pooled0: dict, by_position: list, calibration: list) -> list[s
                    f"{'stretch d too far' if q > rate else 'stop d too early'}.")
     even = profile.round_time(n) / ar
     lib = pooled0.get("libraspec")
-    out.append(f"- **Cost curve.** On this machine verifying k tokens costs {profile.verify_time(2) / ar:.2f}x "
-               f"(k = 2), {profile.verify_time(9) / ar:.2f}x (k = 9) and {profile.verify_time(n + 1) / ar:.2f}x "
-               f"(k = n + 1 = {n + 1}) one AR step; a round at d = n (drafting included) costs {even:.2f} AR "
+    ks = sorted({2, 4, n + 1, data.plan.d_max + 1})
+    out.append(f"- **Cost curve.** On this machine a target forward over k new tokens costs "
+               + ", ".join(f"{profile.verify_time(k) / ar:.2f}x (k = {k})" for k in ks)
+               + f" one AR step; a round at d = n (drafting included) costs {even:.2f} AR "
                f"steps, so it must commit tau >= {even:.2f} tokens to break even"
                + (f"; LibraSpec's tau is {lib['tau']:.2f}." if lib else "."))
     return out
