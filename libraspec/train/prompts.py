@@ -16,7 +16,7 @@ import random
 from pathlib import Path
 
 SEED = 20240917
-NUM_PROMPTS = 4096  # held-out + training; generation runs as long as the budget allows
+NUM_PROMPTS = 16384  # held-out + training; prefix-stable, so raising it keeps every index
 HELDOUT_SIZE = 64
 
 NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana", "Ivan", "Jade", "Kofi",

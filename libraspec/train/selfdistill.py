@@ -8,7 +8,7 @@ responses do not keep short ones computing. Each batch is one shard
 (float16, (T - 1, taps * H): the features of every token but the last)}; `done.txt` lists
 finished prompt indices, so a restart resumes.
 
-    python -m libraspec.train.selfdistill --out DIR [--batch-size 48] [--threads 1]
+    python -m libraspec.train.selfdistill --out DIR [--batch-size 48] [--threads 1] [--exclude CALIB_DIR]
 """
 from __future__ import annotations
 
@@ -72,6 +72,7 @@ def generate_with_features(model, prompts: list[list[int]], max_new_tokens: int,
 
 def main(argv=None) -> None:
     from ..models.embedded import chat_prompt_ids, load_smollm2
+    from .data import shard_paths
     from .prompts import training_prompts
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -81,6 +82,8 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--limit", type=int, default=0, help="stop after this many prompts (0: all)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--exclude", nargs="*", default=[],
+                        help="data folders whose prompts are never generated here (e.g. a calibration split)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
@@ -88,6 +91,9 @@ def main(argv=None) -> None:
     done = set()
     if os.path.exists(done_path):
         done = {int(line) for line in open(done_path) if line.strip()}
+    for folder in args.exclude:
+        for path in shard_paths(folder):
+            done |= set(torch.load(path, map_location="cpu", weights_only=False)["prompt_index"])
     model, tokenizer = load_smollm2()
     model.to(args.device)
     eos_ids = {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
