@@ -1,13 +1,19 @@
-"""A local app for API and browser tests: tiny-llama pair, a private cache, a free port."""
+"""Helpers for the app tests: a local app (tiny-llama pair, private cache, free port), a race
+request through the API, and the scripts/ checks run as subprocesses."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 
 ENV_KEYS = ("LIBRASPEC_MODEL", "LIBRASPEC_CACHE", "LIBRASPEC_PAIRS")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -38,3 +44,20 @@ def tiny_app(cache_dir):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def race(client, prompt="Tell me a story.", alpha=2.2, d_max=24, static_length=0, temperature=0.0,
+         max_new_tokens=24, seed=0, model=""):
+    """One /race request; returns (static text, LibraSpec text, oracle text, summary)."""
+    return client.predict(prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model,
+                          api_name="/race")
+
+
+def run_script(name: str, tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run scripts/NAME on the tiny pair with 1 thread; returns the process and its --json report."""
+    out = tmp_path / f"{Path(name).stem}.json"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args, "--model", "tiny-llama",
+                           "--timeout", "300", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.exists(), done.stdout + done.stderr
+    return done, json.loads(out.read_text())

@@ -10,30 +10,12 @@ import time
 
 import pytest
 
-from apptools import tiny_app
+from apptools import race
 
-gradio_client = pytest.importorskip("gradio_client")
+pytest.importorskip("gradio_client")
 from gradio_client.exceptions import AppError  # noqa: E402
 
 from libraspec.records import read_trace  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The app on a free local port, serving the tiny-llama pair (n = 7, context 512)."""
-    with tiny_app(tmp_path_factory.mktemp("cache")) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return gradio_client.Client(server, verbose=False)
-
-
-def race(client, prompt="Tell me a story.", alpha=2.2, d_max=24, static_length=0, temperature=0.0,
-         max_new_tokens=24, seed=0):
-    return client.predict(prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
-                          api_name="/race")
 
 
 def test_named_endpoints(client):

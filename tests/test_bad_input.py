@@ -9,35 +9,20 @@ server's own check refuses them.
 """
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 
-from apptools import tiny_app
+import apptools
 
-gradio_client = pytest.importorskip("gradio_client")
+pytest.importorskip("gradio_client")
 httpx = pytest.importorskip("httpx")
 from gradio_client.exceptions import AppError  # noqa: E402
 
 N = 7  # the tiny pair's block size
 CONTROL = "👋🏽 שלום مرحبا \u202e\u200f reversed \x00\x07\x1b[31m red \r\n tab\t end"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with tiny_app(tmp_path_factory.mktemp("cache")) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return gradio_client.Client(server, verbose=False)
-
-
-def race(client, prompt="Tell me a story.", alpha=2.2, d_max=24, static_length=0, temperature=0.0,
-         max_new_tokens=8, seed=0, model=""):
-    return client.predict(prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model,
-                          api_name="/race")
+race = functools.partial(apptools.race, max_new_tokens=8)  # short races: the cases test validation
 
 
 REFUSED = [

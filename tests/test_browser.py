@@ -6,11 +6,10 @@ Plotly charts render. Never runs `playwright install`: it uses /usr/bin/chromium
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
-
-from apptools import tiny_app
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
@@ -23,13 +22,9 @@ PROMPT = "Compare <b>two</b> & three"
 TIMEOUT_MS = 180_000
 
 
-@pytest.fixture(scope="module")
-def url(tmp_path_factory):
-    with tiny_app(tmp_path_factory.mktemp("cache")) as url:
-        yield url
-
-
-def test_race_in_a_real_browser(url, tmp_path):
+@contextlib.contextmanager
+def ready_page(url):
+    """A headless chromium page on the app, once the model has loaded."""
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
                                              args=["--no-sandbox", "--disable-background-networking"])
@@ -37,59 +32,59 @@ def test_race_in_a_real_browser(url, tmp_path):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(url)
             page.wait_for_selector("#ls-status:has-text('Ready')", timeout=TIMEOUT_MS)
-            page.locator("#ls-prompt textarea").fill(PROMPT)
-            page.locator("#ls-max-new input[type=number]").fill("32")
-            page.locator("#ls-max-new input[type=number]").press("Enter")
-            page.locator("#ls-run").click()
-            page.wait_for_selector("#ls-status:has-text('Finished')", timeout=TIMEOUT_MS)
-            texts = [page.locator(f"#ls-col-{m} .ls-text").inner_text() for m in ("static", "libraspec", "oracle")]
-            assert all(t.strip() for t in texts) and texts[0] == texts[1] == texts[2]
-            for mode in ("static", "libraspec", "oracle"):
-                assert page.locator(f"#ls-col-{mode} [title^='round']").count() >= 1
-                assert "finished" in page.locator(f"#ls-col-{mode}").inner_text()
-            assert PROMPT in page.locator("#ls-status").inner_text()  # shown as text, not markup
-            assert page.locator("#ls-status b:has-text('two')").count() == 0
-            page.screenshot(path=str(tmp_path / "race.png"), full_page=True)
-            page.get_by_role("tab", name="Round inspector").click()
-            page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
-                                   timeout=TIMEOUT_MS)
-            page.screenshot(path=str(tmp_path / "inspector.png"), full_page=True)
+            yield page
         finally:
             browser.close()
+
+
+def set_number(page, elem_id: str, value: int) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def test_race_in_a_real_browser(server, tmp_path):
+    with ready_page(server) as page:
+        page.locator("#ls-prompt textarea").fill(PROMPT)
+        set_number(page, "ls-max-new", 32)
+        page.locator("#ls-run").click()
+        page.wait_for_selector("#ls-status:has-text('Finished')", timeout=TIMEOUT_MS)
+        texts = [page.locator(f"#ls-col-{m} .ls-text").inner_text() for m in ("static", "libraspec", "oracle")]
+        assert all(t.strip() for t in texts) and texts[0] == texts[1] == texts[2]
+        for mode in ("static", "libraspec", "oracle"):
+            assert page.locator(f"#ls-col-{mode} [title^='round']").count() >= 1
+            assert "finished" in page.locator(f"#ls-col-{mode}").inner_text()
+        assert PROMPT in page.locator("#ls-status").inner_text()  # shown as text, not markup
+        assert page.locator("#ls-status b:has-text('two')").count() == 0
+        page.screenshot(path=str(tmp_path / "race.png"), full_page=True)
+        page.get_by_role("tab", name="Round inspector").click()
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
+                               timeout=TIMEOUT_MS)
+        page.screenshot(path=str(tmp_path / "inspector.png"), full_page=True)
     assert (tmp_path / "race.png").stat().st_size > 0 and (tmp_path / "inspector.png").stat().st_size > 0
 
 
-def test_teaching_and_tuning_tabs_in_a_real_browser(url, tmp_path):
+def test_teaching_and_tuning_tabs_in_a_real_browser(server, tmp_path):
     """Step-through, Sweep and Calibration tabs each render their Plotly figures."""
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=["--no-sandbox", "--disable-background-networking"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
-            page.wait_for_selector("#ls-status:has-text('Ready')", timeout=TIMEOUT_MS)
-            page.get_by_role("tab", name="Algorithm step-through").click()
-            page.wait_for_selector("#ls-teach-step .js-plotly-plot", timeout=TIMEOUT_MS)
-            page.wait_for_selector("#ls-teach-expected .js-plotly-plot", timeout=TIMEOUT_MS)
-            page.locator("#ls-teach-next").click()
-            page.wait_for_selector("#ls-teach-text:has-text('Step 1 of')", timeout=TIMEOUT_MS)
-            page.screenshot(path=str(tmp_path / "teach.png"), full_page=True)
-            page.get_by_role("tab", name="Sweep").click()
-            page.wait_for_selector("#ls-sweep-plot .js-plotly-plot", timeout=TIMEOUT_MS)
-            page.locator("#ls-sweep-alphas textarea").fill("2.2, auto")
-            page.locator("#ls-sweep-dmax textarea").fill("8")
-            page.locator("#ls-sweep-count input[type=number]").fill("1")
-            page.locator("#ls-sweep-count input[type=number]").press("Enter")
-            page.locator("#ls-sweep-max-new input[type=number]").fill("8")
-            page.locator("#ls-sweep-max-new input[type=number]").press("Enter")
-            page.locator("#ls-sweep-run").click()
-            page.wait_for_selector("#ls-sweep-status:has-text('Finished: 3/3 runs')", timeout=TIMEOUT_MS)
-            page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
-            page.get_by_role("tab", name="Calibration").click()
-            page.locator("#ls-calib-show").click()
-            page.wait_for_selector("#ls-calib-plot .js-plotly-plot", timeout=TIMEOUT_MS)
-            assert "drafts" in page.locator("#ls-calib-summary").inner_text()
-            page.screenshot(path=str(tmp_path / "calibration.png"), full_page=True)
-        finally:
-            browser.close()
+    with ready_page(server) as page:
+        page.get_by_role("tab", name="Algorithm step-through").click()
+        page.wait_for_selector("#ls-teach-step .js-plotly-plot", timeout=TIMEOUT_MS)
+        page.wait_for_selector("#ls-teach-expected .js-plotly-plot", timeout=TIMEOUT_MS)
+        page.locator("#ls-teach-next").click()
+        page.wait_for_selector("#ls-teach-text:has-text('Step 1 of')", timeout=TIMEOUT_MS)
+        page.screenshot(path=str(tmp_path / "teach.png"), full_page=True)
+        page.get_by_role("tab", name="Sweep").click()
+        page.wait_for_selector("#ls-sweep-plot .js-plotly-plot", timeout=TIMEOUT_MS)
+        page.locator("#ls-sweep-alphas textarea").fill("2.2, auto")
+        page.locator("#ls-sweep-dmax textarea").fill("8")
+        set_number(page, "ls-sweep-count", 1)
+        set_number(page, "ls-sweep-max-new", 8)
+        page.locator("#ls-sweep-run").click()
+        page.wait_for_selector("#ls-sweep-status:has-text('Finished: 3/3 runs')", timeout=TIMEOUT_MS)
+        page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
+        page.get_by_role("tab", name="Calibration").click()
+        page.locator("#ls-calib-show").click()
+        page.wait_for_selector("#ls-calib-plot .js-plotly-plot", timeout=TIMEOUT_MS)
+        assert "drafts" in page.locator("#ls-calib-summary").inner_text()
+        page.screenshot(path=str(tmp_path / "calibration.png"), full_page=True)
     assert all((tmp_path / f"{name}.png").stat().st_size > 0 for name in ("teach", "sweep", "calibration"))

@@ -5,25 +5,15 @@ the races one at a time (their processing overlaps only by message delay).
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from apptools import run_script
 
 
 @pytest.mark.slow
 def test_three_concurrent_users_all_succeed(tmp_path):
-    out = tmp_path / "load.json"
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "load_test.py"), "--users", "3", "--requests", "1",
-                           "--tokens", "16", "--model", "tiny-llama", "--timeout", "300", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done, report = run_script("load_test.py", tmp_path, "--users", "3", "--requests", "1", "--tokens", "16")
     assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads(out.read_text())
     assert report["completed"] == 3 and report["failed"] == 0 and not report["failures"]
     assert report["latency_s"]["max"] >= report["latency_s"]["p50"] > 0
     assert report["longest_processing_overlap_s"] < 0.5  # concurrency_limit 1 on the model queue
