@@ -34,7 +34,8 @@ MODE_COLORS: dict[str, str] = {
 MODE_ORDER = tuple(MODE_COLORS)
 FALLBACK_COLOR = "#333333"
 TEMPLATE = "plotly_white"
-HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 640, "speedup": 340, "profile": 360}
+HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 640, "speedup": 340, "profile": 360,
+           "stepper": 440, "expected": 380, "sweep": 660, "calibration": 440}
 MIN_LENGTH_AXIS = 24  # d axes show at least 0..d_max (paper's DFlash d_max = 24)
 
 
@@ -49,7 +50,7 @@ def _modes(frame: pd.DataFrame) -> list[str]:
     return known + [m for m in present if m not in MODE_COLORS]
 
 
-def _layout(fig: go.Figure, kind: str, title: str, **extra: Any) -> go.Figure:
+def apply_layout(fig: go.Figure, kind: str, title: str, **extra: Any) -> go.Figure:
     fig.update_layout(
         template=TEMPLATE,
         height=HEIGHTS[kind],
@@ -62,9 +63,16 @@ def _layout(fig: go.Figure, kind: str, title: str, **extra: Any) -> go.Figure:
     return fig
 
 
-def _empty(fig: go.Figure, message: str) -> go.Figure:
+def empty_figure(fig: go.Figure, message: str) -> go.Figure:
     fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper",
                        x=0.5, y=0.5, font=dict(size=14, color="#888888"))
+    return fig
+
+
+def legend_below(fig: go.Figure) -> go.Figure:
+    """Legend under the plot, where it cannot cover subplot titles or line labels."""
+    fig.update_layout(legend=dict(orientation="h", x=0.0, xanchor="left", y=-0.2, yanchor="top"),
+                      margin=dict(b=95))
     return fig
 
 
@@ -104,8 +112,8 @@ def length_figure(frame: pd.DataFrame) -> go.Figure:
                 marker=dict(size=5, symbol="diamond-open"), legendgroup=mode,
                 hovertemplate=f"{mode}<br>round %{{x}}<br>d* = %{{y}}<extra></extra>"))
     if not fig.data:
-        _empty(fig, "no rounds yet")
-    return _layout(
+        empty_figure(fig, "no rounds yet")
+    return apply_layout(
         fig, "length", "Speculative length d per round (dashed: oracle d*)",
         xaxis=dict(title="round", range=[-0.5, max(last_round, 10) + 0.5], zeroline=False),
         yaxis=dict(title="d (draft tokens)", range=[0, top + 1.5]))
@@ -121,9 +129,9 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figur
     fig = go.Figure()
     width = max((len(q) for q in rows["confidences"]), default=0) if not rows.empty else 0
     if rows.empty or width == 0:
-        _empty(fig, f"no drafted rounds for {mode}")
-        return _layout(fig, "heatmap", f"Drafter confidence q_i ({mode})",
-                       xaxis=dict(range=[0, MIN_LENGTH_AXIS + 1]), yaxis=dict(range=[0, 10]))
+        empty_figure(fig, f"no drafted rounds for {mode}")
+        return apply_layout(fig, "heatmap", f"Drafter confidence q_i ({mode})",
+                            xaxis=dict(range=[0, MIN_LENGTH_AXIS + 1]), yaxis=dict(range=[0, 10]))
     rounds = rows["round_index"].tolist()
     z = np.full((len(rows), width), np.nan)  # (rounds, positions)
     for k, q in enumerate(rows["confidences"]):
@@ -151,7 +159,7 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figur
                                          color=MODE_COLORS["oracle"], line=dict(width=2)),
             customdata=[int(v) for _, v in oracle],
             hovertemplate="round %{y}<br>d* = %{customdata}<extra></extra>"))
-    return _layout(
+    return apply_layout(
         fig, "heatmap", f"Drafter confidence q_i per round ({mode})",
         xaxis=dict(title="draft position i", range=[0, max(width, MIN_LENGTH_AXIS) + 1]),
         yaxis=dict(title="round", autorange="reversed"))
@@ -224,9 +232,9 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
                      row=1, col=1, secondary_y=True)
     round_index = _record_value(record_row, "round_index")
     note = "" if steps else " (no Algorithm 1 iterations recorded for this mode)"
-    return _layout(fig, "epsilon",
-                   f"Round {round_index} ({mode}): eps_i bounds, alpha = {alpha:g}{note}",
-                   barmode="overlay")
+    return apply_layout(fig, "epsilon",
+                        f"Round {round_index} ({mode}): eps_i bounds, alpha = {alpha:g}{note}",
+                        barmode="overlay")
 
 
 def speedup_figure(frame: pd.DataFrame, ar_seconds_per_token: float | None,
@@ -259,10 +267,10 @@ def speedup_figure(frame: pd.DataFrame, ar_seconds_per_token: float | None,
                 line=dict(color=mode_color(mode), dash=dash, width=2), legendgroup=mode,
                 hovertemplate=f"{mode} ({label})<br>%{{x}} tokens<br>%{{y:.2f}}x<extra></extra>"))
     if not fig.data:
-        _empty(fig, "no rounds or no AR baseline yet")
+        empty_figure(fig, "no rounds or no AR baseline yet")
     fig.add_hline(y=1.0, line=dict(color=MODE_COLORS["ar"], width=1, dash="dot"),
                   annotation_text="AR", annotation_position="bottom right")
-    return _layout(
+    return apply_layout(
         fig, "speedup", "Cumulative speedup over AR (solid: measured, dashed: modeled)",
         xaxis=dict(title="generated tokens", range=[0, right * 1.02]),
         yaxis=dict(title="speedup (x)", range=[0, top * 1.1]))
@@ -299,165 +307,7 @@ def profile_figure(profile: Any) -> go.Figure:
     fig.update_xaxes(title_text="blocks", range=[0.4, len(blocks) + 0.6], dtick=1, row=1, col=2)
     fig.update_yaxes(title_text="ms", range=[0, top * 1.15], row=1, col=1)
     fig.update_yaxes(range=[0, top * 1.15], row=1, col=2)
-    _layout(fig, "profile", "Latency profile of this machine")
+    apply_layout(fig, "profile", "Latency profile of this machine")
     fig.update_layout(legend=dict(orientation="v", x=0.01, y=0.99, xanchor="left", yanchor="top",
                                   bgcolor="rgba(255,255,255,0.7)"))
     return fig
-
-
-# -- teaching and tuning views (step-through, sweep, calibration) ------------------------------
-
-HEIGHTS.update({"stepper": 440, "expected": 380, "sweep": 660, "calibration": 440})
-SWEEP_METRICS = (("speedup_modeled", "modeled speedup (x)"), ("speedup_measured", "measured speedup (x)"),
-                 ("tau", "tau (tokens per round)"), ("mad_vs_oracle", "mean |d - d*|"))
-
-
-def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
-    """One state of the Algorithm 1 step-through (`libraspec.stepper.algorithm_states`).
-
-    Bars: the bounds eps_i the iteration compared (line 6), the argmin outlined; dashed:
-    eps*; solid: the d it was compared with; dotted vertical: the resulting d and d_max;
-    shaded: the positions drafted so far (blocks x n); q_i on the right axis. Axis ranges
-    are fixed over all states so stepping does not rescale the picture.
-    """
-    if not 0 <= index < len(states):
-        raise ValueError(f"step index {index} outside 0..{len(states) - 1}")
-    state = states[index]
-    q = [float(v) for v in q]
-    compared = state.step.d_before if state.step is not None else state.d
-    drafted = state.drafted
-    right = max(d_max, drafted, 1)
-    top = max([max(s.eps) for s in states] + [d_max]) * 1.12 + 1
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_vrect(x0=0.5, x1=drafted + 0.5, fillcolor="#56B4E9", opacity=0.15, line_width=0)
-    positions = list(range(1, len(state.eps) + 1))
-    fig.add_trace(go.Bar(
-        x=positions, y=list(state.eps), name="eps_i", marker_color=MODE_COLORS["libraspec"], opacity=0.75,
-        marker_line=dict(width=[3 if i == state.argmin else 0 for i in positions], color="#000000"),
-        hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[0.5, len(state.eps) + 0.5], y=[state.eps_star] * 2, mode="lines",
-                             name=f"eps* = {state.eps_star}", line=dict(color="#000000", dash="dash", width=1.5)))
-    fig.add_trace(go.Scatter(x=[0.5, right + 0.5], y=[compared] * 2, mode="lines", name=f"d compared = {compared}",
-                             line=dict(color="#444444", width=2)))
-    fig.add_trace(go.Scatter(x=list(range(1, min(len(q), right) + 1)), y=q[:right], name="q_i",
-                             mode="lines+markers", line=dict(color="#56B4E9", width=1.5), marker=dict(size=4),
-                             hovertemplate="i = %{x}<br>q_i = %{y:.3f}<extra></extra>"), secondary_y=True)
-    fig.add_vline(x=state.d + 0.5, line=dict(color=MODE_COLORS["oracle"], width=2, dash="dot"),
-                  annotation_text=f"d = {state.d}", annotation_position="top right")
-    fig.add_vline(x=d_max + 0.5, line=dict(color="#999999", width=1, dash="dot"),
-                  annotation_text=f"d_max = {d_max}", annotation_position="top left")
-    fig.update_xaxes(title_text="draft position i (shaded: drafted)", range=[0.5, right + 0.5])
-    fig.update_yaxes(title_text="eps_i", range=[0, top], secondary_y=False)
-    fig.update_yaxes(title_text="q_i", range=[0, 1.05], showgrid=False, secondary_y=True)
-    label = "start" if state.index == 0 else f"iteration {state.index}"
-    _layout(fig, "stepper", f"Step {index}/{len(states) - 1} ({label}): d = {state.d}, B = {state.budget}, "
-                            f"blocks drafted = {state.blocks}", barmode="overlay")
-    return _legend_below(fig)
-
-
-def _legend_below(fig: go.Figure) -> go.Figure:
-    """Legend under the plot, where it cannot cover subplot titles or line labels."""
-    fig.update_layout(legend=dict(orientation="h", x=0.0, xanchor="left", y=-0.2, yanchor="top"),
-                      margin=dict(b=95))
-    return fig
-
-
-def expected_speedup_figure(q, profile: Any, d_max: int, libraspec_d: int, static_length: int) -> go.Figure:
-    """E[eta_d] for d = 1..d_max with q_i standing in for p_i (Eq. 1, `theory.expected_speedup_curve`).
-
-    Marks LibraSpec's d, the exhaustive argmax over 1..d_max and the static length. When
-    the objective is unimodal (Theorems 3.5-3.6) single beneficial adjustments reach the
-    argmax; a concave measured profile or per-block drafting steps can break that.
-    """
-    from libraspec.theory import exhaustive_argmax, expected_speedup_curve
-    curve = expected_speedup_curve(q, profile, d_max)  # (d_max,)
-    best = exhaustive_argmax(q, profile, d_max)
-    fig = go.Figure(go.Scatter(x=list(range(1, d_max + 1)), y=curve.tolist(), name="E[eta_d]",
-                               mode="lines", line=dict(color="#444444", width=2),
-                               hovertemplate="d = %{x}<br>E[eta_d] = %{y:.3f}x<extra></extra>"))
-    marks = ((f"LibraSpec d = {libraspec_d}", libraspec_d, MODE_COLORS["libraspec"], "circle", 13),
-             (f"argmax d = {best}", best, MODE_COLORS["oracle"], "diamond-open", 17),
-             (f"static d = {static_length}", static_length, MODE_COLORS["static"], "square", 10))
-    for name, d, color, symbol, size in marks:
-        if 1 <= d <= d_max:
-            fig.add_trace(go.Scatter(x=[d], y=[float(curve[d - 1])], name=name, mode="markers",
-                                     marker=dict(color=color, symbol=symbol, size=size, line=dict(width=2)),
-                                     hovertemplate=f"{name}<br>E[eta_d] = %{{y:.3f}}x<extra></extra>"))
-    fig.add_hline(y=1.0, line=dict(color=MODE_COLORS["ar"], width=1, dash="dot"),
-                  annotation_text="AR", annotation_position="bottom right")
-    return _layout(fig, "expected", "Expected speedup E[eta_d] with q_i as p_i (Eq. 1)",
-                   xaxis=dict(title="speculative length d", range=[0.5, d_max + 0.5]),
-                   yaxis=dict(title="E[eta_d] (x)", range=[0, max(float(curve.max()), 1.0) * 1.15]))
-
-
-def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: list[int] | None = None) -> go.Figure:
-    """Heatmaps over the alpha x d_max grid (`libraspec.sweep` rows), best cell outlined in each.
-
-    Best: highest modeled / measured speedup and tau, lowest mean |d - d*|. `alphas` and
-    `d_maxes` fix the axes while a sweep is still filling the grid.
-    """
-    alphas = [str(a) for a in (alphas or list(dict.fromkeys(frame["alpha"])) if "alpha" in frame else [])]
-    d_maxes = [int(d) for d in (d_maxes or sorted(set(frame["d_max"])) if "d_max" in frame else [])]
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[title for _, title in SWEEP_METRICS],
-                        horizontal_spacing=0.1, vertical_spacing=0.2)
-    x = [str(d) for d in d_maxes]
-    for k, (metric, title) in enumerate(SWEEP_METRICS):
-        row, col = k // 2 + 1, k % 2 + 1
-        z = np.full((len(alphas), len(d_maxes)), np.nan)  # (alphas, d_maxes)
-        for a, d, v in zip(frame.get("alpha", []), frame.get("d_max", []), frame.get(metric, [])):
-            if str(a) in alphas and int(d) in d_maxes and v is not None and not pd.isna(v):
-                z[alphas.index(str(a)), d_maxes.index(int(d))] = float(v)
-        fig.add_trace(go.Heatmap(
-            z=z, x=x, y=alphas, name=metric, colorscale="Viridis_r" if metric == "mad_vs_oracle" else "Viridis",
-            showscale=False, texttemplate="%{z:.2f}", hovertemplate=f"alpha %{{y}}, d_max %{{x}}<br>{title}: "
-            "%{z:.3f}<extra></extra>"), row=row, col=col)
-        if np.isfinite(z).any():
-            flat = np.where(np.isfinite(z), z, np.inf if metric == "mad_vs_oracle" else -np.inf)
-            i, j = np.unravel_index(np.argmin(flat) if metric == "mad_vs_oracle" else np.argmax(flat), z.shape)
-            fig.add_trace(go.Scatter(x=[x[j]], y=[alphas[i]], mode="markers", name=f"best {metric}",
-                                     showlegend=False, marker=dict(symbol="square-open", size=30, color="#D55E00",
-                                                                   line=dict(width=3)),
-                                     hovertemplate=f"best {title}<extra></extra>"), row=row, col=col)
-        fig.update_xaxes(title_text="d_max", type="category", categoryorder="array", categoryarray=x,
-                         row=row, col=col)
-        fig.update_yaxes(title_text="alpha", type="category", categoryorder="array", categoryarray=alphas,
-                         autorange="reversed", row=row, col=col)
-    if frame.empty:
-        _empty(fig, "no finished cells yet")
-    return _layout(fig, "sweep", "LibraSpec over alpha x d_max (outlined: best cell)")
-
-
-def calibration_figure(bins: pd.DataFrame, by_position: pd.DataFrame, ece: float) -> go.Figure:
-    """Reliability diagram (acceptance vs confidence per bin, `calibration.reliability_table`)
-    and acceptance rate by draft position with the mean q_i (`calibration.acceptance_by_position`)."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=("reliability: acceptance vs confidence q_i", "by draft position i"))
-    centers = ((bins["lo"] + bins["hi"]) / 2).tolist() if not bins.empty else []
-    fig.add_trace(go.Bar(x=centers, y=bins["acceptance"].tolist() if not bins.empty else [], width=0.09,
-                         name="acceptance rate", marker_color=MODE_COLORS["libraspec"], opacity=0.7,
-                         customdata=bins["count"].tolist() if not bins.empty else [],
-                         hovertemplate="bin %{x:.2f}<br>accepted %{y:.3f}<br>%{customdata} drafts<extra></extra>"),
-                  row=1, col=1)
-    fig.add_trace(go.Scatter(x=bins["confidence"].tolist() if not bins.empty else [],
-                             y=bins["acceptance"].tolist() if not bins.empty else [], mode="markers",
-                             name="mean q in bin", marker=dict(color="#000000", size=6)), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
-                             line=dict(color="#999999", dash="dash")), row=1, col=1)
-    if not by_position.empty:
-        fig.add_trace(go.Bar(x=by_position["position"].tolist(), y=by_position["acceptance"].tolist(),
-                             name="acceptance by position", marker_color=MODE_COLORS["static"], opacity=0.7,
-                             customdata=by_position["count"].tolist(),
-                             hovertemplate="i = %{x}<br>accepted %{y:.3f}<br>%{customdata} drafts<extra></extra>"),
-                      row=1, col=2)
-        fig.add_trace(go.Scatter(x=by_position["position"].tolist(), y=by_position["confidence"].tolist(),
-                                 name="mean q_i", mode="lines+markers", line=dict(color="#56B4E9")), row=1, col=2)
-    right = max(int(by_position["position"].max()) if not by_position.empty else 0, MIN_LENGTH_AXIS)
-    fig.update_xaxes(title_text="confidence q_i", range=[0, 1], row=1, col=1)
-    fig.update_xaxes(title_text="draft position i", range=[0.5, right + 0.5], row=1, col=2)
-    fig.update_yaxes(title_text="acceptance rate", range=[0, 1.05], row=1, col=1)
-    fig.update_yaxes(range=[0, 1.05], row=1, col=2)
-    if bins.empty or bins["count"].sum() == 0:
-        _empty(fig, "no submitted drafts yet")
-    text = "n/a" if not math.isfinite(ece) else f"{ece:.3f}"
-    _layout(fig, "calibration", f"Drafter calibration: expected calibration error {text} (10 bins)")
-    return _legend_below(fig)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libraspec import plots
+from libraspec import tuning_plots
 from libraspec.calibration import (acceptance_by_position, acceptance_samples, expected_calibration_error,
                                    reliability_table)
 from libraspec.records import RoundRecord
@@ -90,14 +90,14 @@ def test_calibration_figure_traces_for_a_known_record_set():
     table = reliability_table(samples["q"], samples["accepted"])
     by_position = acceptance_by_position(samples)
     ece = expected_calibration_error(samples["q"], samples["accepted"])
-    fig = plots.calibration_figure(table, by_position, ece)
+    fig = tuning_plots.calibration_figure(table, by_position, ece)
     traces = {t.name: t for t in fig.data}
     assert {"acceptance rate", "perfect calibration", "acceptance by position", "mean q_i"} <= set(traces)
     assert list(traces["acceptance by position"].y) == [1.0, 0.5, 0.5, 1.0]
     bars = traces["acceptance rate"]
     assert list(bars.customdata) == table["count"].tolist() and sum(bars.customdata) == 7
     assert f"{ece:.3f}" in fig.layout.title.text
-    empty = plots.calibration_figure(reliability_table([], []), acceptance_by_position(acceptance_samples([])),
+    empty = tuning_plots.calibration_figure(reliability_table([], []), acceptance_by_position(acceptance_samples([])),
                                      float("nan"))
     assert "n/a" in empty.layout.title.text
 

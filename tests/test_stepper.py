@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libraspec import plots
+from libraspec import tuning_plots
 from libraspec.cost import LatencyProfile
 from libraspec.policy import ArrayBuffer, LibraSpecPolicy, epsilon_bounds
 from libraspec.stepper import algorithm_states, final_length, parse_confidences, synthetic_confidences
@@ -91,13 +91,13 @@ def test_synthetic_profile_and_parsing():
 def test_step_figures_show_the_state():
     q = synthetic_confidences(24, 0.97, 0.02, 0.0, 0)
     states = algorithm_states(q, n=8, alpha=2.2, d_max=24)
-    fig = plots.stepper_figure(states, len(states) - 1, q, d_max=24)
+    fig = tuning_plots.stepper_figure(states, len(states) - 1, q, d_max=24)
     names = [t.name for t in fig.data]
     assert "eps_i" in names and "q_i" in names
     bars = next(t for t in fig.data if t.name == "eps_i")
     assert list(bars.y) == list(states[-1].eps)
     profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 8, 25)
-    curve = plots.expected_speedup_figure(q, profile, 24, libraspec_d=final_length(states), static_length=8)
+    curve = tuning_plots.expected_speedup_figure(q, profile, 24, libraspec_d=final_length(states), static_length=8)
     line = next(t for t in curve.data if t.name == "E[eta_d]")
     assert len(line.y) == 24 and all(v > 0 for v in line.y)
     marks = {t.name.split(" ")[0] for t in curve.data if t.mode == "markers"}

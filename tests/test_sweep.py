@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from libraspec import plots, profiling
+from libraspec import profiling, tuning_plots
 from libraspec.__main__ import main
 from libraspec.autoalpha import AutoAlphaLibraSpecPolicy
 from libraspec.cost import LatencyProfile
@@ -112,14 +112,14 @@ def test_sweep_figure_marks_the_best_cells():
     frame = pd.DataFrame({"alpha": ["1.6", "1.6", "auto", "auto"], "d_max": [16, 24, 16, 24],
                           "speedup_modeled": [1.1, 1.3, 1.2, 0.9], "speedup_measured": [1.0, 0.8, 1.4, 1.1],
                           "tau": [2.0, 2.5, 2.2, 2.1], "mad_vs_oracle": [3.0, 1.0, 2.0, 4.0]})
-    fig = plots.sweep_figure(frame)
+    fig = tuning_plots.sweep_figure(frame)
     heatmaps = [t for t in fig.data if t.type == "heatmap"]
     assert [t.name for t in heatmaps] == ["speedup_modeled", "speedup_measured", "tau", "mad_vs_oracle"]
     assert np.array_equal(np.array(heatmaps[0].z), [[1.1, 1.3], [1.2, 0.9]])
     best = {t.name: (t.x[0], t.y[0]) for t in fig.data if t.type == "scatter"}
     assert best == {"best speedup_modeled": ("24", "1.6"), "best speedup_measured": ("16", "auto"),
                     "best tau": ("24", "1.6"), "best mad_vs_oracle": ("24", "1.6")}
-    partial = plots.sweep_figure(frame.iloc[:1], alphas=["1.6", "auto"], d_maxes=[16, 24])
+    partial = tuning_plots.sweep_figure(frame.iloc[:1], alphas=["1.6", "auto"], d_maxes=[16, 24])
     z = np.array(partial.data[0].z, dtype=float)
     assert z.shape == (2, 2) and z[0, 0] == 1.1 and np.isnan(z[1, 1])
 

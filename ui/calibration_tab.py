@@ -14,7 +14,7 @@ import time
 
 import gradio as gr
 
-from libraspec import plots
+from libraspec import plots, tuning_plots
 from libraspec.calibration import (acceptance_by_position, acceptance_samples, expected_calibration_error,
                                    reliability_table)
 from libraspec.device import RACE_MAX_S, gpu
@@ -35,7 +35,7 @@ def summarize_calibration(records: list[RoundRecord], tested_only: bool, profile
     samples = acceptance_samples(records, tested_only=tested_only)
     table = reliability_table(samples["q"], samples["accepted"])
     ece = expected_calibration_error(samples["q"], samples["accepted"])
-    figure = plots.calibration_figure(table, acceptance_by_position(samples), ece)
+    figure = tuning_plots.calibration_figure(table, acceptance_by_position(samples), ece)
     if samples.empty:
         return "No submitted drafts yet: run a race, or a fresh run on the example prompts.", figure
     rounds = samples[["mode", "round_index"]].drop_duplicates().shape[0]

@@ -2,7 +2,7 @@
 
 `libraspec.sweep.iter_sweep` does the decoding (LibraSpec with the oracle annotation per
 cell, AR once per prompt, alpha "auto" = `AutoAlphaLibraSpecPolicy`); this tab streams
-its progress, draws `plots.sweep_figure` and offers the table as CSV. A Cancel button
+its progress, draws `tuning_plots.sweep_figure` and offers the table as CSV. A Cancel button
 sets a `threading.Event` the sweep checks between runs. Paper symbols: alpha, d_max, d*, tau.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from libraspec import plots
+from libraspec import tuning_plots
 from libraspec.bench import read_prompts
 from libraspec.device import RACE_MAX_S, gpu
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
@@ -81,7 +81,7 @@ class SweepTab:
                 self.run_button = gr.Button("Run sweep", variant="primary", elem_id="ls-sweep-run")
                 self.cancel_button = gr.Button("Cancel", variant="stop")
             self.status = gr.HTML(status_html("Set the grid and press Run sweep."), elem_id="ls-sweep-status")
-            empty = plots.sweep_figure(pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS],
+            empty = tuning_plots.sweep_figure(pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS],
                                        list(DEFAULT_D_MAXES))
             self.plot = gr.Plot(empty, label="sweep heatmaps",
                                 elem_id="ls-sweep-plot")
@@ -142,7 +142,7 @@ class SweepTab:
                 last = event.cancelled or event.done == event.total
                 if last or time.monotonic() - shown >= FIGURE_INTERVAL_S:
                     shown = time.monotonic()
-                    figure = plots.sweep_figure(event.frame, *axes)
+                    figure = tuning_plots.sweep_figure(event.frame, *axes)
                     yield (status_html(message), figure, event.frame.round(4),
                            self._csv(event.frame) if last else gr.skip())
                 else:

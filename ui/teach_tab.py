@@ -14,7 +14,7 @@ import html
 import gradio as gr
 import numpy as np
 
-from libraspec import plots
+from libraspec import tuning_plots
 from libraspec.cost import LatencyProfile
 from libraspec.stepper import algorithm_states, parse_confidences, synthetic_confidences
 from libraspec.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
@@ -117,8 +117,8 @@ def step_view(inputs: Inputs, index: int, session: Session | None):
         lines.append(f"Section 3.4: these costs and E[tau] = {tau:.2f} at d = {final} suggest alpha = "
                      f"T_verify / (tau c) = {auto_alpha(profile, tau, final):.2f} (you chose {inputs.alpha:g}).")
     lines += [f"_{html.escape(note)}_" for note in notes]
-    return (index, plots.stepper_figure(states, index, q, d_max),
-            plots.expected_speedup_figure(q, profile, d_max, final, n), "\n".join(lines))
+    return (index, tuning_plots.stepper_figure(states, index, q, d_max),
+            tuning_plots.expected_speedup_figure(q, profile, d_max, final, n), "\n".join(lines))
 
 
 class TeachTab:
