@@ -160,3 +160,23 @@ def test_temperature_refit_never_raises_the_loss(target, pool):
     out = fit_temperature(drafter, pool.sequences, batches=2)
     assert out["nll_after"] <= out["nll_before"] and out["t_after"] < out["t_before"]
     assert drafter.log_temperature.detach().exp().item() == pytest.approx(out["t_after"])
+
+
+def test_warm_start_into_a_deeper_drafter_starts_as_the_shallow_one(target, pool):
+    from libraspec.train.__main__ import warm_start
+    shallow, lookup = prepared(target, pool)
+    rng = torch.Generator().manual_seed(2)
+    cfg = TrainConfig(warmup_steps=1, seqs=2, blocks=3, clean_frac=0.0)
+    batch = draw_batch(pool.sequences, rng, cfg, N, MASK, lookup)
+    train_step(shallow, make_optimizer(shallow, cfg), batch, cfg, 1e-2)
+    deep = build_drafter(target, mask_token_id=MASK, layers=2, block_size=N + 1, taps=TAPS,
+                         draft_vocab_size=48, init_layers=[2, 3])
+    deep.set_draft_vocab(shallow.draft_vocab_ids)
+    warm_start(deep, shallow.state_dict())
+    shallow.eval(), deep.eval()
+    with torch.no_grad():
+        args = (batch.features, batch.block_ids, batch.block_positions, batch.context_limit, batch.mask)
+        torch.testing.assert_close(deep.forward_train(*args), shallow.forward_train(*args))
+    assert deep.layers[1].mlp.down_proj.weight.abs().sum() == 0  # the added layer is the identity
+    with pytest.raises(ValueError, match="does not fit"):
+        warm_start(shallow, deep.state_dict())

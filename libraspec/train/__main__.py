@@ -65,14 +65,21 @@ def seed_everything(seed: int) -> torch.Generator:
 
 
 def warm_start(drafter, state: dict) -> None:
-    """Load another run's drafter weights; slot embeddings keep the first block_size rows."""
+    """Load another run's drafter weights; slot embeddings keep the first block_size rows.
+
+    A deeper drafter keeps its own initialisation for the layers the other run lacks (target
+    layers with zeroed output projections, i.e. the identity), so it starts as the shallower one.
+    """
     own = drafter.state_dict()
     state = {k: v for k, v in state.items() if k != "draft_vocab_ids"}
     if "slot_embeddings" in state:
         state["slot_embeddings"] = state["slot_embeddings"][: own["slot_embeddings"].shape[0]]
-    missing = [k for k in own if k not in state and k != "draft_vocab_ids"]
-    if missing:
-        raise ValueError(f"--init-from lacks {missing[:5]}")
+    saved_layers = {int(k.split(".")[1]) for k in state if k.startswith("layers.")}
+    extra = [k for k in own if k.startswith("layers.") and int(k.split(".")[1]) >= len(saved_layers)]
+    missing = [k for k in own if k not in state and k != "draft_vocab_ids" and k not in extra]
+    if missing or len(saved_layers) > drafter.config.num_hidden_layers:
+        raise ValueError(f"--init-from does not fit this drafter: lacks {missing[:5]}, "
+                         f"has {len(saved_layers)} layers for {drafter.config.num_hidden_layers}")
     drafter.load_state_dict({**own, **state})
 
 
