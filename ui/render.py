@@ -42,6 +42,10 @@ class TextSegments:
         self.pieces: list[list] = []  # [text, kind ("draft" | "bonus"), round index]
         self.text = ""
 
+    def __getstate__(self) -> dict:
+        """Pickled without the decode function (a stored run is finished and never extended)."""
+        return {**self.__dict__, "decode": None}
+
     def _push(self, text: str, kind: str, round_index: int) -> None:
         common = 0
         limit = min(len(self.text), len(text))

@@ -25,12 +25,14 @@ from typing import Iterator
 import pandas as pd
 
 from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
-from libraspec.device import free_memory
+from libraspec.device import free_memory, on_zero_gpu
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
 from libraspec.policy import LibraSpecPolicy, StaticPolicy
+from libraspec.profiling import cache_root
 from libraspec.records import RoundRecord, RunSummary, records_to_frame, summarize, write_csv, write_parquet
 
 from .render import TextSegments
+from .run_store import RunStore
 
 RACE_MODES = ("static", "libraspec", "oracle")
 MAX_NEW_TOKENS_CAP = 512
@@ -174,7 +176,10 @@ class Snapshot:
 class Session:
     """Holds the one model pair and decoder of the app; safe for one run at a time."""
 
-    def __init__(self, model: str | None = None, offered: list[str] | None = None):
+    def __init__(self, model: str | None = None, offered: list[str] | None = None,
+                 runs_dir: str | os.PathLike | None = None):
+        """`runs_dir`: where finished runs are also written (default: on a ZeroGPU Space, whose GPU
+        calls run in forked workers, the cache folder's `runs/`; elsewhere memory only)."""
         self.offered = list(offered or ([check_pair_name(model)] if model else offered_pairs()))
         self.model = model or self.offered[0]
         self.pair = None
@@ -184,6 +189,9 @@ class Session:
         self._active: Iterator | None = None
         self._ar_cache: OrderedDict[tuple, list[RoundRecord]] = OrderedDict()
         self._runs: OrderedDict[str, Run] = OrderedDict()
+        if runs_dir is None and on_zero_gpu():
+            runs_dir = os.path.join(cache_root(), "runs")
+        self._store = RunStore(runs_dir, KEPT_RUNS) if runs_dir is not None else None
 
     # -- models -------------------------------------------------------------------------------
 
@@ -314,6 +322,8 @@ class Session:
                 last = time.monotonic()
                 yield Snapshot("Racing…", run)
         run.finished = len(run.finish_order) == len(RACE_MODES)
+        if self._store is not None:
+            self._store.save(run)
         yield Snapshot("Finished." if run.finished else "Stopped.", run, final=True)
 
     # -- stored runs --------------------------------------------------------------------------
@@ -324,14 +334,21 @@ class Session:
             self._runs.popitem(last=False)
 
     def get_run(self, run_id: str) -> Run:
-        run = self._runs.get((run_id or "").strip())
+        run_id = (run_id or "").strip()
+        run = self._runs.get(run_id)
+        if run is None and self._store is not None:
+            run = self._store.load(run_id)
         if run is None:
             raise ValueError(f"no stored run with id {run_id!r} (the app keeps the last {KEPT_RUNS} runs)")
         return run
 
     def runs(self) -> list[Run]:
         """The stored runs, oldest first (the teaching and calibration tabs read them)."""
-        return list(self._runs.values())
+        if self._store is None:
+            return list(self._runs.values())
+        on_disk = [i for i in self._store.ids() if i not in self._runs]
+        loaded = [run for run in map(self._store.load, on_disk) if run is not None]
+        return (loaded + list(self._runs.values()))[-KEPT_RUNS:]
 
     def release_race(self) -> None:
         """Before other model work (sweeps, calibration runs): wait for a race step in flight and
