@@ -27,8 +27,8 @@ import pandas as pd
 import torch
 
 from .cost import LatencyProfile
-from .files import atomic_write_text
 from .engine import MODES, POLICY_MODES, DecodeConfig, SpeculativeDecoder
+from .files import atomic_write_text
 from .policy import make_policy
 from .profiling import cached_profile, machine_description
 from .records import RoundRecord, records_to_frame, summarize, write_parquet
@@ -280,14 +280,9 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
     return {"config": config, "modes": modes, "runs": runs}
 
 
-def write_text(text: str, path: str | os.PathLike) -> str:
-    """Write a text file atomically: a temporary file in the same folder, then a rename."""
-    return atomic_write_text(path, text)
-
-
 def write_json(data: dict, path: str | os.PathLike) -> str:
     """OUT.json, atomically; NaN or infinity is refused (JSON has neither)."""
-    return write_text(json.dumps(data, indent=1, allow_nan=False), path)
+    return atomic_write_text(path, json.dumps(data, indent=1, allow_nan=False))
 
 
 def records_path(out: str | os.PathLike) -> str:

@@ -24,8 +24,9 @@ from typing import Callable
 
 import torch
 
-from .bench import BenchSpec, parse_annotate, read_prompts, run_bench, set_threads, write_result, write_text
+from .bench import BenchSpec, parse_annotate, read_prompts, run_bench, set_threads, write_result
 from .cost import LatencyProfile
+from .files import atomic_write_text
 from .models.registry import ASSETS
 from .profiling import cached_profile
 
@@ -305,6 +306,6 @@ def run(args) -> int:
     data.note = args.note
     data.figures, data.figure_note = save_figures(build_figures(data), figure_dir, markdown_dir, args.figures)
     text = render(pair, data, markdown_dir)
-    write_text(text, args.out)
+    atomic_write_text(args.out, text)
     log(f"wrote {args.out} ({data.elapsed_s / 60:.1f} min of decoding)")
     return 0

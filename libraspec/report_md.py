@@ -213,7 +213,7 @@ def _limits(data, pooled0: dict, by_position: list, calibration: list) -> list[s
     even = profile.round_time(n) / ar
     lib = pooled0.get("libraspec")
     ks = sorted({2, 4, n + 1, data.plan.d_max + 1})
-    out.append(f"- **Cost curve.** On this machine a target forward over k new tokens costs "
+    out.append("- **Cost curve.** On this machine a target forward over k new tokens costs "
                + ", ".join(f"{profile.verify_time(k) / ar:.2f}x (k = {k})" for k in ks)
                + f" one AR step; a round at d = n (drafting included) costs {even:.2f} AR "
                f"steps, so it must commit tau >= {even:.2f} tokens to break even"
@@ -308,7 +308,7 @@ def render(pair, data, markdown_dir: str) -> str:
             lines += [f"### temperature {t:g}", ""] + _modes_table(modes) + [""]
     for kind, title in (("alpha", "Alpha sensitivity (paper Table 4)"), ("d_max", "d_max sensitivity (paper Fig. 4)")):
         rows = sweep_rows(data, kind)
-        lines += [f"## {title}", "", f"LibraSpec at temperature 0, "
+        lines += [f"## {title}", "", "LibraSpec at temperature 0, "
                   + (f"d_max = {plan.d_max}" if kind == "alpha" else f"alpha = {plan.alpha:g}")
                   + "; speedups pooled over suites (per-suite modeled speedups after them).", ""]
         header = [kind, "speedup measured", "speedup modeled", "tau", "mean d"] + [f"{s} modeled" for s in plan.suites]

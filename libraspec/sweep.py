@@ -198,7 +198,8 @@ def run(args) -> int:
 
     from tqdm import tqdm
 
-    from .bench import read_prompts, set_threads, write_text
+    from .bench import read_prompts, set_threads
+    from .files import atomic_write_text
     from .models.registry import load_pair
     from .profiling import cached_profile
     set_threads(args.threads)
@@ -222,5 +223,5 @@ def run(args) -> int:
 
     frame = run_sweep(decoder, [pair.encode_prompt(p) for p in prompts], alphas, d_maxes, config, progress)
     bar.close()
-    write_text(frame.to_csv(index=False), args.out)
+    atomic_write_text(args.out, frame.to_csv(index=False))
     return 0

@@ -53,7 +53,7 @@ def test_prompt_shapes(prompt_file):
                                   json.dumps({"prompt": "   "}), json.dumps({"question": 7})])
 def test_malformed_line_names_file_and_line(tmp_path, line):
     path = write_lines(tmp_path / "bad.jsonl", [json.dumps({"prompt": "fine"}), "", line])
-    with pytest.raises(ValueError, match=rf"bad\.jsonl, line 3"):
+    with pytest.raises(ValueError, match=r"bad\.jsonl, line 3"):
         bench.read_prompts(path)
 
 

@@ -9,7 +9,7 @@ import torch
 
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
-from libraspec.models.registry import ModelPair, tiny_pair
+from libraspec.models.registry import tiny_pair
 from libraspec.policy import FailFastPolicy, G4Policy, LibraSpecPolicy, StaticPolicy
 from libraspec.records import summarize
 

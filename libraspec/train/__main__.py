@@ -24,7 +24,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from ..files import atomic_write
 from .data import ShardPool, coverage, draft_vocabulary, feature_stats, load_shard, vocab_lookup
+from .selfdistill import stop_and_pad_ids
 from .trainer import (TrainConfig, TrainState, build_drafter, calibrate_temperature, draw_batch,
                       heldout_metrics, lr_at, make_optimizer, train_step)
 
@@ -88,19 +90,14 @@ def make_heldout(target, tokenizer, path, count: int = 32, max_new_tokens: int =
     """Greedy responses + features for the first `count` held-out prompts, saved as one shard at `path`."""
     from ..models.embedded import chat_prompt_ids
     from .prompts import heldout_prompts
-    from .selfdistill import TAP_LAYERS, generate_with_features
+    from .selfdistill import generate_with_features, save_shard
 
-    eos = {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos)
+    eos, pad = stop_and_pad_ids(tokenizer)
     encoded = [chat_prompt_ids(tokenizer, p) for p in heldout_prompts()[:count]]
     results = []
     for i in range(0, len(encoded), batch):
         results += generate_with_features(target, encoded[i: i + batch], max_new_tokens, eos, pad)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"prompt_index": list(range(len(encoded))), "prompt_len": [len(e) for e in encoded],
-                "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results],
-                "features": [f for _, f in results], "taps": list(TAP_LAYERS)}, str(path) + ".tmp")
-    os.replace(str(path) + ".tmp", path)
+    save_shard(path, range(len(encoded)), encoded, results)
 
 
 def main(argv=None) -> None:
@@ -116,7 +113,7 @@ def main(argv=None) -> None:
     target, tokenizer = load_smollm2()
     target.requires_grad_(False).to(args.device)
     mask_id = tokenizer.convert_tokens_to_ids(args.mask_token)
-    stop_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+    stop_ids = sorted(stop_and_pad_ids(tokenizer)[0])
     pool = ShardPool(args.data)
     while True:  # the generator may not have written its first shards yet
         pool.refresh()
@@ -176,9 +173,9 @@ def main(argv=None) -> None:
         return m
 
     def checkpoint():
-        torch.save({"drafter": drafter.state_dict(), "opt": opt.state_dict(), "state": asdict(state),
-                    "rng": rng.get_state(), "args": vars(args)}, str(ckpt) + ".tmp")
-        os.replace(str(ckpt) + ".tmp", ckpt)
+        full = {"drafter": drafter.state_dict(), "opt": opt.state_dict(), "state": asdict(state),
+                "rng": rng.get_state(), "args": vars(args)}
+        atomic_write(ckpt, lambda tmp: torch.save(full, tmp))
 
     lookup = refresh_vocab()
     budget = cfg.minutes * 60

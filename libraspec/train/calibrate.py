@@ -37,7 +37,7 @@ def fit_temperature(drafter, sequences, batches: int = 24, seed: int = 0, gamma:
     best = min(scores, key=scores.get)
     drafter.log_temperature.fill_(start + best)
     return {"t_before": math.exp(start), "t_after": math.exp(start + best),
-            "nll_before": scores[0.0] if 0.0 in scores else None, "nll_after": scores[best]}
+            "nll_before": scores[0.0], "nll_after": scores[best]}
 
 
 def main(argv=None) -> None:
@@ -47,7 +47,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--drafter", required=True)
     p.add_argument("--data", required=True)
-    p.add_argument("--skip-shards", type=int, required=True, help="shards the training run read (not used here)")
+    p.add_argument("--skip-shards", type=int, required=True, help="skip the first shards of --data (the ones training read)")
     p.add_argument("--out", default=None, help="where to save (default: overwrite --drafter)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)

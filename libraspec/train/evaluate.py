@@ -30,6 +30,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from ..files import atomic_write_text
+
 BINS = 10
 
 
@@ -176,8 +178,8 @@ def main(argv=None) -> None:
         summary = summarize_eval(result, args.alpha, args.d_max)
         summary.update(prompts=done, max_new_tokens=args.max_new_tokens,
                        drafter=os.environ.get("LIBRASPEC_DRAFTER", "assets/drafter"))
-        (out / "eval.json").write_text(json.dumps(summary, indent=1))
-        (out / "eval.md").write_text(to_markdown(summary, done, args.max_new_tokens))
+        atomic_write_text(out / "eval.json", json.dumps(summary, indent=1))
+        atomic_write_text(out / "eval.md", to_markdown(summary, done, args.max_new_tokens))
 
     run_modes(pair, prompts, args.max_new_tokens, args.alpha, args.d_max, on_prompt=write)
 

@@ -21,7 +21,24 @@ import torch
 from tqdm import tqdm
 from transformers import DynamicCache
 
+from ..files import atomic_write
+from ..models.registry import CHAT_STOP_TOKENS
+
 TAP_LAYERS = (1, 8, 14, 20, 27)  # SmolLM2-135M has 30 layers; default_target_layer_ids(30, 5)
+
+
+def stop_and_pad_ids(tokenizer) -> tuple[set[int], int]:
+    """The chat stop ids (end of turn / document) and the id used to left-pad a batch."""
+    stop = {tokenizer.convert_tokens_to_ids(t) for t in CHAT_STOP_TOKENS}
+    return stop, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(stop)
+
+
+def save_shard(path, prompt_index: list[int], prompts: list[list[int]], results) -> None:
+    """One shard file (format in the module docstring), written atomically."""
+    payload = {"prompt_index": list(prompt_index), "prompt_len": [len(p) for p in prompts],
+               "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results],
+               "features": [f for _, f in results], "taps": list(TAP_LAYERS)}
+    atomic_write(path, lambda tmp: torch.save(payload, tmp))
 
 
 @torch.inference_mode()
@@ -96,8 +113,7 @@ def main(argv=None) -> None:
             done |= set(torch.load(path, map_location="cpu", weights_only=False)["prompt_index"])
     model, tokenizer = load_smollm2()
     model.to(args.device)
-    eos_ids = {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
+    eos_ids, pad_id = stop_and_pad_ids(tokenizer)
     prompts = training_prompts()
     todo = [i for i in range(len(prompts)) if i not in done][: args.limit or None]
     encoded = {i: chat_prompt_ids(tokenizer, prompts[i]) for i in todo}
@@ -108,12 +124,7 @@ def main(argv=None) -> None:
     for begin in range(0, len(todo), args.batch_size):
         batch = todo[begin: begin + args.batch_size]
         results = generate_with_features(model, [encoded[i] for i in batch], args.max_new_tokens, eos_ids, pad_id)
-        payload = {"prompt_index": batch, "prompt_len": [len(encoded[i]) for i in batch],
-                   "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results],
-                   "features": [f for _, f in results], "taps": list(TAP_LAYERS)}
-        tmp = os.path.join(args.out, f".shard_{shard:05d}.tmp")
-        torch.save(payload, tmp)
-        os.replace(tmp, os.path.join(args.out, f"shard_{shard:05d}.pt"))
+        save_shard(os.path.join(args.out, f"shard_{shard:05d}.pt"), batch, [encoded[i] for i in batch], results)
         shard += 1
         with open(done_path, "a") as f:
             f.write("".join(f"{i}\n" for i in batch))
