@@ -24,14 +24,17 @@ class GreedyOracleDrafter(torch.nn.Module):
     """Proposes the target's own greedy continuation (every draft accepted under greedy).
 
     `wrong=True` proposes a token different from it instead (no draft ever accepted).
+    `right_for=k` is right for the first k drafts of each pass and wrong after them, so
+    greedy rounds accept part of a draft (0 < a < d).
     `confidence` is the probability it reports for its proposal (q_i).
     """
 
-    def __init__(self, target, block_size: int = 8, wrong: bool = False, confidence: float = 1.0):
+    def __init__(self, target, block_size: int = 8, wrong: bool = False, confidence: float = 1.0,
+                 right_for: int | None = None):
         super().__init__()
         self.target = target
         self.block_size = block_size
-        self.wrong = wrong
+        self.right_for = 0 if wrong else right_for
         self.confidence = confidence
         self.embedding = target.model.get_input_embeddings().weight
         self.target_layer_ids = [0]
@@ -67,9 +70,10 @@ class GreedyOracleDrafter(torch.nn.Module):
         n = self.block_size - 1
         seq = cache.tokens + ids[: len(ids) - n]
         out = []
-        for _ in range(n):
+        for i in range(n):
             token = self._greedy_next(tuple(seq))
-            out.append((token + 1) % self.config.vocab_size if self.wrong else token)
+            wrong = self.right_for is not None and i >= self.right_for
+            out.append((token + 1) % self.config.vocab_size if wrong else token)
             seq.append(token)
         V = self.config.vocab_size
         rest = (1.0 - self.confidence) / (V - 1)

@@ -1,0 +1,105 @@
+"""Golden round records: a fixed set of runs whose records (timings aside) must never change.
+
+`python tests/golden.py` rewrites tests/golden/*.json from the current code; do that only when
+a change of behaviour is intended and say so in the commit. `test_golden.py` compares.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from libraspec.cost import LatencyProfile
+from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.policy import make_policy
+
+FOLDER = Path(__file__).resolve().parent / "golden"
+TIMING = ("draft_s", "policy_s", "verify_s", "cumulative_s")  # wall clock: never compared
+# the fields every golden file holds; fields added to RoundRecord later are not compared
+FIELDS = ("mode", "round_index", "start_position", "draft_tokens", "confidences", "blocks_drafted",
+          "policy_steps", "eps_bounds", "chosen_length", "accepted", "committed_tokens", "bonus_token",
+          "oracle_length", "modeled_s", "cumulative_tokens", "cumulative_modeled_s", "finished")
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, block_size=7, max_tokens=70)
+MODES = {  # label -> (mode, policy settings)
+    "ar": ("ar", None),
+    "oracle": ("oracle", None),
+    "static-3": ("static", {"static_length": 3}),
+    "static-7": ("static", {"static_length": 7}),
+    "libraspec": ("libraspec", {"alpha": 2.2, "d_max": 20}),
+    "g4": ("g4", {"static_length": 4, "d_max": 20}),
+    "failfast": ("failfast", {"failfast_threshold": 0.2, "failfast_step": 3, "d_max": 20}),
+}
+
+
+def record_dict(record) -> dict:
+    row = dataclasses.asdict(record)
+    row = {key: row[key] for key in FIELDS}
+    row["policy_steps"] = [list(step.values()) for step in row["policy_steps"]]
+    row["draft_tokens"], row["committed_tokens"] = list(row["draft_tokens"]), list(row["committed_tokens"])
+    row["confidences"] = [round(q, 9) for q in row["confidences"]]
+    row["eps_bounds"] = list(row["eps_bounds"])
+    for key in ("modeled_s", "cumulative_modeled_s"):
+        row[key] = round(row[key], 9)
+    return row
+
+
+def decode(decoder, prompt, label, config) -> list[dict]:
+    mode, settings = MODES[label]
+    policy = None if settings is None else make_policy(mode, **settings)
+    return [record_dict(r) for r in decoder.run(prompt, mode, policy, config)]
+
+
+def tiny_runs() -> dict:
+    """Tiny Llama with its random drafter, a partly right drafter and a right one; greedy and sampled."""
+    import dataclasses as dc
+
+    from libraspec.models.registry import tiny_pair
+
+    from drafters import GreedyOracleDrafter
+
+    pair = tiny_pair("llama", seed=3, dtype=torch.float64)
+    drafters = {"random": pair.drafter,
+                "right2": GreedyOracleDrafter(pair.target, block_size=8, right_for=2, confidence=0.7),
+                "right": GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9)}
+    gen = torch.Generator().manual_seed(11)
+    prompts = [torch.randint(3, 259, (k,), generator=gen).tolist() for k in (5, 12)]
+    out = {}
+    for name, drafter in drafters.items():
+        decoder = SpeculativeDecoder(dc.replace(pair, drafter=drafter), PROFILE)
+        for temperature in (0.0, 1.0):
+            config = DecodeConfig(max_new_tokens=24, temperature=temperature, seed=4, d_max=20,
+                                  annotate_oracle=True)
+            for p, prompt in enumerate(prompts):
+                for label in MODES:
+                    out[f"{name}/T{temperature:g}/p{p}/{label}"] = decode(decoder, prompt, label, config)
+    return out
+
+
+def embedded_runs() -> dict:
+    """The embedded SmolLM2 pair with its shipped drafter, greedy and sampled."""
+    from libraspec.models.registry import load_pair
+
+    pair = load_pair("smollm2-135m")
+    decoder = SpeculativeDecoder(pair, PROFILE)
+    prompt = pair.encode_prompt("Write a Python function that returns the sum of a list of numbers.")
+    out = {}
+    for temperature in (0.0, 1.0):
+        config = DecodeConfig(max_new_tokens=32, temperature=temperature, seed=2, d_max=20, annotate_oracle=True)
+        for label in ("ar", "oracle", "static-7", "libraspec", "g4", "failfast"):
+            out[f"T{temperature:g}/{label}"] = decode(decoder, prompt, label, config)
+    return out
+
+
+def load(name: str) -> dict:
+    return json.loads((FOLDER / f"{name}.json").read_text())
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    FOLDER.mkdir(exist_ok=True)
+    for name, build in (("tiny", tiny_runs), ("embedded", embedded_runs)):
+        (FOLDER / f"{name}.json").write_text(json.dumps(build(), separators=(",", ":")) + "\n")
