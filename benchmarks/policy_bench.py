@@ -20,7 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from libraspec.policy import ArrayBuffer, LibraSpecPolicy  # noqa: E402
+from libraspec.policy import Decision, LibraSpecPolicy  # noqa: E402
+from libraspec.stepper import ArrayBuffer  # noqa: E402
 from libraspec.records import PolicyStep  # noqa: E402
 
 ROUND_S = 0.120  # a CPU verification round of 16 tokens (DESIGN.md section 10)
@@ -31,7 +32,6 @@ class NaiveLibraSpec:
 
     def __init__(self, alpha: float, d_max: int):
         self.alpha, self.d_max = alpha, d_max
-        self.last_steps: tuple[PolicyStep, ...] = ()
 
     def eps_star(self, q: np.ndarray, d: int) -> int:
         bounds = []
@@ -40,8 +40,8 @@ class NaiveLibraSpec:
             bounds.append(math.floor(self.alpha * s + i + 1e-9))
         return min(bounds)
 
-    def choose_length(self, buffer: ArrayBuffer) -> int:
-        n = buffer.block_size
+    def choose_length(self, buffer: ArrayBuffer) -> Decision:
+        n = buffer.n
         d, budget, steps = n, len(buffer.confidences) - n, []
         while d < self.d_max:
             eps = self.eps_star(buffer.confidences.tolist(), d)
@@ -58,8 +58,7 @@ class NaiveLibraSpec:
                 budget += blocks * n
             steps.append(PolicyStep(d, eps, d_new, budget, blocks, False))
             d = d_new
-        self.last_steps = tuple(steps)
-        return d
+        return Decision(d, tuple(steps))
 
 
 SCENARIOS = {  # (range of a, range of b) in q_i = sigmoid(a - b i + noise)
@@ -80,9 +79,9 @@ def time_policy(policy, cases, n: int) -> tuple[list[float], list[tuple]]:
     for q in cases:
         buffer = ArrayBuffer.revealing(q, n, 1)
         start = time.perf_counter()
-        d = policy.choose_length(buffer)
+        decision = policy.choose_length(buffer)
         times.append(time.perf_counter() - start)
-        decisions.append((d, len(buffer.confidences), policy.last_steps))
+        decisions.append((decision.d, len(buffer.confidences), decision.steps))
     return times, decisions
 
 

@@ -44,7 +44,6 @@ class AutoAlphaLibraSpecPolicy(LibraSpecPolicy):
         self.alpha_range = (float(low), float(high))
         self._taus: list[int] = []
         self._lengths: list[int] = []
-        self.alphas_used: list[float] = []  # alpha of every choose_length since the last reset
         super().__init__(self.estimate(), d_max)
 
     def mean_tau(self) -> float:
@@ -54,7 +53,7 @@ class AutoAlphaLibraSpecPolicy(LibraSpecPolicy):
     def mean_length(self) -> int:
         """Running mean of the chosen d (n before any round), rounded, at least 1."""
         if not self._lengths:
-            return self.profile.block_size
+            return self.profile.n
         return max(1, round(sum(self._lengths) / len(self._lengths)))
 
     def estimate(self) -> float:
@@ -66,10 +65,6 @@ class AutoAlphaLibraSpecPolicy(LibraSpecPolicy):
             return high  # c <= 0: no cost per position, alpha unbounded
         return min(max(alpha, low), high)
 
-    def choose_length(self, buffer) -> int:
-        self.alphas_used.append(self.alpha)
-        return super().choose_length(buffer)
-
     def update(self, record: RoundRecord) -> None:
         """Add the round's tau and d to the running means and re-estimate alpha."""
         if record.chosen_length > 0:
@@ -79,5 +74,5 @@ class AutoAlphaLibraSpecPolicy(LibraSpecPolicy):
 
     def reset(self) -> None:
         super().reset()
-        self._taus, self._lengths, self.alphas_used = [], [], []
+        self._taus, self._lengths = [], []
         self.alpha = self.estimate()

@@ -27,9 +27,9 @@ import pandas as pd
 import torch
 
 from .cost import LatencyProfile
-from .engine import MODES, POLICY_MODES, DecodeConfig, SpeculativeDecoder
+from .engine import DecodeConfig, SpeculativeDecoder
 from .files import atomic_write_text
-from .policy import make_policy
+from .modes import MODES, POLICY_MODES, make_policy
 from .profiling import cached_profile, machine_description
 from .records import RoundRecord, records_to_frame, summarize, write_parquet
 
@@ -123,7 +123,7 @@ class BenchSpec:
         if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
                 and self.temperature >= 0):
             raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
-        DecodeConfig(max_new_tokens=self.max_new_tokens, d_max=self.d_max)  # validates both
+        DecodeConfig(max_new_tokens=self.max_new_tokens, lookahead=self.d_max)  # validates both
 
     def lengths(self, n: int) -> tuple[int, ...]:
         return self.static_lengths or (n,)
@@ -167,7 +167,7 @@ class BenchResult:
 
 def bench_profile(pair, spec: BenchSpec) -> LatencyProfile:
     """The cached latency profile, measured far enough for d_max and every static length."""
-    n = pair.block_size
+    n = pair.n
     longest = max((spec.d_max,) + spec.lengths(n))
     return cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
 
@@ -186,7 +186,7 @@ def mode_summary(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequen
     return {"mode": s.mode, "tokens": s.tokens, "rounds": s.rounds, "tau": s.tau, "wall_s": s.seconds,
             "modeled_s": s.modeled_seconds, "tokens_per_s": s.tokens / s.seconds if s.seconds > 0 else None,
             "speedup_measured": s.speedup_measured, "speedup_modeled": modeled,
-            "mad_vs_oracle": s.mad_vs_oracle if s.mode not in ("ar", "oracle") else None,
+            "mad_vs_oracle": s.mad_vs_oracle if MODES[s.mode].kind == "policy" else None,
             "mean_length": sum(r.chosen_length for r in records) / len(records) if speculative else None,
             "policy_s": policy_s, "policy_share": policy_s / s.seconds if s.seconds > 0 else None}
 
@@ -216,7 +216,7 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     """Decode every prompt in every mode of `spec`; returns the summary and every round."""
     if not prompts:
         raise ValueError("no prompts to benchmark")
-    n = pair.block_size
+    n = pair.n
     if "libraspec" in spec.modes and spec.d_max < n:
         raise ValueError(f"LibraSpec needs d_max >= n: d_max={spec.d_max}, n={n}")
     profile = profile or bench_profile(pair, spec)
@@ -228,9 +228,9 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     for index, ids in enumerate(encoded):
         for label, mode, length in labels:
             config = DecodeConfig(max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
-                                  seed=spec.seed + index, d_max=spec.d_max,
+                                  seed=spec.seed + index, lookahead=spec.d_max,
                                   annotate_oracle=mode in spec.annotated())
-            policy = None if mode in ("ar", "oracle") else make_policy(
+            policy = None if MODES[mode].factory is None else make_policy(
                 mode, alpha=spec.alpha, d_max=spec.d_max, static_length=length or n, g4_initial=min(n, spec.d_max),
                 failfast_threshold=FAILFAST["threshold"], failfast_step=FAILFAST["step"])
             bar.set_postfix_str(f"prompt {index}, {label}", refresh=False)
@@ -257,7 +257,7 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
         best = max(statics, key=lambda item: modes[item[0]]["tokens_per_s"] or 0.0)
         for label, _ in statics:
             modes[label]["best"] = label == best[0]
-    n = pair.block_size
+    n = pair.n
     runs = [{"prompt_index": i, "mode": label, "output_ids": [t for r in rounds for t in r.committed_tokens],
              "text": pair.decode([t for r in rounds for t in r.committed_tokens]),
              "tokens": sum(r.tau for r in rounds), "rounds": len(rounds),

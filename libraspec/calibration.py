@@ -21,10 +21,12 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from libraspec.modes import MODES
 from libraspec.records import RoundRecord, records_to_frame
 
 SAMPLE_COLUMNS = ["mode", "round_index", "position", "q", "accepted"]
-EXCLUDED_MODES = ("ar", "oracle")  # AR drafts nothing; the oracle picks d knowing the outcome
+# AR drafts nothing; the oracle picks d knowing the outcome
+EXCLUDED_MODES = tuple(name for name, mode in MODES.items() if mode.kind != "policy")
 
 
 def _frame(records: Iterable[RoundRecord] | pd.DataFrame) -> pd.DataFrame:

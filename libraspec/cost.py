@@ -1,4 +1,4 @@
-"""Latency profile: the modeled cost of a round (paper Eq. 1; DESIGN.md section 5).
+"""Latency profile: the modeled cost of a round (paper Eq. 1; docs/ARCHITECTURE.md, "What is timed").
 
 A round drafts ceil(d / n) blocks (T^draft_d) and lets the target verify
 [last token, d drafts], a forward with d + 1 new tokens (T^verify_d). The modeled
@@ -48,20 +48,24 @@ class LatencyProfile:
 
     verify_s[k-1]: target forward with k new tokens, k = 1..K (K >= 2).
     draft_s[b-1]: drafting b blocks of n tokens in one round, b = 1..len(draft_s).
+    lookup_s: one look-up drafting step (a suffix match and its continuation).
     """
 
     verify_s: tuple[float, ...]
     draft_s: tuple[float, ...]
-    block_size: int  # n
+    n: int  # drafts per block-diffusion pass
     meta: dict = field(default_factory=dict, compare=False)  # machine, models, context, repeats
+    lookup_s: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "verify_s", _check_times(self.verify_s, "verify_s", 2))
         object.__setattr__(self, "draft_s", _check_times(self.draft_s, "draft_s", 1))
-        n = self.block_size
+        n = self.n
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"block_size must be an integer >= 1, got {n!r}")
-        object.__setattr__(self, "block_size", int(n))
+            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        object.__setattr__(self, "n", int(n))
+        if not (math.isfinite(self.lookup_s) and self.lookup_s >= 0):
+            raise ValueError(f"lookup_s must be a finite time >= 0, got {self.lookup_s!r}")
         object.__setattr__(self, "meta", dict(self.meta))
 
     def verify_time(self, k: int) -> float:
@@ -82,7 +86,7 @@ class LatencyProfile:
         """T^draft_d + T^verify_d: ceil(d / n) blocks (at least one) and d + 1 verified tokens."""
         if d < 1:
             raise ValueError(f"speculative length d must be >= 1, got {d}")
-        blocks = max(1, -(-int(d) // self.block_size))
+        blocks = max(1, -(-int(d) // self.n))
         return self.draft_time(blocks) + self.verify_time(int(d) + 1)
 
     def ar_token_time(self) -> float:
@@ -96,7 +100,7 @@ class LatencyProfile:
         return float(t0), float(c)
 
     @classmethod
-    def from_linear(cls, t0: float, c: float, draft_per_block: float, block_size: int,
+    def from_linear(cls, t0: float, c: float, draft_per_block: float, n: int,
                     max_tokens: int, meta: dict | None = None) -> "LatencyProfile":
         """A synthetic profile: verify t0 + c * k for k = 1..max_tokens, draft b * draft_per_block.
 
@@ -106,23 +110,26 @@ class LatencyProfile:
             raise ValueError(f"max_tokens must be >= 2, got {max_tokens}")
         if not (math.isfinite(c) and c >= 0):
             raise ValueError(f"per-token cost c must be finite and >= 0, got {c}")
-        blocks = max(1, -(-int(max_tokens) // int(block_size)))
+        blocks = max(1, -(-int(max_tokens) // int(n)))
         info = {"source": "linear", "t0": t0, "c": c, "draft_per_block": draft_per_block}
         info.update(meta or {})
         return cls(tuple(t0 + c * k for k in range(1, max_tokens + 1)),
-                   tuple(draft_per_block * b for b in range(1, blocks + 1)), block_size, info)
+                   tuple(draft_per_block * b for b in range(1, blocks + 1)), n, info)
 
     def to_dict(self) -> dict:
         return {"verify_s": list(self.verify_s), "draft_s": list(self.draft_s),
-                "block_size": self.block_size, "meta": dict(self.meta)}
+                "n": self.n, "lookup_s": self.lookup_s, "meta": dict(self.meta)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "LatencyProfile":
-        missing = {"verify_s", "draft_s", "block_size"} - set(data)
+        data = dict(data)
+        if "n" not in data and "block_size" in data:  # profiles written before n was named n
+            data["n"] = data.pop("block_size")
+        missing = {"verify_s", "draft_s", "n"} - set(data)
         if missing:
             raise ValueError(f"latency profile lacks {', '.join(sorted(missing))}")
-        return cls(tuple(data["verify_s"]), tuple(data["draft_s"]), data["block_size"],
-                   dict(data.get("meta", {})))
+        return cls(tuple(data["verify_s"]), tuple(data["draft_s"]), data["n"],
+                   dict(data.get("meta", {})), float(data.get("lookup_s", 0.0)))
 
     def to_json(self, path: str) -> str:
         """Write atomically (temporary file, then rename)."""

@@ -20,17 +20,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from libraspec.modes import MODES
 from libraspec.policy import epsilon_bounds
 
-# Okabe-Ito palette: distinguishable under the common colour-vision deficiencies.
-MODE_COLORS: dict[str, str] = {
-    "ar": "#7F7F7F",
-    "static": "#0072B2",
-    "libraspec": "#D55E00",
-    "oracle": "#009E73",
-    "g4": "#CC79A7",
-    "failfast": "#E69F00",
-}
+MODE_COLORS: dict[str, str] = {name: mode.colour for name, mode in MODES.items()}
 MODE_ORDER = tuple(MODE_COLORS)
 FALLBACK_COLOR = "#333333"
 TEMPLATE = "plotly_white"

@@ -15,6 +15,7 @@ such cases, like all q = 1, exact. Values within 1e-9 below an integer round up.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -43,16 +44,14 @@ def _check_alpha(alpha: float) -> float:
     return float(alpha)
 
 
-def _min_bound(q: list[float], d: int, alpha: float) -> int:
-    """eps* = min_{i=1..d} eps_i over q_1..q_d by the backward recursion (line 6)."""
-    s = 0.0  # S_{d+1}
-    best = d + 1 + int(alpha * d) + 1  # above any eps_i
+def _bounds(q: list[float], d: int, alpha: float) -> list[int]:
+    """eps_1..eps_d over q_1..q_d (Algorithm 1 line 6) by S_i = q_i (1 + S_{i+1}), S_{d+1} = 0."""
+    out = [0] * d
+    s = 0.0
     for i in range(d, 0, -1):
-        s = q[i - 1] * (1.0 + s)  # S_i = q_i (1 + S_{i+1})
-        eps = math.floor(alpha * s + i + FLOOR_TOLERANCE)
-        if eps < best:
-            best = eps
-    return best
+        s = q[i - 1] * (1.0 + s)
+        out[i - 1] = math.floor(alpha * s + i + FLOOR_TOLERANCE)
+    return out
 
 
 def epsilon_bounds(q, alpha: float) -> np.ndarray:
@@ -61,21 +60,24 @@ def epsilon_bounds(q, alpha: float) -> np.ndarray:
     Algorithm 1 line 6, computed with S_i = q_i (1 + S_{i+1}) in O(d). Returns int64.
     """
     values = _checked_list(q)
-    alpha = _check_alpha(alpha)
-    d = len(values)
-    out = [0] * d
-    s = 0.0
-    for i in range(d, 0, -1):
-        s = values[i - 1] * (1.0 + s)
-        out[i - 1] = math.floor(alpha * s + i + FLOOR_TOLERANCE)
-    return np.asarray(out, dtype=np.int64)
+    return np.asarray(_bounds(values, len(values), _check_alpha(alpha)), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a policy decided for one round; the engine reads nothing else from a policy."""
+
+    d: int  # drafts submitted for verification
+    steps: tuple[PolicyStep, ...] = ()  # Algorithm 1 iterations (LibraSpec only)
+    eps_bounds: tuple[int, ...] = ()  # eps_1..eps_d over q_1..q_d at the chosen d (LibraSpec only)
+    alpha: float | None = None  # the alpha the bounds used (LibraSpec only)
 
 
 @runtime_checkable
 class DraftBufferLike(Protocol):
     """What a policy sees of the round's drafts (the engine's DraftBuffer)."""
 
-    block_size: int  # n
+    n: int  # drafts per drafting step (a block)
     confidences: np.ndarray  # (drafted,) q of every drafted token; drafted % n == 0
 
     def extend(self, num_blocks: int) -> None:
@@ -88,9 +90,8 @@ class LengthPolicy(Protocol):
 
     name: str
     d_max: int  # largest length choose_length may return
-    last_steps: tuple[PolicyStep, ...]  # Algorithm 1 iterations of the last decision
 
-    def choose_length(self, buffer: DraftBufferLike) -> int: ...
+    def choose_length(self, buffer: DraftBufferLike) -> Decision: ...
 
     def update(self, record: RoundRecord) -> None: ...
 
@@ -99,9 +100,9 @@ class LengthPolicy(Protocol):
 
 def _check_buffer(buffer: DraftBufferLike) -> tuple[int, int]:
     """Validate the buffer; returns (n, drafted)."""
-    n = int(buffer.block_size)
+    n = int(buffer.n)
     if n < 1:
-        raise ValueError(f"buffer block_size must be >= 1, got {n}")
+        raise ValueError(f"buffer n must be >= 1, got {n}")
     drafted = len(buffer.confidences)
     if drafted == 0:
         raise ValueError("draft buffer is empty: draft at least one block before choosing d")
@@ -112,7 +113,7 @@ def _check_buffer(buffer: DraftBufferLike) -> tuple[int, int]:
 
 def _ensure_drafted(buffer: DraftBufferLike, length: int) -> None:
     """Draft just enough blocks that the buffer holds >= `length` tokens."""
-    n, drafted = int(buffer.block_size), len(buffer.confidences)
+    n, drafted = int(buffer.n), len(buffer.confidences)
     if length > drafted:
         buffer.extend(-(-(length - drafted) // n))
 
@@ -130,7 +131,7 @@ class LibraSpecPolicy:
     first block, as in the paper; more if the engine drafted ahead). B stays equal to
     drafted - d throughout; after the rollback (line 8) the recorded B is drafted - d
     too, although the paper no longer uses it. eps* is capped at d_max inside the loop
-    (DESIGN.md section 4), so no block is drafted that d cannot reach. With d_max == n
+    (docs/ARCHITECTURE.md, "Length policies"), so no block is drafted that d cannot reach. With d_max == n
     the loop never runs and d = n.
     """
 
@@ -139,9 +140,8 @@ class LibraSpecPolicy:
     def __init__(self, alpha: float, d_max: int):
         self.alpha = _check_alpha(alpha)
         self.d_max = _check_int(d_max, "d_max")
-        self.last_steps: tuple[PolicyStep, ...] = ()
 
-    def choose_length(self, buffer: DraftBufferLike) -> int:
+    def choose_length(self, buffer: DraftBufferLike) -> Decision:
         n, drafted = _check_buffer(buffer)  # line 3: one block is already drafted
         if n > self.d_max:
             raise ValueError(f"LibraSpec needs d_max >= n, got d_max={self.d_max}, n={n}")
@@ -149,13 +149,13 @@ class LibraSpecPolicy:
         d, budget = n, drafted - n  # line 4: d <- n; B <- 0 (+ blocks drafted ahead)
         steps = []
         while d < self.d_max:  # line 5
-            eps_star = _min_bound(q, d, self.alpha)  # line 6: eps* <- min_i eps_i
+            eps_star = min(_bounds(q, d, self.alpha))  # line 6: eps* <- min_i eps_i
             if eps_star <= d:  # line 7
                 budget += d - eps_star  # B = drafted - d after the rollback (bookkeeping only)
                 steps.append(PolicyStep(d, eps_star, eps_star, budget, 0, True))
                 d = eps_star  # line 8: d <- eps*; break
                 break
-            d_new = min(eps_star, self.d_max)  # cap (DESIGN.md section 4)
+            d_new = min(eps_star, self.d_max)  # cap at d_max
             budget -= d_new - d  # line 10: B <- B - (eps* - d)
             blocks = 0
             if budget < 0:  # line 11
@@ -165,14 +165,13 @@ class LibraSpecPolicy:
                 q = _checked_list(buffer.confidences)
             steps.append(PolicyStep(d, eps_star, d_new, budget, blocks, False))
             d = d_new  # line 10: d <- eps*
-        self.last_steps = tuple(steps)
-        return d  # line 15: submit d tokens
+        return Decision(d, tuple(steps), tuple(_bounds(q, d, self.alpha)), self.alpha)  # line 15: submit d
 
     def update(self, record: RoundRecord) -> None:
         """Algorithm 1 keeps no state across rounds."""
 
     def reset(self) -> None:
-        self.last_steps = ()
+        """Algorithm 1 keeps no state across rounds."""
 
 
 class StaticPolicy:
@@ -183,12 +182,11 @@ class StaticPolicy:
     def __init__(self, length: int):
         self.length = _check_int(length, "static length")
         self.d_max = self.length
-        self.last_steps: tuple[PolicyStep, ...] = ()
 
-    def choose_length(self, buffer: DraftBufferLike) -> int:
+    def choose_length(self, buffer: DraftBufferLike) -> Decision:
         _check_buffer(buffer)
         _ensure_drafted(buffer, self.length)
-        return self.length
+        return Decision(self.length)
 
     def update(self, record: RoundRecord) -> None:
         """Static length: nothing to learn."""
@@ -208,14 +206,15 @@ class G4Policy:
         if self.initial > self.d_max:
             raise ValueError(f"initial length {initial} exceeds d_max {d_max}")
         self.length = self.initial
-        self.last_steps: tuple[PolicyStep, ...] = ()
 
-    def choose_length(self, buffer: DraftBufferLike) -> int:
+    def choose_length(self, buffer: DraftBufferLike) -> Decision:
         _check_buffer(buffer)
         _ensure_drafted(buffer, self.length)
-        return self.length
+        return Decision(self.length)
 
     def update(self, record: RoundRecord) -> None:
+        if record.chosen_length == 0:  # an AR step: the drafter had nothing to offer
+            return
         grow = record.accepted == record.chosen_length
         self.length = min(self.d_max, max(1, self.length + (2 if grow else -1)))
 
@@ -234,89 +233,18 @@ class FailFastPolicy:
         self.threshold = float(threshold)
         self.step = _check_int(step, "step")
         self.d_max = _check_int(d_max, "d_max")
-        self.last_steps: tuple[PolicyStep, ...] = ()
 
-    def choose_length(self, buffer: DraftBufferLike) -> int:
+    def choose_length(self, buffer: DraftBufferLike) -> Decision:
         _check_buffer(buffer)
         d = min(self.step, self.d_max)
         _ensure_drafted(buffer, d)
         while d < self.d_max and min(_checked_list(buffer.confidences)[:d]) >= self.threshold:
             d = min(d + self.step, self.d_max)
             _ensure_drafted(buffer, d)
-        return d
+        return Decision(d)
 
     def update(self, record: RoundRecord) -> None:
         """Decides from the current confidences only."""
 
     def reset(self) -> None:
         """Keeps no state across rounds."""
-
-
-POLICY_NAMES = ("static", "libraspec", "g4", "failfast")
-
-
-def make_policy(name: str, *, alpha: float = 2.2, d_max: int = 24, static_length: int = 15,
-                g4_initial: int | None = None, failfast_threshold: float = 0.6,
-                failfast_step: int = 4) -> LengthPolicy:
-    """Build a policy by name ("static", "libraspec", "g4", "failfast").
-
-    G4 starts at min(static_length, d_max) unless `g4_initial` is given.
-    """
-    if name == "static":
-        return StaticPolicy(static_length)
-    if name == "libraspec":
-        return LibraSpecPolicy(alpha, d_max)
-    if name == "g4":
-        return G4Policy(min(static_length, d_max) if g4_initial is None else g4_initial, d_max)
-    if name == "failfast":
-        return FailFastPolicy(failfast_threshold, failfast_step, d_max)
-    raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICY_NAMES)}")
-
-
-class ArrayBuffer:
-    """A draft buffer over fixed confidences, for tests, the teaching view and benchmarks.
-
-    `q` holds the confidences drafted so far (a multiple of n; may be empty), `more` the
-    confidences later blocks will reveal, one block of n per drafted block. Extending
-    past the end of `more` raises ValueError. `extend_calls` and `blocks_extended` count
-    the drafting the policy asked for.
-    """
-
-    def __init__(self, q, block_size: int, more=None):
-        self.block_size = _check_int(block_size, "block_size")
-        shown = np.asarray(q, dtype=np.float64).reshape(-1)
-        hidden = np.asarray([] if more is None else more, dtype=np.float64).reshape(-1)
-        if shown.size % self.block_size or hidden.size % self.block_size:
-            raise ValueError(f"q and more must hold whole blocks of n = {self.block_size}")
-        self._all = np.concatenate([shown, hidden])  # (drafted + future,)
-        self._drafted = shown.size
-        self.extend_calls = 0
-        self.blocks_extended = 0
-
-    @classmethod
-    def revealing(cls, q_all, block_size: int, initial_blocks: int = 1) -> "ArrayBuffer":
-        """Buffer over `q_all` with its first `initial_blocks` blocks already drafted."""
-        q_all = np.asarray(q_all, dtype=np.float64).reshape(-1)
-        cut = initial_blocks * block_size
-        return cls(q_all[:cut], block_size, q_all[cut:])
-
-    @property
-    def confidences(self) -> np.ndarray:
-        view = self._all[: self._drafted]  # (drafted,)
-        view.flags.writeable = False
-        return view
-
-    @property
-    def capacity(self) -> int:
-        """Tokens drafted once every available block is revealed."""
-        return self._all.size
-
-    def extend(self, num_blocks: int) -> None:
-        num_blocks = _check_int(num_blocks, "num_blocks")
-        end = self._drafted + num_blocks * self.block_size
-        if end > self._all.size:
-            raise ValueError(f"cannot draft {num_blocks} more blocks: only "
-                             f"{(self._all.size - self._drafted) // self.block_size} left")
-        self._drafted = end
-        self.extend_calls += 1
-        self.blocks_extended += num_blocks

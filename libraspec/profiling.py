@@ -1,4 +1,4 @@
-"""Measuring the latency profile (DESIGN.md section 5) on the models and machine at hand.
+"""Measuring the latency profile on the models and machine at hand (docs/ARCHITECTURE.md, "What is timed").
 
 T^verify_k: median wall time of one target forward with k new tokens over a realistic
 context, k = 1..d_max + 1 (a round verifies [last token, d drafts]). T^draft_b: median
@@ -20,7 +20,7 @@ import time
 import torch
 
 from .cost import LatencyProfile
-from .draft import DraftBuffer
+from .drafters.block import BlockDiffusionDrafter
 from .models.target import crop_cache
 from .verify import SamplingConfig
 
@@ -59,15 +59,14 @@ def machine_description() -> dict:
 def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
                     repeats: int = 7) -> LatencyProfile:
     """Median seconds of target forwards with 1..max_tokens new tokens and of 1..max_blocks drafts."""
-    target, drafter = pair.target, pair.drafter
+    target, drafter = pair.target, BlockDiffusionDrafter(pair.drafter, pair.target)
     context_len = max(2, min(context_len, target.max_positions - max_tokens - 1))
     gen = torch.Generator().manual_seed(0)
     context = torch.randint(0, target.vocab_size, (context_len,), generator=gen).tolist()
     cache = target.new_cache()
     out = target.forward(cache, context[:-1])
-    dcache = drafter.new_cache()
-    drafter.extend_context(dcache, drafter.target_features(out.hidden_states),
-                           torch.arange(context_len - 1).view(1, -1))
+    dcontext = drafter.new_context()
+    drafter.fit_context(dcontext, context, out.hidden_states, 0)
     sync = torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
 
     def timed(fn) -> float:
@@ -85,15 +84,14 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
         crop_cache(cache, context_len - 1)
 
     def draft(blocks: int) -> None:
-        DraftBuffer(drafter, dcache, context[-1], context_len - 1, target.vocab_size,
-                    SamplingConfig(), None).extend(blocks)
+        drafter.start_round(dcontext, context, SamplingConfig(), None).extend(blocks)
 
     verify_s = tuple(timed(lambda k=k: verify(k)) for k in range(1, max_tokens + 1))
     draft_s = tuple(timed(lambda b=b: draft(b)) for b in range(1, max_blocks + 1))
     meta = {"pair": pair.name, "context_len": context_len, "repeats": repeats,
             "raw_verify_s": list(verify_s), "raw_draft_s": list(draft_s),
             "device": str(target.device), "dtype": str(target.dtype), **machine_description()}
-    return LatencyProfile(verify_s=monotone(verify_s), draft_s=monotone(draft_s), block_size=int(drafter.block_size) - 1, meta=meta)
+    return LatencyProfile(verify_s=monotone(verify_s), draft_s=monotone(draft_s), n=drafter.n, meta=meta)
 
 
 def cached_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,

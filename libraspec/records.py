@@ -33,7 +33,7 @@ class PolicyStep:
 class RoundRecord:
     """Everything one round did. Times are seconds; `modeled_s` comes from the latency profile."""
 
-    mode: str  # "ar", "static", "libraspec", "oracle", "g4", "failfast"
+    mode: str  # a name in `modes.MODES`
     round_index: int  # 0-based
     start_position: int  # committed sequence length (prompt included) before the round
     draft_tokens: tuple[int, ...]  # every token drafted this round (blocks_drafted * n)
@@ -41,7 +41,7 @@ class RoundRecord:
     blocks_drafted: int
     policy_steps: tuple[PolicyStep, ...]  # Algorithm 1 iterations (LibraSpec only)
     eps_bounds: tuple[int, ...]  # eps_i over q_1..q_d at the chosen d
-    chosen_length: int  # d
+    chosen_length: int  # d (0: the drafter had nothing to offer and the round was an AR step)
     accepted: int  # a: accepted draft tokens (0..d)
     committed_tokens: tuple[int, ...]  # tokens appended this round (a + 1, fewer at EOS / limit)
     bonus_token: int | None  # the target's correction / bonus token, None if cut by EOS / limit
@@ -54,6 +54,8 @@ class RoundRecord:
     cumulative_s: float  # measured seconds so far (draft + policy + verify)
     cumulative_modeled_s: float
     finished: bool = False  # True on the last round of a run (EOS or max_new_tokens)
+    alpha: float | None = None  # LibraSpec's alpha this round (it changes under automatic alpha)
+    draft_sources: tuple[str, ...] = ()  # the drafter that proposed each drafted token ("dflash", "lookup")
 
     @property
     def tau(self) -> int:
@@ -65,12 +67,16 @@ class RoundRecord:
         return self.draft_s + self.policy_s + self.verify_s
 
 
+# record fields holding one value per draft / step / token: lists in frames and Parquet, JSON in CSV
+LIST_COLUMNS = ("draft_tokens", "confidences", "draft_sources", "eps_bounds", "committed_tokens", "policy_steps")
+
+
 def records_to_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:
     """One row per round; tuple fields stay as Python lists, policy steps as dicts."""
     rows = []
     for r in records:
         row = dataclasses.asdict(r)
-        for key in ("draft_tokens", "confidences", "eps_bounds", "committed_tokens"):
+        for key in LIST_COLUMNS[:-1]:
             row[key] = list(row[key])
         row["policy_steps"] = [dict(s) for s in row["policy_steps"]]
         row["tau"] = r.tau
@@ -81,10 +87,11 @@ def records_to_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:
 
 
 def _flat_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Sequence columns as JSON strings, so CSV round-trips them unambiguously."""
+    """List columns as JSON strings, so CSV round-trips them unambiguously."""
     flat = frame.copy()
-    for key in ("draft_tokens", "confidences", "eps_bounds", "committed_tokens", "policy_steps"):
-        flat[key] = [json.dumps(v) for v in flat[key]]
+    for key in LIST_COLUMNS:
+        if key in flat:
+            flat[key] = [json.dumps(v) for v in flat[key]]
     return flat
 
 
@@ -96,16 +103,23 @@ def write_csv(records: Sequence[RoundRecord] | pd.DataFrame, path: str) -> str:
 
 def write_parquet(records: Sequence[RoundRecord] | pd.DataFrame, path: str) -> str:
     frame = records if isinstance(records, pd.DataFrame) else records_to_frame(records)
-    atomic_write(path, lambda tmp: _flat_frame(frame).to_parquet(tmp, index=False))
+    atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))  # list columns stay Parquet lists
     return path
 
 
 def read_trace(path: str) -> pd.DataFrame:
-    """Inverse of `write_csv` / `write_parquet`."""
+    """Inverse of `write_csv` / `write_parquet` (also reads older traces with JSON-string lists)."""
     frame = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path)
-    for key in ("draft_tokens", "confidences", "eps_bounds", "committed_tokens", "policy_steps"):
-        frame[key] = [json.loads(v) for v in frame[key]]
+    for key in LIST_COLUMNS:
+        if key in frame:
+            frame[key] = [_as_list(v) for v in frame[key]]
     return frame
+
+
+def _as_list(value) -> list:
+    if isinstance(value, str):
+        return json.loads(value)
+    return [dict(v) if isinstance(v, dict) else v.item() if hasattr(v, "item") else v for v in value]
 
 
 @dataclass(frozen=True)

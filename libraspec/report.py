@@ -28,11 +28,12 @@ from .bench import BenchSpec, parse_annotate, read_prompts, run_bench, set_threa
 from .cost import LatencyProfile
 from .files import atomic_write_text
 from .models.registry import ASSETS
+from .modes import MODES
 from .profiling import cached_profile
 
 SUITES = ("math", "code", "chat")
 PROMPTS_DIR = ASSETS / "prompts"
-ALL_MODES = ("ar", "static", "libraspec", "g4", "failfast", "oracle")
+ALL_MODES = tuple(MODES)
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def suite_prompts(suite: str, limit: int, folder: Path = PROMPTS_DIR) -> tuple[s
 def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None] = lambda s: None,
                progress: bool = False, profile: LatencyProfile | None = None) -> ReportData:
     """Run every main and sensitivity bench of `plan`; JSON and parquet go to `data_dir`."""
-    n = pair.block_size
+    n = pair.n
     longest = plan.longest(n)
     profile = profile or cached_profile(pair, max_tokens=max(25, longest + 1),
                                         max_blocks=max(2, -(-longest // n)))
@@ -292,7 +293,7 @@ def run(args) -> int:
         print(line, file=sys.stderr, flush=True)
 
     pair = load_pair(args.model)
-    n = pair.block_size
+    n = pair.n
     longest = plan.longest(n)
     log(f"measuring (or loading) the latency profile of {pair.name} up to {longest + 1} tokens ...")
     profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))

@@ -17,6 +17,7 @@ import datetime
 import numpy as np
 
 from .bench import mode_summary
+from .modes import MODES
 from .report import DEFAULT
 
 NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "oracle": "oracle"}
@@ -122,7 +123,7 @@ def acceptance_evidence(data, temperature: float = 0.0) -> tuple[list, list]:
         if result is None:
             continue
         for label, runs in result.records.items():
-            if label in ("ar", "oracle"):
+            if MODES[label.split("-")[0]].kind != "policy":
                 continue
             for record in (r for run in runs for r in run):
                 for i in range(1, record.chosen_length + 1):
@@ -190,7 +191,7 @@ def _calibration_error(calibration: list) -> float | None:
 
 def _limits(data, pooled0: dict, by_position: list, calibration: list) -> list[str]:
     """Plain statements, each with its figure, about what bounds the speedup here."""
-    profile, n = data.profile, data.profile.block_size
+    profile, n = data.profile, data.profile.n
     ar = profile.ar_token_time()
     out = []
     if by_position:
@@ -273,9 +274,9 @@ def render(pair, data, markdown_dir: str) -> str:
              + (f", GPU {machine['gpu']}" if "gpu" in machine else ", no GPU"),
              "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
              f"- Model pair `{pair.name}`: {pair.description}; target `{config.get('models', {}).get('target', '?')}`, "
-             f"drafter `{pair.drafter_id}`, n = {pair.block_size}",
+             f"drafter `{pair.drafter_id}`, n = {pair.n}",
              f"- LibraSpec alpha = {plan.alpha:g}, d_max = {plan.d_max}; static lengths "
-             f"{', '.join(map(str, plan.lengths(pair.block_size)))}; G4 starts at {min(pair.block_size, plan.d_max)}; "
+             f"{', '.join(map(str, plan.lengths(pair.n)))}; G4 starts at {min(pair.n, plan.d_max)}; "
              f"FailFast threshold {config.get('failfast', {}).get('threshold', '?')}, step "
              f"{config.get('failfast', {}).get('step', '?')}",
              f"- Suites {', '.join(plan.suites)} (assets/prompts/*.jsonl, written for this project): first "

@@ -1,11 +1,10 @@
-"""Algorithm 1 one iteration at a time, for the teaching view (DESIGN.md section 8).
+"""Algorithm 1 one iteration at a time, for the teaching view.
 
-`algorithm_states(q, n, alpha, d_max)` replays LibraSpec's length loop over fixed
-confidences and returns every intermediate state: d, the budget B, the blocks drafted,
-the bounds eps_i = floor(alpha * S_i + i) the iteration compared (Algorithm 1 line 6,
-Theorem 3.4, Eq. 6), eps* = min_i eps_i, and a plain sentence saying what the step did
-and why. Each iteration's `PolicyStep` equals the one `policy.LibraSpecPolicy` records
-for the same confidences (tests/test_stepper.py proves it on random inputs), so the
+`algorithm_states(q, n, alpha, d_max)` runs `policy.LibraSpecPolicy` (the one implementation
+of Algorithm 1) over fixed confidences in an `ArrayBuffer` and formats its trace: every
+intermediate state with d, the budget B, the blocks drafted, the bounds
+eps_i = floor(alpha * S_i + i) the iteration compared (Algorithm 1 line 6, Theorem 3.4,
+Eq. 6), eps* = min_i eps_i, and a plain sentence saying what the step did and why. So the
 pictures teach exactly the rule the engine runs.
 
 Paper symbols: n block size, d speculative length, d_max its cap, q_i drafter confidence
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from libraspec.policy import epsilon_bounds
+from libraspec.policy import LibraSpecPolicy, epsilon_bounds
 from libraspec.records import PolicyStep
 
 
@@ -85,12 +84,9 @@ def _stop_message(k: int, d: int, star: int, at: int) -> str:
 def algorithm_states(q, n: int, alpha: float, d_max: int, initial_blocks: int = 1) -> list[StepState]:
     """Every state of Algorithm 1 over confidences `q` (q_1, q_2, ... as revealed by drafting).
 
-    The loop mirrors `LibraSpecPolicy.choose_length` on a buffer that starts with
-    `initial_blocks` drafted blocks: d = n, B = (initial_blocks - 1) * n; while d < d_max,
-    eps* = min_i eps_i over q_1..q_d; eps* <= d: d = eps*, stop; else d' = min(eps*, d_max),
-    B -= d' - d, and B < 0 drafts ceil(-B / n) blocks. Only q_1..q_d of the current d enter
-    a bound, so `q` must cover d_max positions; blocks past the end of `q` are counted, not
-    read. Returns at least one state; the last has done=True.
+    The buffer starts with `initial_blocks` drafted blocks. Only q_1..q_d of the current d
+    enter a bound, so `q` must cover d_max positions; blocks past the end of `q` are counted,
+    not read. Returns at least one state; the last has done=True.
     """
     n = _check_int(n, "block size n")
     d_max = _check_int(d_max, "d_max")
@@ -102,41 +98,35 @@ def algorithm_states(q, n: int, alpha: float, d_max: int, initial_blocks: int = 
         raise ValueError(f"need a confidence q_i for every position up to d_max = {d_max}, got {q.size}")
     if not np.all(np.isfinite(q)) or q.min() < 0 or q.max() > 1:
         raise ValueError("confidences q must be finite and within [0, 1]")
-    blocks = initial_blocks
-    d, budget = n, blocks * n - n  # line 4: d <- n; B <- 0 (+ blocks drafted ahead)
-    eps, star, at = _bounds(q, d, alpha)  # also checks alpha
-    if d >= d_max:
+    blocks_needed = initial_blocks + -(-d_max // n)  # never read past d_max: zeros stand in
+    padded = np.zeros(blocks_needed * n)
+    padded[: min(q.size, padded.size)] = q[: padded.size]
+    steps = LibraSpecPolicy(alpha, d_max).choose_length(ArrayBuffer.revealing(padded, n, initial_blocks)).steps
+    blocks, budget = initial_blocks, (initial_blocks - 1) * n  # line 4: d <- n; B <- 0 (+ blocks drafted ahead)
+    eps, star, at = _bounds(q, n, alpha)
+    if not steps:
         message = (f"Start: one block of n = {n} drafts, d = n = d_max = {d_max}. The loop (line 5) never runs; "
-                   f"LibraSpec submits d = {d}.")
-        return [StepState(0, d, budget, blocks, blocks * n, eps, star, at, None, True, "cap", message)]
-    states = [StepState(0, d, budget, blocks, blocks * n, eps, star, at, None, False, "start",
+                   f"LibraSpec submits d = {n}.")
+        return [StepState(0, n, budget, blocks, blocks * n, eps, star, at, None, True, "cap", message)]
+    states = [StepState(0, n, budget, blocks, blocks * n, eps, star, at, None, False, "start",
                         f"Start (lines 3-4): one block of n = {n} drafts is made, d = n = {n}, B = {budget}. "
                         f"Each iteration compares eps* = min_i eps_i with d (alpha = {alpha:g}, d_max = {d_max}).")]
-    while d < d_max:  # line 5
-        k = len(states)
-        eps, star, at = _bounds(q, d, alpha)  # line 6
-        if star <= d:  # line 7
-            budget += d - star
-            step = PolicyStep(d, star, star, budget, 0, True)
-            states.append(StepState(k, star, budget, blocks, blocks * n, eps, star, at, step, True, "stop",
-                                    _stop_message(k, d, star, at)))
-            return states  # line 8
-        d_new = min(star, d_max)
-        before = budget
-        budget -= d_new - d  # line 10
-        new_blocks = 0
-        if budget < 0:  # line 11
-            new_blocks = -(-(-budget) // n)  # line 12: ceil(-B / n)
-            budget += new_blocks * n
-            blocks += new_blocks
-        step = PolicyStep(d, star, d_new, budget, new_blocks, False)
-        message = _extend_message(k, d, star, at, d_new, d_max, before, budget, new_blocks, n)
-        done = d_new >= d_max
+    for k, step in enumerate(steps, start=1):
+        d = step.d_before
+        eps, star, at = _bounds(q, d, alpha)  # what line 6 compared
+        blocks += step.blocks_requested
+        if step.rollback:
+            states.append(StepState(k, step.d_after, step.budget, blocks, blocks * n, eps, star, at, step, True,
+                                    "stop", _stop_message(k, d, star, at)))
+            break
+        message = _extend_message(k, d, star, at, step.d_after, d_max, budget, step.budget,
+                                  step.blocks_requested, n)
+        budget = step.budget
+        done = k == len(steps)
         if done:
-            message += f" d = d_max = {d_max}: the loop ends (line 5); LibraSpec submits d = {d_new} drafts."
-        states.append(StepState(k, d_new, budget, blocks, blocks * n, eps, star, at, step, done,
+            message += f" d = d_max = {d_max}: the loop ends (line 5); LibraSpec submits d = {step.d_after} drafts."
+        states.append(StepState(k, step.d_after, budget, blocks, blocks * n, eps, star, at, step, done,
                                 "cap" if done else "extend", message))
-        d = d_new
     return states
 
 
@@ -185,3 +175,47 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+class ArrayBuffer:
+    """A draft buffer over fixed confidences, for the teaching view, benchmarks and tests.
+
+    `q` holds the confidences drafted so far (a multiple of n; may be empty), `more` the
+    confidences later blocks will reveal, one block of n per drafted block. Extending
+    past the end of `more` raises ValueError. `extend_calls` and `blocks_extended` count
+    the drafting the policy asked for.
+    """
+
+    def __init__(self, q, n: int, more=None):
+        self.n = _check_int(n, "n")
+        shown = np.asarray(q, dtype=np.float64).reshape(-1)
+        hidden = np.asarray([] if more is None else more, dtype=np.float64).reshape(-1)
+        if shown.size % self.n or hidden.size % self.n:
+            raise ValueError(f"q and more must hold whole blocks of n = {self.n}")
+        self._all = np.concatenate([shown, hidden])  # (drafted + future,)
+        self._drafted = shown.size
+        self.extend_calls = 0
+        self.blocks_extended = 0
+
+    @classmethod
+    def revealing(cls, q_all, n: int, initial_blocks: int = 1) -> "ArrayBuffer":
+        """Buffer over `q_all` with its first `initial_blocks` blocks already drafted."""
+        q_all = np.asarray(q_all, dtype=np.float64).reshape(-1)
+        cut = initial_blocks * n
+        return cls(q_all[:cut], n, q_all[cut:])
+
+    @property
+    def confidences(self) -> np.ndarray:
+        view = self._all[: self._drafted]  # (drafted,)
+        view.flags.writeable = False
+        return view
+
+    def extend(self, num_blocks: int) -> None:
+        num_blocks = _check_int(num_blocks, "num_blocks")
+        end = self._drafted + num_blocks * self.n
+        if end > self._all.size:
+            raise ValueError(f"cannot draft {num_blocks} more blocks: only "
+                             f"{(self._all.size - self._drafted) // self.n} left")
+        self._drafted = end
+        self.extend_calls += 1
+        self.blocks_extended += num_blocks

@@ -1,7 +1,7 @@
-"""alpha x d_max sweep of LibraSpec (DESIGN.md section 8), and `python -m libraspec sweep`.
+"""alpha x d_max sweep of LibraSpec, and `python -m libraspec sweep`.
 
 Every cell (alpha, d_max) decodes every prompt in LibraSpec mode with the untimed oracle
-annotation (d* over 1..d_max, DESIGN.md section 4); AR decodes each prompt once for the
+annotation (d* over 1..d_max); AR decodes each prompt once for the
 measured speedup. alpha may be "auto": `autoalpha.AutoAlphaLibraSpecPolicy`, which sets
 alpha = T^verify / (tau * c) from the latency profile and the running tau (section 3.4).
 
@@ -82,9 +82,9 @@ class SweepEvent:
     cancelled: bool = False
 
 
-def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRecord],
-              alphas_used: list[float]) -> dict:
+def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRecord]) -> dict:
     records = [r for run in runs for r in run]
+    alphas_used = [r.alpha for r in records if r.alpha is not None]
     s = summarize(records, ar)
     return {"alpha": alpha_label(alpha), "d_max": d_max, "prompts": len(runs), "tokens": s.tokens,
             "rounds": s.rounds, "tau": s.tau, "mean_d": sum(r.chosen_length for r in records) / len(records),
@@ -131,19 +131,18 @@ def iter_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]]
         yield event(f"AR, prompt {i + 1}/{len(prompts_ids)}")
     for alpha in alphas:
         for d_max in d_maxes:
-            runs, alphas_used = [], []
+            runs = []
             for i, ids in enumerate(prompts_ids):
                 if cancel is not None and cancel.is_set():
                     yield event("cancelled", True)
                     return
                 policy = _policy(alpha, d_max, decoder)
-                cell = dataclasses.replace(configs[i], d_max=d_max, annotate_oracle=True)
+                cell = dataclasses.replace(configs[i], lookahead=d_max, annotate_oracle=True)
                 runs.append(list(decoder.run(ids, "libraspec", policy, cell)))
-                alphas_used += getattr(policy, "alphas_used", None) or [policy.alpha] * len(runs[-1])
                 done += 1
                 last = i == len(prompts_ids) - 1
                 if last:
-                    rows.append(_cell_row(alpha, d_max, runs, ar, alphas_used))
+                    rows.append(_cell_row(alpha, d_max, runs, ar))
                 yield event(f"alpha = {alpha_label(alpha)}, d_max = {d_max}, prompt {i + 1}/{len(prompts_ids)}")
 
 
@@ -212,7 +211,7 @@ def run(args) -> int:
     config = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     pair = load_pair(args.model)
     longest = max(d_maxes)
-    profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.block_size)))
+    profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)))
     decoder = SpeculativeDecoder(pair, profile)
     bar = tqdm(total=len(prompts) * (1 + len(alphas) * len(d_maxes)), desc="sweep", unit="run",
                file=sys.stderr, disable=args.quiet)

@@ -80,3 +80,51 @@ class GreedyOracleDrafter(torch.nn.Module):
         probs = torch.full((len(ids), V), rest, dtype=torch.float64)
         probs[torch.arange(len(ids) - n, len(ids)), torch.tensor(out)] = self.confidence
         return probs.clamp_min(1e-30).log().unsqueeze(0)  # (1, Q, V)
+
+
+@dataclass
+class BothCache:
+    """The real module's K/V context and the committed tokens, kept side by side."""
+
+    keys: list = field(default_factory=list)
+    values: list = field(default_factory=list)
+    tokens: list = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+
+class PartlyRightModule(torch.nn.Module):
+    """A pair's real block-diffusion module for the context (K/V over target features, so context
+    bugs show), proposing the drafts of a GreedyOracleDrafter right for `right_for` of each pass."""
+
+    def __init__(self, pair, right_for: int):
+        super().__init__()
+        self.real = pair.drafter
+        self.oracle = GreedyOracleDrafter(pair.target, block_size=pair.drafter.block_size, right_for=right_for)
+        self.block_size, self.config = self.real.block_size, self.real.config
+        self.target_layer_ids = self.real.target_layer_ids
+        self._width = None
+
+    def new_cache(self) -> BothCache:
+        return BothCache()
+
+    def target_features(self, hidden_states):
+        real = self.real.target_features(hidden_states)  # (1, T, L*H)
+        self._width = real.shape[-1]
+        return torch.cat([real, hidden_states[0].to(real.dtype)], dim=-1)  # the embeddings carry the tokens
+
+    def extend_context(self, cache, features, positions) -> None:
+        self.real.extend_context(cache, features[..., : self._width], positions)
+        self.oracle.extend_context(cache, features[..., self._width:], positions)
+
+    def crop(self, cache, length: int) -> None:
+        self.real.crop(cache, length)
+        del cache.tokens[length:]
+
+    def to_target_ids(self, ids):
+        return ids
+
+    def draft_logits(self, cache, block_ids, positions):
+        return self.oracle.draft_logits(cache, block_ids, positions)

@@ -14,7 +14,7 @@ import torch
 
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
-from libraspec.policy import make_policy
+from libraspec.modes import make_policy
 
 FOLDER = Path(__file__).resolve().parent / "golden"
 TIMING = ("draft_s", "policy_s", "verify_s", "cumulative_s")  # wall clock: never compared
@@ -22,7 +22,7 @@ TIMING = ("draft_s", "policy_s", "verify_s", "cumulative_s")  # wall clock: neve
 FIELDS = ("mode", "round_index", "start_position", "draft_tokens", "confidences", "blocks_drafted",
           "policy_steps", "eps_bounds", "chosen_length", "accepted", "committed_tokens", "bonus_token",
           "oracle_length", "modeled_s", "cumulative_tokens", "cumulative_modeled_s", "finished")
-PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, block_size=7, max_tokens=70)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=70)
 MODES = {  # label -> (mode, policy settings)
     "ar": ("ar", None),
     "oracle": ("oracle", None),
@@ -70,7 +70,7 @@ def tiny_runs() -> dict:
     for name, drafter in drafters.items():
         decoder = SpeculativeDecoder(dc.replace(pair, drafter=drafter), PROFILE)
         for temperature in (0.0, 1.0):
-            config = DecodeConfig(max_new_tokens=24, temperature=temperature, seed=4, d_max=20,
+            config = DecodeConfig(max_new_tokens=24, temperature=temperature, seed=4, lookahead=20,
                                   annotate_oracle=True)
             for p, prompt in enumerate(prompts):
                 for label in MODES:
@@ -87,7 +87,7 @@ def embedded_runs() -> dict:
     prompt = pair.encode_prompt("Write a Python function that returns the sum of a list of numbers.")
     out = {}
     for temperature in (0.0, 1.0):
-        config = DecodeConfig(max_new_tokens=32, temperature=temperature, seed=2, d_max=20, annotate_oracle=True)
+        config = DecodeConfig(max_new_tokens=32, temperature=temperature, seed=2, lookahead=20, annotate_oracle=True)
         for label in ("ar", "oracle", "static-7", "libraspec", "g4", "failfast"):
             out[f"T{temperature:g}/{label}"] = decode(decoder, prompt, label, config)
     return out

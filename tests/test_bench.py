@@ -18,7 +18,7 @@ from libraspec.models.registry import tiny_pair
 from libraspec.records import RoundRecord, read_trace
 
 torch.set_num_threads(1)
-PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, block_size=7, max_tokens=50)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=50)
 ALL = "ar,static,libraspec,g4,failfast,oracle"
 MODE_KEYS = {"tokens", "rounds", "tau", "wall_s", "speedup_measured", "speedup_modeled", "mad_vs_oracle",
              "policy_s", "policy_share"}

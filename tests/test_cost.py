@@ -65,7 +65,7 @@ def test_meta_is_not_compared_and_profile_hashes():
     ((0.1, float("nan")), (0.01,), 2, "> 0"),
     ((0.1, 0.2), (), 2, "at least 1"),
     ((0.1, 0.2), (-0.01,), 2, "> 0"),
-    ((0.1, 0.2), (0.01,), 0, "block_size"),
+    ((0.1, 0.2), (0.01,), 0, "n must be"),
 ])
 def test_bad_profiles(verify, draft, n, message):
     with pytest.raises(ValueError, match=message):

@@ -24,7 +24,7 @@ from libraspec.policy import LibraSpecPolicy, StaticPolicy
 
 torch.set_num_threads(1)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
-PROFILE = LatencyProfile.from_linear(t0=0.01, c=0.0002, draft_per_block=0.002, block_size=7, max_tokens=40)
+PROFILE = LatencyProfile.from_linear(t0=0.01, c=0.0002, draft_per_block=0.002, n=7, max_tokens=40)
 DEVICE = "cuda"
 TIE = {torch.bfloat16: 2.0 ** -5, torch.float32: 2.0 ** -14}  # margin / max |logit| counted as a tie
 
@@ -64,7 +64,7 @@ def test_greedy_decoding_is_lossless_on_cuda(arch, dtype):
     exact = total = 0
     for count in range(6):
         prompt = torch.randint(3, pair.target.vocab_size, (5 + 7 * count,), generator=gen).tolist()
-        config = DecodeConfig(max_new_tokens=48, d_max=21)
+        config = DecodeConfig(max_new_tokens=48, lookahead=21)
         reference = generated(decoder.run(prompt, "ar", None, config))
         assert len(reference) == 48
         for mode, policy in (("static", StaticPolicy(7)), ("libraspec", LibraSpecPolicy(2.2, 21)),
@@ -80,7 +80,7 @@ def test_greedy_decoding_is_lossless_on_cuda(arch, dtype):
 def test_sampling_runs_on_cuda_with_cpu_random_numbers():
     pair = tiny_pair("qwen3", seed=1, device=DEVICE, dtype=torch.bfloat16)
     decoder = SpeculativeDecoder(pair, PROFILE)
-    config = DecodeConfig(max_new_tokens=32, temperature=0.8, seed=5, d_max=14, annotate_oracle=True)
+    config = DecodeConfig(max_new_tokens=32, temperature=0.8, seed=5, lookahead=14, annotate_oracle=True)
     for mode, policy in (("ar", None), ("libraspec", LibraSpecPolicy(2.2, 14)), ("oracle", None)):
         first = generated(decoder.run([1, 70, 80, 90], mode, policy, config))
         again = generated(decoder.run([1, 70, 80, 90], mode, policy, config))

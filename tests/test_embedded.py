@@ -142,7 +142,7 @@ def test_greedy_generate_eight_tokens(loaded):
 def decoder():
     torch.set_num_threads(1)
     pair = registry.smollm2_pair()
-    assert pair.block_size == 7
+    assert pair.n == 7
     # a synthetic profile: only modeled times use it, and the policies compared here do not
     return SpeculativeDecoder(pair, LatencyProfile.from_linear(0.06, 0.004, 0.007, 7, 49))
 

@@ -13,10 +13,10 @@ from libraspec.models.registry import tiny_pair
 from libraspec.policy import FailFastPolicy, G4Policy, LibraSpecPolicy, StaticPolicy
 from libraspec.records import summarize
 
-from drafters import GreedyOracleDrafter
+from drafters import GreedyOracleDrafter, PartlyRightModule
 
 torch.set_num_threads(1)
-PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, block_size=7, max_tokens=40)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
 
 
 def policies(n: int, d_max: int = 20):
@@ -59,8 +59,8 @@ def test_greedy_lossless_every_policy_random_drafter(pair):
     for prompt in prompts(pair, 20):
         reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=16))
         assert len(reference) == 16
-        for label, (mode, policy) in policies(pair.block_size).items():
-            out = generated(run(decoder, prompt, mode, policy, max_new_tokens=16, d_max=20))
+        for label, (mode, policy) in policies(pair.n).items():
+            out = generated(run(decoder, prompt, mode, policy, max_new_tokens=16, lookahead=20))
             assert out == reference, label
 
 
@@ -72,7 +72,7 @@ def test_greedy_lossless_edge_drafters(pair, wrong):
     for prompt in prompts(pair, 3):
         reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=40))
         for label, (mode, policy) in policies(7, d_max=20).items():
-            records = run(decoder, prompt, mode, policy, max_new_tokens=40, d_max=20)
+            records = run(decoder, prompt, mode, policy, max_new_tokens=40, lookahead=20)
             assert generated(records) == reference, label
             for r in records[:-1]:
                 assert r.accepted == (0 if wrong else r.chosen_length), label
@@ -89,19 +89,36 @@ def test_libraspec_reaches_d_max_with_certain_drafts(pair):
     assert [s.d_after for s in records[0].policy_steps][-1] == 20
 
 
-def test_caches_match_committed_length_after_every_round(pair, monkeypatch):
+def rebuilt_context(module, target, ids):
+    """The drafter context built from scratch over the committed tokens, straight through the
+    module (not the engine's code path): what the context must equal after every round."""
+    context = module.new_cache()
+    out = target.forward(target.new_cache(), ids[:-1])
+    module.extend_context(context, module.target_features(out.hidden_states), torch.arange(len(ids) - 1).view(1, -1))
+    return context
+
+
+@pytest.mark.parametrize("right_for", [None, 2])
+def test_caches_match_committed_tokens_after_every_round(pair, monkeypatch, right_for):
+    """After every round both caches hold len(ids) - 1 entries, and the drafter context equals one
+    rebuilt from the committed tokens (no features of rejected drafts, no shifted positions)."""
     checked = []
     original = SpeculativeDecoder._fit_caches
 
     def checking(self, state, hidden, first):
         original(self, state, hidden, first)
         assert state.target_cache.get_seq_length() == len(state.ids) - 1
-        assert state.drafter_cache.length == len(state.ids) - 1
+        assert self.drafter.context_length(state.context) == len(state.ids) - 1
+        fresh = rebuilt_context(self.drafter.module, self.target, state.ids)
+        for have, want in zip(state.context.keys + state.context.values, fresh.keys + fresh.values):
+            torch.testing.assert_close(have, want, rtol=1e-9, atol=1e-9)
         checked.append(len(state.ids))
 
     monkeypatch.setattr(SpeculativeDecoder, "_fit_caches", checking)
+    if right_for is not None:  # accepts part of each draft: the rejected tail must leave no trace
+        pair = with_drafter(pair, PartlyRightModule(pair, right_for))
     decoder = SpeculativeDecoder(pair, PROFILE)
-    for label, (mode, policy) in policies(pair.block_size).items():
+    for label, (mode, policy) in policies(pair.n).items():
         run(decoder, prompts(pair, 1)[0], mode, policy, max_new_tokens=16, annotate_oracle=True)
     assert len(checked) > 20
 
@@ -137,7 +154,7 @@ def test_prompt_at_the_context_limit(pair):
     decoder = SpeculativeDecoder(pair, PROFILE)
     window = pair.target.max_positions
     prompt = (prompts(pair, 1)[0] * window)[: window - 1]
-    for label, (mode, policy) in policies(pair.block_size).items():
+    for label, (mode, policy) in policies(pair.n).items():
         records = run(decoder, prompt, mode, policy, max_new_tokens=8)
         assert len(generated(records)) == 1 and records[-1].finished, label
     with pytest.raises(ValueError, match="context window"):
@@ -151,7 +168,7 @@ def test_bad_input_gives_clear_errors(pair):
     with pytest.raises(ValueError, match="empty"):
         pair.encode_prompt("   \n")
     with pytest.raises(ValueError, match="context window"):
-        run(decoder, [5, 6], "oracle", None, d_max=10_000)
+        run(decoder, [5, 6], "oracle", None, lookahead=10_000)
     with pytest.raises(ValueError, match="context window"):
         run(decoder, [5, 6], "libraspec", LibraSpecPolicy(2.2, 10_000))
     with pytest.raises(ValueError, match="unknown mode"):
@@ -179,8 +196,9 @@ def test_oracle_annotation_changes_nothing_and_race_orders_by_clock(pair):
     assert generated(plain) == generated(annotated)
     assert [r.chosen_length for r in plain] == [r.chosen_length for r in annotated]
     assert all(r.oracle_length is not None for r in annotated[:-1])
-    events = list(race(decoder, prompt, {"static": StaticPolicy(3), "libraspec": LibraSpecPolicy(2.2, 20),
-                                          "oracle": None}, DecodeConfig(max_new_tokens=12)))
+    events = list(race(decoder, prompt, {"static": ("static", StaticPolicy(3)),
+                                          "libraspec": ("libraspec", LibraSpecPolicy(2.2, 20)),
+                                          "oracle": ("oracle", None)}, DecodeConfig(max_new_tokens=12)))
     by_mode = {}
     for label, record in events:
         by_mode.setdefault(label, []).append(record)

@@ -30,7 +30,7 @@ QWEN3_TEMPLATE = (
     "{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
     "{%- if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}"
     "{%- endif %}{%- endif %}")
-PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, block_size=15, max_tokens=40)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=15, max_tokens=40)
 THINK_OFF = "<think>\n\n</think>\n\n"
 
 
@@ -102,7 +102,7 @@ def generated(records):
 
 
 def test_hub_pair_loads_the_published_layout(pair, hub_folders):
-    assert pair.name == "qwen3-4b-dflash" and pair.block_size == 15
+    assert pair.name == "qwen3-4b-dflash" and pair.n == 15
     assert pair.drafter.mask_token_id == pair.target.vocab_size - EXTRA_ROWS
     assert pair.drafter.target_layer_ids == [1, 4] and pair.drafter.config.extra["auto_map"]
     assert pair.target.dtype == torch.float64 and next(pair.drafter.parameters()).dtype == torch.float64
@@ -126,7 +126,7 @@ def test_greedy_libraspec_equals_ar_on_the_hub_pair(pair):
     decoder = SpeculativeDecoder(pair, PROFILE)
     for prompt in ("Count to five.", "Write <b>HTML</b> & more"):
         ids = pair.encode_prompt(prompt)
-        config = DecodeConfig(max_new_tokens=40, d_max=24)
+        config = DecodeConfig(max_new_tokens=40, lookahead=24)
         reference = generated(decoder.run(ids, "ar", None, config))
         assert 1 <= len(reference) <= 40
         records = list(decoder.run(ids, "libraspec", LibraSpecPolicy(2.2, 24), config))

@@ -170,7 +170,7 @@ def test_speedup_figure_without_ar_baseline_draws_only_modeled(frame):
 
 
 def test_profile_figure():
-    profile = LatencyProfile.from_linear(0.05, 0.002, 0.03, block_size=N, max_tokens=25)
+    profile = LatencyProfile.from_linear(0.05, 0.002, 0.03, n=N, max_tokens=25)
     fig = plots.profile_figure(profile)
     _assert_common(fig, "profile")
     verify, fit, draft = fig.data

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from libraspec.policy import (ArrayBuffer, FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy,
-                              StaticPolicy, epsilon_bounds, make_policy)
+from libraspec.modes import make_policy
+from libraspec.policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy, epsilon_bounds
+from libraspec.stepper import ArrayBuffer
 from libraspec.records import PolicyStep, RoundRecord
 
 
@@ -70,8 +71,9 @@ def test_worked_example_extend_then_rollback():
     assert epsilon_bounds([1, 1, .75, .5], 2.0).tolist() == [7, 6, 5, 5]
     assert epsilon_bounds([1, 1, .75, .5, .5], 2.0).tolist() == [7, 6, 5, 5, 6]
     policy = LibraSpecPolicy(2.0, 12)
-    assert policy.choose_length(buf) == 5
-    assert policy.last_steps == (PolicyStep(4, 5, 5, 3, 1, False), PolicyStep(5, 5, 5, 3, 0, True))
+    decision = policy.choose_length(buf)
+    assert decision.d == 5
+    assert decision.steps == (PolicyStep(4, 5, 5, 3, 1, False), PolicyStep(5, 5, 5, 3, 0, True))
     assert len(buf.confidences) == 8 and buf.extend_calls == 1 and buf.blocks_extended == 1
 
 
@@ -86,8 +88,9 @@ def test_worked_example_all_confident_grows_to_d_max():
     buf = stream(np.ones(12), 4)
     assert epsilon_bounds(np.ones(5), 1.5).tolist() == [8, 8, 7, 7, 6]
     policy = LibraSpecPolicy(1.5, 10)
-    assert policy.choose_length(buf) == 10
-    assert [(s.d_before, s.eps_star, s.budget, s.blocks_requested) for s in policy.last_steps] == [
+    decision = policy.choose_length(buf)
+    assert decision.d == 10
+    assert [(s.d_before, s.eps_star, s.budget, s.blocks_requested) for s in decision.steps] == [
         (4, 5, 3, 1), (5, 6, 2, 0), (6, 7, 1, 0), (7, 8, 0, 0), (8, 9, 3, 1), (9, 10, 2, 0)]
     assert len(buf.confidences) == 12 and buf.extend_calls == 2
 
@@ -107,9 +110,10 @@ def test_worked_example_budget_from_blocks_drafted_ahead():
     # Final d = 9; 3 blocks drafted, one of them by the policy.
     buf = stream([1, 1, 1, 1, 1, 1, .5, .5, .25, 0, 0, 0], 4, blocks=2)
     policy = LibraSpecPolicy(3.0, 12)
-    assert policy.choose_length(buf) == 9
+    decision = policy.choose_length(buf)
+    assert decision.d == 9
     assert [(s.d_before, s.eps_star, s.d_after, s.budget, s.blocks_requested, s.rollback)
-            for s in policy.last_steps] == [
+            for s in decision.steps] == [
         (4, 7, 7, 1, 0, False), (7, 8, 8, 0, 0, False), (8, 9, 9, 3, 1, False),
         (9, 9, 9, 3, 0, True)]
     assert buf.blocks_extended == 1 and len(buf.confidences) == 12
@@ -119,8 +123,9 @@ def test_worked_example_all_zero_rolls_back_to_one():
     # q = 0 everywhere: S_i = 0, eps_i = floor(0 + i) = i, eps* = eps_1 = 1 <= d = 4: d = 1.
     buf = stream(np.zeros(8), 4)
     policy = LibraSpecPolicy(2.2, 8)
-    assert policy.choose_length(buf) == 1
-    assert policy.last_steps == (PolicyStep(4, 1, 1, 3, 0, True),)
+    decision = policy.choose_length(buf)
+    assert decision.d == 1
+    assert decision.steps == (PolicyStep(4, 1, 1, 3, 0, True),)
     assert buf.extend_calls == 0
 
 
@@ -154,19 +159,20 @@ def test_libraspec_invariants(case):
     q, n, alpha, d_max = case
     buf = stream(q, n)
     policy = LibraSpecPolicy(alpha, d_max)
-    d = policy.choose_length(buf)
+    decision = policy.choose_length(buf)
+    d = decision.d
     assert 1 <= d <= d_max
     assert (d, len(buf.confidences)) == naive_libraspec(q, n, alpha, d_max)
-    visited = [n] + [s.d_after for s in policy.last_steps]
+    visited = [n] + [s.d_after for s in decision.steps]
     assert visited[-1] == d
     drafted = len(buf.confidences)
     # minimal drafting: enough for every d visited, never a block past the largest
     assert drafted >= max(visited) and drafted < max(visited) + n
-    for step in policy.last_steps:
+    for step in decision.steps:
         assert step.budget >= 0
         if step.blocks_requested:
             assert step.budget < n  # blocks only when the budget was exhausted
-    assert sum(s.rollback for s in policy.last_steps) <= 1
+    assert sum(s.rollback for s in decision.steps) <= 1
 
 
 @settings(deadline=None)
@@ -175,7 +181,8 @@ def test_all_confident_reaches_d_max(n, extra, alpha):
     # all q = 1: eps_i = floor(alpha (d - i + 1) + i) >= floor(alpha + d) >= d + 1 for alpha >= 1
     d_max = n + extra
     policy = LibraSpecPolicy(alpha, d_max)
-    assert policy.choose_length(stream(np.ones(-(-d_max // n) * n), n)) == d_max
+    decision = policy.choose_length(stream(np.ones(-(-d_max // n) * n), n))
+    assert decision.d == d_max
 
 
 @settings(deadline=None)
@@ -184,19 +191,22 @@ def test_all_confident_small_alpha_rolls_back(n, extra, alpha):
     # alpha < 1: alpha (d - i + 1) + i = alpha (d + 1) + (1 - alpha) i is smallest at i = 1,
     # eps* = floor(alpha d + 1) <= d, so the first iteration rolls back to floor(alpha n + 1)
     policy = LibraSpecPolicy(alpha, n + extra)
-    assert policy.choose_length(stream(np.ones(n), n)) == math.floor(alpha * n + 1 + 1e-9)
+    decision = policy.choose_length(stream(np.ones(n), n))
+    assert decision.d == math.floor(alpha * n + 1 + 1e-9)
 
 
 @settings(deadline=None)
 @given(st.integers(1, 8), st.integers(1, 30), alphas)
 def test_all_zero_gives_one(n, extra, alpha):
     policy = LibraSpecPolicy(alpha, n + extra)  # d_max > n, so the loop runs
-    assert policy.choose_length(stream(np.zeros(n), n)) == 1
+    decision = policy.choose_length(stream(np.zeros(n), n))
+    assert decision.d == 1
 
 
 def test_d_max_equal_n_skips_the_loop():
     policy = LibraSpecPolicy(2.0, 4)
-    assert policy.choose_length(stream(np.zeros(4), 4)) == 4 and policy.last_steps == ()
+    decision = policy.choose_length(stream(np.zeros(4), 4))
+    assert decision.d == 4 and decision.steps == ()
 
 
 # ---- comparison policies ---------------------------------------------------------
@@ -205,16 +215,19 @@ def test_d_max_equal_n_skips_the_loop():
 def test_static_policy_extends_as_needed():
     buf = stream(np.full(12, 0.5), 4)
     policy = StaticPolicy(7)
-    assert policy.choose_length(buf) == 7 and len(buf.confidences) == 8
-    assert policy.d_max == 7 and policy.last_steps == ()
+    decision = policy.choose_length(buf)
+    assert decision.d == 7 and len(buf.confidences) == 8
+    assert policy.d_max == 7 and decision.steps == ()
 
 
 def test_g4_policy_schedule():
     policy = G4Policy(3, 6)
     buf = stream(np.full(8, 0.9), 4)
-    assert policy.choose_length(buf) == 3
+    decision = policy.choose_length(buf)
+    assert decision.d == 3
     policy.update(record(3, 3))  # fully accepted: +2
-    assert policy.choose_length(buf) == 5 and len(buf.confidences) == 8
+    decision = policy.choose_length(buf)
+    assert decision.d == 5 and len(buf.confidences) == 8
     policy.update(record(5, 5))  # +2, capped at d_max = 6
     assert policy.length == 6
     for _ in range(10):
@@ -228,18 +241,19 @@ def test_failfast_policy():
     q = [.9, .9, .9, .9, .9, .3, .9, .9, .9, .9, .9, .9]
     buf = stream(q, 4)
     # d = 2 (all >= .5), d = 4 (all >= .5), d = 6 (q_6 = .3 < .5): stop at 6
-    assert FailFastPolicy(0.5, 2, 12).choose_length(buf) == 6 and len(buf.confidences) == 8
-    assert FailFastPolicy(0.2, 5, 12).choose_length(stream(q, 4)) == 12  # 5, 10, 12 = d_max
-    assert FailFastPolicy(0.95, 3, 12).choose_length(stream(q, 4)) == 3
+    assert FailFastPolicy(0.5, 2, 12).choose_length(buf).d == 6 and len(buf.confidences) == 8
+    assert FailFastPolicy(0.2, 5, 12).choose_length(stream(q, 4)).d == 12  # 5, 10, 12 = d_max
+    assert FailFastPolicy(0.95, 3, 12).choose_length(stream(q, 4)).d == 3
 
 
 def test_make_policy_and_protocol():
     for name in ("static", "libraspec", "g4", "failfast"):
         policy = make_policy(name, alpha=2.0, d_max=24, static_length=15)
         assert isinstance(policy, LengthPolicy) and policy.name == name
-        d = policy.choose_length(stream(np.full(30, 0.8), 15))
+        decision = policy.choose_length(stream(np.full(30, 0.8), 15))
+        d = decision.d
         assert 1 <= d <= policy.d_max
-    with pytest.raises(ValueError, match="unknown policy"):
+    with pytest.raises(ValueError, match="unknown mode"):
         make_policy("ddtree")
 
 

@@ -18,7 +18,7 @@ def test_measure_profile_on_a_tiny_pair(tmp_path, monkeypatch):
     profile = measure_profile(pair, max_tokens=9, max_blocks=2, context_len=32, repeats=2)
     assert len(profile.verify_s) == 9 and len(profile.draft_s) == 2
     assert all(b >= a for a, b in zip(profile.verify_s, profile.verify_s[1:]))
-    assert profile.block_size == pair.block_size
+    assert profile.n == pair.n
     assert len(profile.meta["raw_verify_s"]) == 9 and profile.meta["pair"] == "tiny-llama"
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
     first = cached_profile(pair, max_tokens=5, max_blocks=1, context_len=16, repeats=1)

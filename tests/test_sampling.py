@@ -60,7 +60,7 @@ def exact_two_token_probs(pair) -> torch.Tensor:
 
 
 def chi2(pair) -> float:
-    profile = LatencyProfile.from_linear(0.05, 0.004, 0.01, pair.block_size, 16)
+    profile = LatencyProfile.from_linear(0.05, 0.004, 0.01, pair.n, 16)
     decoder = SpeculativeDecoder(pair, profile)
     counts = torch.zeros(V, V)
     for seed in range(N):

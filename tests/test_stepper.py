@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from libraspec import tuning_plots
 from libraspec.cost import LatencyProfile
-from libraspec.policy import ArrayBuffer, LibraSpecPolicy, epsilon_bounds
-from libraspec.stepper import algorithm_states, final_length, parse_confidences, synthetic_confidences
+from libraspec.policy import LibraSpecPolicy, epsilon_bounds
+from libraspec.stepper import ArrayBuffer, algorithm_states, final_length, parse_confidences, synthetic_confidences
 
 
 @st.composite
@@ -30,10 +30,11 @@ def test_every_decision_equals_libraspec_policy(case):
     q, n, alpha, d_max, initial = case
     policy = LibraSpecPolicy(alpha, d_max)
     buffer = ArrayBuffer.revealing(q, n, initial_blocks=initial)
-    d = policy.choose_length(buffer)
+    decision = policy.choose_length(buffer)
+    d = decision.d
     states = algorithm_states(q, n, alpha, d_max, initial_blocks=initial)
     assert final_length(states) == d
-    assert tuple(s.step for s in states[1:]) == policy.last_steps  # same iterations, same B, same drafting
+    assert tuple(s.step for s in states[1:]) == decision.steps  # same iterations, same B, same drafting
     assert states[-1].blocks * n == len(buffer.confidences)
     assert [s.done for s in states] == [False] * (len(states) - 1) + [True]
     for prev, state in zip(states, states[1:]):
@@ -54,7 +55,7 @@ def test_a_worked_example_extends_then_stops():
     assert "beneficial" in extend.message and f"-> {extend.d}" in extend.message
     last = states[-1]
     assert last.reason == "stop" and "at or below d" in last.message
-    assert final_length(states) == LibraSpecPolicy(2.0, 12).choose_length(ArrayBuffer.revealing(q, 3))
+    assert final_length(states) == LibraSpecPolicy(2.0, 12).choose_length(ArrayBuffer.revealing(q, 3)).d
 
 
 def test_d_max_equal_to_n_never_loops():
@@ -133,7 +134,7 @@ def test_teach_tab_measured_profile_takes_the_step_n():
     session = SimpleNamespace(loaded=True, decoder=SimpleNamespace(profile=measured),
                               pair=SimpleNamespace(name="tiny-llama"))
     profile, note = cost_profile(Inputs(cost="measured profile"), 8, 24, session)
-    assert profile.block_size == 8 and profile.verify_s == measured.verify_s
+    assert profile.n == 8 and profile.verify_s == measured.verify_s
     assert "tiny-llama" in note and "n = 7" in note
     linear, _ = cost_profile(Inputs(t0_ms=10.0, c_ms=2.0, draft_ms=0.0), 8, 24, None)
     assert linear.verify_time(3) == pytest.approx(0.016) and linear.round_time(9) > linear.round_time(8)

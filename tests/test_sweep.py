@@ -15,13 +15,13 @@ from libraspec.autoalpha import AutoAlphaLibraSpecPolicy
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
-from libraspec.policy import ArrayBuffer
+from libraspec.stepper import ArrayBuffer
 from libraspec.records import RoundRecord
 from libraspec.sweep import COLUMNS, best_cell, parse_alphas, parse_d_maxes, run_sweep
 from libraspec.theory import auto_alpha
 
 torch.set_num_threads(1)
-PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, block_size=7, max_tokens=40)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
 PROMPTS = [[1, 40, 50, 60], [1, 70, 80, 90, 100, 110]]
 
 
@@ -89,12 +89,12 @@ def test_auto_alpha_follows_the_formula_and_resets():
     policy.update(_round(tau=6, d=13))
     assert policy.mean_tau() == pytest.approx(4.0) and policy.mean_length() == 13
     assert policy.alpha == pytest.approx(PROFILE.verify_time(14) / (4.0 * c))
-    d = policy.choose_length(ArrayBuffer.revealing([0.9] * 28, 7))
-    assert 7 <= d <= 24 and policy.alphas_used == [policy.alpha]
+    decision = policy.choose_length(ArrayBuffer.revealing([0.9] * 28, 7))
+    assert 7 <= decision.d <= 24 and decision.alpha == policy.alpha
     policy.update(_round(tau=1, d=0))  # a round that submitted nothing teaches nothing
     assert policy.mean_length() == 13
     policy.reset()
-    assert policy.alpha == pytest.approx(auto_alpha(PROFILE, 2.0, 7)) and policy.alphas_used == []
+    assert policy.alpha == pytest.approx(auto_alpha(PROFILE, 2.0, 7))
 
 
 def test_auto_alpha_clamps_and_refuses_bad_settings():

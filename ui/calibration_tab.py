@@ -122,7 +122,7 @@ class CalibrationTab:
             prompts = [e["prompt"] for e in load_examples()]
             records, shown = [], 0.0
             for k, prompt in enumerate(prompts):
-                config = DecodeConfig(max_new_tokens=max_new, seed=k, d_max=max(d_max, 1))
+                config = DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=max(d_max, 1))
                 records += list(self.session.decoder.run(pair.encode_prompt(prompt), "static",
                                                          StaticPolicy(d_max), config))
                 if time.monotonic() - shown >= UPDATE_INTERVAL_S:

@@ -141,7 +141,7 @@ class RaceTabs:
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             yield status_html(f"Could not load the model: {error}"), gr.skip(), gr.skip(), gr.skip()
             raise gr.Error(f"could not load the model: {error}") from error
-        n = self.session.pair.block_size
+        n = self.session.pair.n
         yield (status_html(f"Ready: {self.session.describe()}"),
                plots.profile_figure(self.session.decoder.profile),
                gr.Slider(minimum=n), gr.Slider(value=n, label=f"static length (default n = {n})"))
@@ -195,7 +195,7 @@ class RaceTabs:
             raise gr.Error(str(error)) from error
         run = snap.run
         return (*(run.text(mode) for mode in RACE_MODES),
-                run.report(self.session.pair.name, self.session.pair.block_size))
+                run.report(self.session.pair.name, self.session.pair.n))
 
     def export_trace(self, run_id: str) -> list[str] | None:
         """CSV and Parquet files of a run's round records (AR baseline included), by run id."""

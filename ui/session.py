@@ -27,7 +27,7 @@ import pandas as pd
 from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
 from libraspec.device import free_memory, on_zero_gpu
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
-from libraspec.policy import LibraSpecPolicy, StaticPolicy
+from libraspec.modes import MODES, PolicySettings
 from libraspec.profiling import cache_root
 from libraspec.records import RoundRecord, RunSummary, records_to_frame, summarize, write_csv, write_parquet
 
@@ -232,7 +232,7 @@ class Session:
     def describe(self) -> str:
         if self.pair is None:
             return "model not loaded yet"
-        return f"{self.pair.description} · n = {self.pair.block_size} · context {self.pair.max_context}"
+        return f"{self.pair.description} · n = {self.pair.n} · context {self.pair.max_context}"
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -241,7 +241,7 @@ class Session:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty: type a question or instruction")
         ids = self.pair.encode_prompt(prompt)
-        checked = check_settings(settings, self.pair.block_size)
+        checked = check_settings(settings, self.pair.n)
         notes = []
         room = self.pair.max_context - len(ids) - checked.d_max - 1
         if room < 1:
@@ -305,10 +305,10 @@ class Session:
             run.segments[mode] = TextSegments(functools.partial(self.pair.tokenizer.decode,
                                                                 skip_special_tokens=True))
         self._keep(run)
-        entries = {"static": StaticPolicy(settings.static_length),
-                   "libraspec": LibraSpecPolicy(settings.alpha, settings.d_max), "oracle": None}
+        knobs = PolicySettings(alpha=settings.alpha, d_max=settings.d_max, static_length=settings.static_length)
+        entries = {mode: (mode, MODES[mode].policy(knobs)) for mode in RACE_MODES}
         config = DecodeConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
-                              seed=settings.seed, d_max=settings.d_max, annotate_oracle=True)
+                              seed=settings.seed, lookahead=settings.d_max, annotate_oracle=True)
         iterator = race(self.decoder, ids, entries, config)
         self._activate(iterator)
         last = 0.0

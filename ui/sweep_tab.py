@@ -105,7 +105,7 @@ class SweepTab:
         """A decoder whose latency profile reaches the largest d_max (measured once, cached)."""
         pair, longest = self.session.pair, max(d_maxes)
         profile = cached_profile(pair, max_tokens=max(25, longest + 1),
-                                 max_blocks=max(2, -(-longest // pair.block_size)))
+                                 max_blocks=max(2, -(-longest // pair.n)))
         return SpeculativeDecoder(pair, profile)
 
     def _events(self, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens):

@@ -85,8 +85,8 @@ def cost_profile(inputs: Inputs, n: int, d_max: int, session: Session | None) ->
         measured = session.decoder.profile
         t0, c = measured.linear_fit()
         note = f"measured profile of {session.pair.name}: fit t0 = {1000 * t0:.2f} ms, c = {1000 * c:.3f} ms/token"
-        if measured.block_size != n:
-            note += f" (its drafting times are per block of n = {measured.block_size}, applied to n = {n})"
+        if measured.n != n:
+            note += f" (its drafting times are per block of n = {measured.n}, applied to n = {n})"
         return LatencyProfile(measured.verify_s, measured.draft_s, n, measured.meta), note
     for name, value in (("t0", inputs.t0_ms), ("c", inputs.c_ms), ("drafting per block", inputs.draft_ms)):
         if value is None or not np.isfinite(value) or value < 0:

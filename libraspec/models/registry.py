@@ -71,8 +71,8 @@ class ModelPair:
     chat_kwargs: dict = field(default_factory=dict)  # extra chat-template arguments (Qwen3: enable_thinking)
 
     @property
-    def block_size(self) -> int:
-        """n: drafts per drafter pass (a DFlash b16 checkpoint drafts 15)."""
+    def n(self) -> int:
+        """Drafts per drafter pass; the DFlash config stores block_size = n + 1 (a b16 checkpoint drafts 15)."""
         return int(self.drafter.block_size) - 1
 
     @property

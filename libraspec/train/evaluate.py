@@ -87,7 +87,7 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
              f"static_{d_max}": ("static", lambda: StaticPolicy(d_max)),
              "libraspec": ("libraspec", lambda: LibraSpecPolicy(alpha, d_max))}
     records = {name: [] for name in modes}
-    config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=0.0, d_max=d_max)
+    config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=0.0, lookahead=d_max)
     bar = tqdm(total=len(prompts) * len(modes), unit="run", file=sys.stderr)
     for done, text in enumerate(prompts, 1):
         ids = pair.encode_prompt(text)

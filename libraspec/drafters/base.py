@@ -1,0 +1,121 @@
+"""The drafter interface: what the engine needs from any source of draft tokens.
+
+A `Drafter` keeps a per-sequence context (kept equal to the committed tokens minus the newest,
+see `fit_context`) and, each round, opens a `DraftBuffer` that drafts on demand, n tokens per
+step. Policies read the buffer's confidences q_i and ask it for more steps; the engine reads
+tokens, their proposal distributions (for lossless sampling), the source of every token and
+the time every step took (docs/ARCHITECTURE.md, "The drafter interface").
+"""
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from ..verify import SamplingConfig
+
+
+class DraftBuffer:
+    """The round's drafts, grown one step of n tokens at a time by `_step` (subclasses)."""
+
+    def __init__(self, n: int, vocab_size: int, sampling: SamplingConfig):
+        self.n = int(n)
+        self.vocab_size = int(vocab_size)
+        self.sampling = sampling
+        self.tokens: list[int] = []
+        self.sources: list[str] = []  # the drafter that proposed each token
+        self._confidences: list[float] = []
+        self._probs: list[torch.Tensor] = []  # (n, V) per step, sampling only
+        self.pass_seconds: list[float] = []  # wall time of each step
+        self.pass_sources: list[str] = []  # which drafter ran each step
+        self.discarded: list[tuple[str, float]] = []  # (drafter, seconds) of proposals made and not used
+        self.empty = False  # True when the first step had nothing to offer: the round is an AR step
+
+    def _step(self) -> tuple[list[int], list[float], torch.Tensor | None, str]:
+        """Draft n more tokens after `self.tokens`: (tokens, q_i, (n, V) proposal probs or None, source)."""
+        raise NotImplementedError
+
+    @property
+    def confidences(self) -> np.ndarray:
+        return np.asarray(self._confidences, dtype=np.float64)  # (drafted,)
+
+    @property
+    def blocks(self) -> int:
+        return len(self.pass_seconds)
+
+    @property
+    def seconds(self) -> float:
+        return self.draft_seconds(self.blocks)
+
+    def draft_seconds(self, steps: int) -> float:
+        """Wall time of the first `steps` steps and of every discarded proposal."""
+        return float(sum(self.pass_seconds[:steps]) + sum(s for _, s in self.discarded))
+
+    def draft_probs(self, d: int) -> torch.Tensor:
+        """The proposal distributions of drafts 1..d over the full target vocabulary, (d, V); sampling only."""
+        return torch.cat(self._probs, dim=0)[:d]
+
+    def ensure(self, length: int) -> None:
+        """Draft just enough steps to hold `length` tokens."""
+        missing = length - len(self.tokens)
+        if missing > 0:
+            self.extend(-(-missing // self.n))
+
+    @torch.inference_mode()
+    def extend(self, num_blocks: int) -> None:
+        if num_blocks < 0:
+            raise ValueError(f"num_blocks must be >= 0, got {num_blocks}")
+        for _ in range(num_blocks):
+            start = time.perf_counter()
+            tokens, q, probs, source = self._step()
+            self.tokens.extend(tokens)
+            self._confidences.extend(q)
+            self.sources.extend([source] * len(tokens))
+            if probs is not None:
+                self._probs.append(probs)
+            self.pass_sources.append(source)
+            self.pass_seconds.append(time.perf_counter() - start)
+
+    def steps_for(self, d: int) -> int:
+        """Steps a round needs to reach d drafts (0 for d = 0: an AR step drafts nothing)."""
+        return -(-int(d) // self.n)
+
+    def modeled_draft_s(self, profile, steps: int) -> float:
+        """The latency profile's time for this round's first `steps` steps, by the drafter that ran each."""
+        ran = self.pass_sources[:steps] + [source for source, _ in self.discarded]
+        lookups = sum(1 for s in ran if s == "lookup")
+        return profile.draft_time(len(ran) - lookups) + lookups * profile.lookup_s
+
+
+def one_hot(tokens: list[int], vocab_size: int) -> torch.Tensor:
+    """The proposal distribution of deterministic drafts: probability 1 on each token, (k, V)."""
+    probs = torch.zeros(len(tokens), vocab_size, dtype=torch.float64)
+    probs[torch.arange(len(tokens)), torch.tensor(tokens, dtype=torch.long)] = 1.0
+    return probs
+
+
+class Drafter(Protocol):
+    """A source of drafts for one target model (docs/ARCHITECTURE.md, "The drafter interface")."""
+
+    name: str  # the registry name ("dflash", "lookup", "hybrid")
+    n: int  # drafts per step; a policy extends d by whole steps
+    needs_features: bool  # whether `fit_context` reads the target's hidden states
+
+    def new_context(self) -> object:
+        """An empty per-sequence context."""
+
+    def context_length(self, context) -> int:
+        """How many committed tokens the context holds."""
+
+    def fit_context(self, context, ids: list[int], hidden_states, first_position: int) -> None:
+        """Make the context hold exactly ids[:-1] (the newest token is the next round's anchor).
+
+        `hidden_states` are the target's outputs for the tokens from `first_position` on
+        (None when the context only shrinks or the drafter reads no features).
+        """
+
+    def start_round(self, context, ids: list[int], sampling: SamplingConfig,
+                    generator: torch.Generator | None) -> DraftBuffer:
+        """A buffer for this round, anchored at ids[-1]; nothing is drafted yet."""

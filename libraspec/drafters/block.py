@@ -1,0 +1,91 @@
+"""The block-diffusion drafter (DFlash-style) behind the drafter interface.
+
+A pass sees `[anchor, x_1..x_m (clean, drafted earlier this round), MASK x n]` and proposes the
+next n tokens, so step b > 1 is conditioned on the tokens already drafted. q_i is the drafter's
+probability of the token it proposed. The context is the drafter's K/V cache over the target's
+hidden-state features of every committed token but the newest.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..verify import SamplingConfig, probabilities
+from .base import DraftBuffer
+
+
+class BlockDraft(DraftBuffer):
+    """One round of block-diffusion drafting."""
+
+    def __init__(self, module, cache, anchor: int, anchor_position: int, vocab_size: int,
+                 sampling: SamplingConfig, generator: torch.Generator | None):
+        super().__init__(int(module.block_size) - 1, vocab_size, sampling)
+        self.module = module
+        self.cache = cache
+        self.anchor = int(anchor)
+        self.anchor_position = int(anchor_position)
+        self.generator = generator
+        self.mask_token_id = int(module.config.mask_token_id)
+        self.device = next(module.parameters()).device
+
+    def _step(self):
+        n, device = self.n, self.device
+        ids = [self.anchor] + self.tokens + [self.mask_token_id] * n
+        block = torch.tensor([ids], dtype=torch.long, device=device)  # (1, Q)
+        positions = torch.arange(self.anchor_position, self.anchor_position + len(ids), device=device)
+        logits = self.module.draft_logits(self.cache, block, positions.view(1, -1))[0, -n:]  # (n, V_d)
+        full = None
+        if self.sampling.greedy:
+            probs = torch.softmax(logits.double(), dim=-1)  # (n, V_d)
+            choice = probs.argmax(dim=-1)  # (n,)
+        else:
+            probs = probabilities(logits, self.sampling)  # (n, V_d)
+            choice = torch.multinomial(probs.float().cpu(), 1, generator=self.generator).view(-1).to(device)
+            full = torch.zeros(n, self.vocab_size, dtype=probs.dtype, device=probs.device)  # (n, V)
+            vocab_ids = self.module.to_target_ids(torch.arange(probs.shape[-1], device=probs.device))
+            full = full.index_copy_(1, vocab_ids, probs).cpu()
+        q = probs.gather(1, choice.view(-1, 1)).view(-1)  # (n,)
+        return self.module.to_target_ids(choice).tolist(), q.tolist(), full, "dflash"
+
+
+class BlockDiffusionDrafter:
+    """Adapts a DFlash-format module (`models.dflash.DFlashDrafter` or a test double)."""
+
+    name = "dflash"
+    needs_features = True
+
+    def __init__(self, module, target):
+        check_compatible(target, module)
+        self.module = module
+        self.vocab_size = target.vocab_size
+        self.n = int(module.block_size) - 1  # the DFlash config's block_size is n + 1
+
+    def new_context(self):
+        return self.module.new_cache()
+
+    def context_length(self, context) -> int:
+        return context.length
+
+    def fit_context(self, context, ids, hidden_states, first_position) -> None:
+        keep, have = len(ids) - 1, context.length
+        if have > keep:
+            self.module.crop(context, keep)
+        elif have < keep:
+            feats = self.module.target_features(hidden_states)[:, : keep - have]  # (1, new, L*H)
+            positions = torch.arange(first_position, first_position + feats.shape[1]).view(1, -1)
+            self.module.extend_context(context, feats, positions)
+
+    def start_round(self, context, ids, sampling, generator) -> BlockDraft:
+        return BlockDraft(self.module, context, ids[-1], len(ids) - 1, self.vocab_size, sampling, generator)
+
+
+def check_compatible(target, module) -> None:
+    """A drafter must share the target's vocabulary and read hidden states it really has."""
+    cfg = module.config
+    if int(cfg.vocab_size) != target.vocab_size:
+        raise ValueError(f"drafter vocabulary ({cfg.vocab_size}) differs from the target's ({target.vocab_size})")
+    target_hidden = int(getattr(cfg, "target_hidden_size", None) or cfg.hidden_size)
+    if target_hidden != target.hidden_size:
+        raise ValueError(f"drafter expects target hidden size {target_hidden}, the target has {target.hidden_size}")
+    bad = [i for i in module.target_layer_ids if not 0 <= i < target.num_layers]
+    if bad:
+        raise ValueError(f"drafter taps target layers {bad}, but the target has {target.num_layers} layers")

@@ -1,0 +1,107 @@
+"""The one registry of decoding modes: AR, the hindsight oracle and every length policy.
+
+Every list of modes in the library, the CLI and the app comes from `MODES`. Adding a mode is
+one `Mode` entry here plus its policy class (docs/ARCHITECTURE.md, "How to add a mode").
+`PolicySettings` holds every policy knob and `PolicySettings.checked` is the one place that
+validates them against a drafter's n; the app calls it too, and shows its notes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy
+
+ALPHA_RANGE = (0.05, 64.0)  # the paper's alpha = T / (tau c) reaches ~16 on CPU profiles
+D_MAX_CAP = 512  # lengths beyond this are never useful on the supported models
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """Knobs of every length policy; `None` lengths default to the drafter's n."""
+
+    alpha: float = 2.2  # LibraSpec trade-off (paper Table 4: 2.2 is robust)
+    d_max: int = 24  # cap on d (paper: 24 for DFlash)
+    static_length: int | None = None  # static d; None = n
+    g4_initial: int | None = None  # G4's first d; None = min(static length, d_max)
+    failfast_threshold: float = 0.6  # FailFast extends while every q_i >= this
+    failfast_step: int = 4  # FailFast's extension step
+
+    def checked(self, n: int, limit: int = D_MAX_CAP) -> tuple["PolicySettings", tuple[str, ...]]:
+        """Settings clamped to what a drafter with n drafts per step can run, and what was changed.
+
+        `limit` is the largest length the target can verify (its context window minus one).
+        Raises ValueError for values that are not numbers at all.
+        """
+        notes = []
+
+        def clamp(name: str, value, low, high, kind=int):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
+            fixed = kind(min(max(kind(round(value)) if kind is int else kind(value), low), high))
+            if fixed != value:
+                notes.append(f"{name} {value:g} -> {fixed:g} (allowed {low:g}..{high:g})")
+            return fixed
+
+        high = min(limit, D_MAX_CAP)
+        d_max = clamp("d_max", self.d_max, min(n, high), high)
+        static = clamp("static length", n if self.static_length in (None, 0) else self.static_length, 1, high)
+        g4 = None if self.g4_initial is None else clamp("G4 initial length", self.g4_initial, 1, d_max)
+        fixed = PolicySettings(
+            alpha=clamp("alpha", self.alpha, *ALPHA_RANGE, kind=float), d_max=d_max, static_length=static,
+            g4_initial=g4, failfast_threshold=clamp("FailFast threshold", self.failfast_threshold, 0.0, 1.0, float),
+            failfast_step=clamp("FailFast step", self.failfast_step, 1, d_max))
+        return fixed, tuple(notes)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A decoding mode: how to build its policy and how views show it."""
+
+    name: str
+    label: str  # shown in tables and legends
+    colour: str  # Okabe-Ito palette: distinguishable under common colour-vision deficiencies
+    kind: str  # "ar" (no drafts), "oracle" (hindsight d*) or "policy"
+    factory: Callable[[PolicySettings], LengthPolicy] | None = None  # policy modes only
+
+    @property
+    def needs_drafter(self) -> bool:
+        return self.kind != "ar"
+
+    def policy(self, settings: PolicySettings) -> LengthPolicy | None:
+        """A fresh policy (None for AR and the oracle); settings must already be `checked`."""
+        return None if self.factory is None else self.factory(settings)
+
+
+def _g4(s: PolicySettings) -> G4Policy:
+    return G4Policy(min(s.static_length, s.d_max) if s.g4_initial is None else s.g4_initial, s.d_max)
+
+
+MODES: dict[str, Mode] = {m.name: m for m in (
+    Mode("ar", "AR", "#7F7F7F", "ar"),
+    Mode("static", "static", "#0072B2", "policy", lambda s: StaticPolicy(s.static_length)),
+    Mode("libraspec", "LibraSpec", "#D55E00", "policy", lambda s: LibraSpecPolicy(s.alpha, s.d_max)),
+    Mode("g4", "G4", "#CC79A7", "policy", _g4),
+    Mode("failfast", "FailFast", "#E69F00", "policy",
+         lambda s: FailFastPolicy(s.failfast_threshold, s.failfast_step, s.d_max)),
+    Mode("oracle", "oracle", "#009E73", "oracle"),
+)}
+POLICY_MODES = tuple(name for name, m in MODES.items() if m.kind == "policy")
+DRAFTING_MODES = tuple(name for name, m in MODES.items() if m.needs_drafter)  # policy modes and the oracle
+
+
+def get_mode(name: str) -> Mode:
+    if name not in MODES:
+        raise ValueError(f"unknown mode {name!r}; choose one of {', '.join(MODES)}")
+    return MODES[name]
+
+
+def make_policy(name: str, **settings) -> LengthPolicy:
+    """A policy mode's policy from keyword settings (the fields of `PolicySettings`), unvalidated."""
+    mode = get_mode(name)
+    if mode.factory is None:
+        raise ValueError(f"mode {name!r} takes no policy; policy modes: {', '.join(POLICY_MODES)}")
+    values = dataclasses.replace(PolicySettings(static_length=15), **settings)
+    return mode.factory(values)
