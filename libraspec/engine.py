@@ -209,7 +209,7 @@ class SpeculativeDecoder:
 
     def _oracle_length(self, state: _State, buffer: DraftBuffer, D: int, sampling: SamplingConfig,
                        uniforms, profile: LatencyProfile) -> int | None:
-        """d* = argmax_d (a(d) + 1) / T_round(d) from one look-ahead verification of D drafts."""
+        """d* = argmax_d (a(d) + 1) / T_round(d) over d = 0..D from one look-ahead verification of D drafts."""
         if D < 1:
             return None
         buffer.ensure(D)
@@ -218,8 +218,10 @@ class SpeculativeDecoder:
         probs = None if sampling.greedy else buffer.draft_probs(D)
         prefix = acceptance_prefix(drafts, probs, out.logits, sampling, uniforms)
         self._fit_caches(state, None, None)
-        return oracle_length(prefix.numpy(), lambda d: buffer.modeled_draft_s(profile, max(1, buffer.steps_for(d)))
-                             + profile.verify_time(d + 1))
+        def round_time(d: int) -> float:  # the first step is drafted in every round, d = 0 included
+            return buffer.modeled_draft_s(profile, max(1, buffer.steps_for(d))) + profile.verify_time(d + 1)
+
+        return oracle_length(prefix.numpy(), round_time, zero_time=round_time(0))
 
     # -- helpers -------------------------------------------------------------------------------
 

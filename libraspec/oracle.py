@@ -1,4 +1,4 @@
-"""The oracle speculative length d* of a round (paper section 4; DESIGN.md section 4).
+"""The oracle speculative length d* of a round (paper section 4).
 
 Once the target has verified d_max drafts, the accepted prefix a(d) is known for every
 d = 1..d_max (greedy: a(d) = min(d, m) with m the index of the first mismatch). Each d
@@ -62,12 +62,19 @@ def oracle_rates(accepted_prefix, round_time: RoundTime) -> np.ndarray:
     return (a + 1) / _round_times(round_time, a.size)  # (D,)
 
 
-def oracle_length(accepted_prefix, round_time: RoundTime) -> int:
+def oracle_length(accepted_prefix, round_time: RoundTime, zero_time: float | None = None) -> int:
     """d* = argmax_d (a(d) + 1) / T_round(d) over d = 1..D, ties to the shorter d.
 
     `round_time` is a callable d -> seconds (e.g. `LatencyProfile.round_time`) or a 1-D
     array of times for d = 1..D. Rates within a relative 1e-12 of the best are ties.
+    With `zero_time` (the seconds of a round that verifies no draft) d = 0 competes too: it
+    commits one token, so it wins exactly when the first draft would be rejected and skipping
+    its verification saves time.
     """
     rates = oracle_rates(accepted_prefix, round_time)
+    if zero_time is not None:
+        if not (np.isfinite(zero_time) and zero_time > 0):
+            raise ValueError(f"zero_time must be a finite time > 0, got {zero_time!r}")
+        rates = np.concatenate([[1.0 / zero_time], rates])  # (D + 1,): d = 0..D
     best = rates.max()
-    return int(np.flatnonzero(rates >= best * (1.0 - TIE_RTOL))[0]) + 1
+    return int(np.flatnonzero(rates >= best * (1.0 - TIE_RTOL))[0]) + (0 if zero_time is not None else 1)

@@ -69,3 +69,13 @@ def test_oracle_bad_input(a, times, message):
 def test_bad_matches():
     with pytest.raises(ValueError, match="non-empty"):
         accepted_prefix_from_matches([])
+
+
+def test_oracle_with_an_ar_step():
+    """With zero_time, d = 0 competes: it wins exactly when the first draft would be rejected."""
+    times = [1.2, 1.3, 1.4, 1.5]  # T_round(d), d = 1..4
+    assert oracle_length([0, 0, 0, 0], times, zero_time=1.0) == 0
+    assert oracle_length([0, 0, 0, 0], times) == 1
+    assert oracle_length([1, 2, 2, 2], times, zero_time=1.0) == 2
+    with pytest.raises(ValueError, match="zero_time"):
+        oracle_length([1], [1.0], zero_time=0.0)
