@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from .cost import LatencyProfile
+from .drafters import DRAFTERS
 from .engine import DecodeConfig, SpeculativeDecoder
 from .files import atomic_write_text
 from .modes import MODES, POLICY_MODES, make_policy
@@ -110,10 +111,13 @@ class BenchSpec:
     static_lengths: tuple[int, ...] | None = None  # None: d = n, DFlash's static length
     annotate: bool | tuple[str, ...] = True  # oracle annotation (for mad_vs_oracle): all policy modes,
     # none, or the policy modes named (the annotation's look-ahead costs a long verification a round)
+    drafter: str | None = None  # a name in drafters.DRAFTERS; None: the pair's default
 
     def __post_init__(self):
         object.__setattr__(self, "modes", parse_modes(self.modes))
         object.__setattr__(self, "static_lengths", parse_lengths(self.static_lengths))
+        if self.drafter is not None and self.drafter not in DRAFTERS:
+            raise ValueError(f"unknown drafter {self.drafter!r}; choose one of {', '.join(DRAFTERS)}")
         if not isinstance(self.annotate, bool):
             object.__setattr__(self, "annotate", tuple(self.annotate))
             unknown = set(self.annotate) - set(POLICY_MODES)
@@ -220,7 +224,7 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     if "libraspec" in spec.modes and spec.d_max < n:
         raise ValueError(f"LibraSpec needs d_max >= n: d_max={spec.d_max}, n={n}")
     profile = profile or bench_profile(pair, spec)
-    decoder = SpeculativeDecoder(pair, profile)
+    decoder = SpeculativeDecoder(pair, profile, drafter=spec.drafter or pair.default_drafter)
     labels = spec.labels(n)
     encoded = [pair.encode_prompt(p) for p in prompts]
     records = {label: [] for label, _, _ in labels}
@@ -267,7 +271,7 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
     target_name = getattr(pair.target.config, "name_or_path", "") or type(pair.target.model).__name__
     config = {
         "models": {"pair": pair.name, "description": pair.description, "target": target_name,
-                   "drafter_id": pair.drafter_id},
+                   "drafter_id": pair.drafter_id, "drafter": spec.drafter or pair.default_drafter},
         "alpha": spec.alpha, "d_max": spec.d_max, "n": n,
         "static_length": best[1] if best else spec.lengths(n)[0], "static_lengths": list(spec.lengths(n)),
         "best_static": best[0] if best else None, "g4_initial": min(n, spec.d_max), "failfast": dict(FAILFAST),
@@ -315,7 +319,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
     parser.add_argument("--annotate", default=",".join(POLICY_MODES),
                         help="policy modes to annotate with the oracle d* (for MAD); 'none' for none")
+    add_drafter_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_drafter_argument(parser) -> None:
+    parser.add_argument("--drafter", choices=DRAFTERS, default=None,
+                        help="drafter (default: the model pair's default)")
 
 
 def set_threads(threads: int | None) -> None:
@@ -335,7 +345,8 @@ def run(args) -> int:
         prompts = prompts[: args.limit]
     spec = BenchSpec(modes=parse_modes(args.modes), max_new_tokens=args.max_new_tokens,
                      temperature=args.temperature, seed=args.seed, alpha=args.alpha, d_max=args.d_max,
-                     static_lengths=parse_lengths(args.static_lengths), annotate=parse_annotate(args.annotate))
+                     static_lengths=parse_lengths(args.static_lengths), annotate=parse_annotate(args.annotate),
+                     drafter=args.drafter)
     pair = load_pair(args.model)
     result = run_bench(pair, prompts, spec, progress=not args.quiet, source=str(args.prompts))
     write_result(result, args.out)

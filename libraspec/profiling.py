@@ -21,6 +21,7 @@ import torch
 
 from .cost import LatencyProfile
 from .drafters.block import BlockDiffusionDrafter
+from .drafters.lookup import FEATURES, LookupCalibration, LookupDrafter
 from .models.target import crop_cache
 from .verify import SamplingConfig
 
@@ -86,18 +87,26 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     def draft(blocks: int) -> None:
         drafter.start_round(dcontext, context, SamplingConfig(), None).extend(blocks)
 
+    # a look-up step over text that repeats itself, so it finds and follows matches
+    lookup = LookupDrafter(drafter.n, target.vocab_size, LookupCalibration((0.0,) * len(FEATURES), {}))
+    repeated = (context[:32] * (context_len // 32 + 1))[:context_len]
+    index = lookup.new_context()
+    lookup.fit_context(index, repeated, None, 0)
+
     verify_s = tuple(timed(lambda k=k: verify(k)) for k in range(1, max_tokens + 1))
     draft_s = tuple(timed(lambda b=b: draft(b)) for b in range(1, max_blocks + 1))
+    lookup_s = timed(lambda: lookup.start_round(index, repeated, SamplingConfig(), None).extend(1))
     meta = {"pair": pair.name, "context_len": context_len, "repeats": repeats,
             "raw_verify_s": list(verify_s), "raw_draft_s": list(draft_s),
             "device": str(target.device), "dtype": str(target.dtype), **machine_description()}
-    return LatencyProfile(verify_s=monotone(verify_s), draft_s=monotone(draft_s), n=drafter.n, meta=meta)
+    return LatencyProfile(verify_s=monotone(verify_s), draft_s=monotone(draft_s), n=drafter.n, meta=meta,
+                          lookup_s=lookup_s)
 
 
 def cached_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
                    repeats: int = 7, refresh: bool = False) -> LatencyProfile:
     """`measure_profile`, cached on disk by model pair, machine and settings."""
-    key = {"pair": pair.name, "drafter": getattr(pair, "drafter_id", ""), "max_tokens": max_tokens,
+    key = {"format": 2, "pair": pair.name, "drafter": pair.drafter_id, "max_tokens": max_tokens,
            "max_blocks": max_blocks, "context_len": context_len, "repeats": repeats,
            "device": str(pair.target.device), "dtype": str(pair.target.dtype), **machine_description()}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]

@@ -24,7 +24,7 @@ from typing import Callable
 
 import torch
 
-from .bench import BenchSpec, parse_annotate, read_prompts, run_bench, set_threads, write_result
+from .bench import BenchSpec, add_drafter_argument, parse_annotate, read_prompts, run_bench, set_threads, write_result
 from .cost import LatencyProfile
 from .files import atomic_write_text
 from .models.registry import ASSETS
@@ -51,6 +51,7 @@ class ReportPlan:
     d_maxes: tuple[int, ...] = (15, 24, 32, 48)  # paper Fig. 4 style
     seed: int = 0
     annotate: tuple[str, ...] = ("static", "libraspec", "g4", "failfast")  # modes that get MAD to d*
+    drafter: str | None = None  # None: the pair's default
 
     def lengths(self, n: int) -> tuple[int, ...]:
         return self.static_lengths or tuple(sorted({4, 8, n}))
@@ -58,12 +59,12 @@ class ReportPlan:
     def main_spec(self, n: int, temperature: float) -> BenchSpec:
         return BenchSpec(modes=ALL_MODES, max_new_tokens=self.max_new_tokens, temperature=temperature,
                          seed=self.seed, alpha=self.alpha, d_max=self.d_max, static_lengths=self.lengths(n),
-                         annotate=self.annotate)
+                         annotate=self.annotate, drafter=self.drafter)
 
     def sweep_specs(self, n: int) -> list[tuple[str, float, BenchSpec]]:
         """(kind, value, spec) for each sensitivity run not already covered by the main run."""
         base = BenchSpec(modes=("ar", "libraspec"), max_new_tokens=self.max_new_tokens, temperature=0.0,
-                         seed=self.seed, alpha=self.alpha, d_max=self.d_max, annotate=False)
+                         seed=self.seed, alpha=self.alpha, d_max=self.d_max, annotate=False, drafter=self.drafter)
         out = [("alpha", a, replace(base, alpha=a)) for a in self.alphas if a != self.alpha]
         out += [("d_max", d, replace(base, d_max=d)) for d in self.d_maxes if d != self.d_max and d >= n]
         return out
@@ -261,6 +262,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--figures", choices=("auto", "png", "html"), default="auto")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--note", default="", help="a sentence to print in the report's setup section")
+    add_drafter_argument(parser)
 
 
 def plan_from_args(args) -> ReportPlan:
@@ -268,7 +270,8 @@ def plan_from_args(args) -> ReportPlan:
     plan = replace(base, suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
                    temperatures=_floats(args.temperatures), alphas=_floats(args.alphas),
                    d_maxes=_ints(args.d_maxes),
-                   static_lengths=_ints(args.static_lengths) if args.static_lengths else None)
+                   static_lengths=_ints(args.static_lengths) if args.static_lengths else None,
+                   drafter=args.drafter)
     if args.annotate is not None:
         plan = replace(plan, annotate=parse_annotate(args.annotate))
     if args.prompts_per_suite is not None:

@@ -178,6 +178,7 @@ HELP = "decode a prompt file with LibraSpec over an alpha x d_max grid and write
 
 
 def add_arguments(parser) -> None:
+    from .bench import add_drafter_argument
     parser.add_argument("--prompts", required=True, help="JSONL file; lines carry prompt, question or turns")
     parser.add_argument("--alphas", default=",".join(map(str, DEFAULT_ALPHAS)),
                         help="comma list of alpha values or 'auto'")
@@ -189,6 +190,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
     parser.add_argument("--out", required=True, help="OUT.csv, one row per (alpha, d_max) cell")
+    add_drafter_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -212,7 +214,7 @@ def run(args) -> int:
     pair = load_pair(args.model)
     longest = max(d_maxes)
     profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)))
-    decoder = SpeculativeDecoder(pair, profile)
+    decoder = SpeculativeDecoder(pair, profile, drafter=args.drafter or pair.default_drafter)
     bar = tqdm(total=len(prompts) * (1 + len(alphas) * len(d_maxes)), desc="sweep", unit="run",
                file=sys.stderr, disable=args.quiet)
 

@@ -3,15 +3,32 @@ from __future__ import annotations
 
 from .base import DraftBuffer, Drafter
 from .block import BlockDiffusionDrafter
+from .hybrid import HybridDrafter
+from .lookup import LookupCalibration, LookupCalibrationError, LookupDrafter
 
-DRAFTERS = ("dflash",)
+DRAFTERS = ("dflash", "lookup", "hybrid")
 
 
 def make_drafter(name: str, pair) -> Drafter:
-    """The named drafter over a model pair (its block-diffusion module, its target)."""
+    """The named drafter over a model pair (its block-diffusion module, its target); every drafter
+    of a pair drafts n = pair.n tokens per step."""
     if name == "dflash":
         return BlockDiffusionDrafter(pair.drafter, pair.target)
+    if name == "lookup":
+        return LookupDrafter(pair.n, pair.target.vocab_size)
+    if name == "hybrid":
+        return HybridDrafter(BlockDiffusionDrafter(pair.drafter, pair.target),
+                             LookupDrafter(pair.n, pair.target.vocab_size))
     raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
 
 
-__all__ = ["DRAFTERS", "DraftBuffer", "Drafter", "make_drafter"]
+def drafter_with_fallback(name: str, pair) -> tuple[Drafter, str | None]:
+    """`make_drafter`, except that a look-up drafter whose calibration file is missing or damaged
+    falls back to the block-diffusion drafter; the second value then says what happened."""
+    try:
+        return make_drafter(name, pair), None
+    except LookupCalibrationError as err:
+        return make_drafter("dflash", pair), f"{err}. Using the block-diffusion drafter (dflash) instead."
+
+
+__all__ = ["DRAFTERS", "DraftBuffer", "Drafter", "LookupCalibration", "drafter_with_fallback", "make_drafter"]

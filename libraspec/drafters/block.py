@@ -44,6 +44,7 @@ class BlockDraft(DraftBuffer):
             vocab_ids = self.module.to_target_ids(torch.arange(probs.shape[-1], device=probs.device))
             full = full.index_copy_(1, vocab_ids, probs).cpu()
         q = probs.gather(1, choice.view(-1, 1)).view(-1)  # (n,)
+        self.peak = probs.max(dim=-1).values.tolist()  # q of the argmax: what a choice may depend on
         return self.module.to_target_ids(choice).tolist(), q.tolist(), full, "dflash"
 
 

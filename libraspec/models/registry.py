@@ -67,6 +67,7 @@ class ModelPair:
     drafter: DFlashDrafter
     tokenizer: object
     drafter_id: str = ""  # identifies the drafter weights (profile cache key)
+    default_drafter: str = "dflash"  # the drafter (drafters.DRAFTERS) runs use unless told otherwise
     stop_ids: frozenset = field(default_factory=frozenset)
     chat_kwargs: dict = field(default_factory=dict)  # extra chat-template arguments (Qwen3: enable_thinking)
 

@@ -1,0 +1,79 @@
+"""Hybrid drafting: look-up where the text repeats itself, block diffusion elsewhere.
+
+Each round drafts one step with both drafters and keeps the source whose first step promises
+more accepted tokens, E = sum_j prod_{k<=j} q_k (the expected accepted length of a chain with
+acceptance probabilities q_k). For the block drafter E uses the probability of each position's
+most likely token, never of the token sampled: a choice that depended on the sampled tokens
+would change their proposal distribution, and sampling would no longer be lossless. Later steps come from the kept source; a look-up run that finds
+nothing more is continued by block-diffusion passes conditioned on every draft so far. The
+step not kept counts as drafting time (`DraftBuffer.discarded`). Every token records its source.
+"""
+from __future__ import annotations
+
+import time
+
+from .base import DraftBuffer
+from .block import BlockDiffusionDrafter, BlockDraft
+from .lookup import LookupDraft, LookupDrafter
+
+
+def expected_accepted(q) -> float:
+    """sum_j prod_{k<=j} q_k: the expected number of accepted drafts of a chain."""
+    total, run = 0.0, 1.0
+    for value in q:
+        run *= value
+        total += run
+    return total
+
+
+class HybridDraft(DraftBuffer):
+    def __init__(self, block: BlockDraft, lookup: LookupDraft):
+        super().__init__(block.n, block.vocab_size, block.sampling)
+        self.block, self.lookup = block, lookup
+        self.source: str | None = None  # the source kept after the first step
+
+    def _timed(self, draft: DraftBuffer):
+        start = time.perf_counter()
+        draft.tokens = list(self.tokens)  # both condition on every draft so far
+        step = draft._step()
+        return step, time.perf_counter() - start
+
+    def _step(self):
+        if self.source is None:
+            (look, look_s), (block, block_s) = self._timed(self.lookup), self._timed(self.block)
+            use_lookup = not self.lookup.empty and expected_accepted(look[1]) > expected_accepted(self.block.peak)
+            self.source = "lookup" if use_lookup else "dflash"
+            self.discarded.append(("dflash", block_s) if use_lookup else ("lookup", look_s))
+            return look if use_lookup else block
+        if self.source == "lookup":
+            look, _ = self._timed(self.lookup)
+            if look[1][0] > 0.0:  # the look-up found something to say
+                return look
+            self.source = "dflash"
+        return self._timed(self.block)[0]
+
+
+class HybridDrafter:
+    """Look-up and block-diffusion drafting, chosen per round by expected accepted length."""
+
+    name = "hybrid"
+    needs_features = True
+
+    def __init__(self, block: BlockDiffusionDrafter, lookup: LookupDrafter):
+        if block.n != lookup.n:
+            raise ValueError(f"hybrid drafters need one n, got {block.n} (block) and {lookup.n} (look-up)")
+        self.block, self.lookup, self.n = block, lookup, block.n
+
+    def new_context(self):
+        return self.block.new_context(), self.lookup.new_context()
+
+    def context_length(self, context) -> int:
+        return self.block.context_length(context[0])
+
+    def fit_context(self, context, ids, hidden_states, first_position) -> None:
+        self.block.fit_context(context[0], ids, hidden_states, first_position)
+        self.lookup.fit_context(context[1], ids, None, first_position)
+
+    def start_round(self, context, ids, sampling, generator) -> HybridDraft:
+        return HybridDraft(self.block.start_round(context[0], ids, sampling, generator),
+                           self.lookup.start_round(context[1], ids, sampling, generator))

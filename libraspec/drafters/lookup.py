@@ -1,0 +1,208 @@
+"""Look-up drafting: continue the longest earlier match of the sequence's last tokens.
+
+The index maps every k-gram (k = MIN_MATCH..MAX_MATCH) of the committed sequence (prompt and
+generation) to the positions where it ends, so appending a token costs O(MAX_MATCH) and a
+query O(match): no rescan (the prompt-lookup / SuffixDecoding family, arXiv 2411.04975).
+
+A draft follows the occurrences of the longest matching suffix: at each offset j it takes the
+token most of the still-agreeing occurrences continue with (ties: the latest), then keeps only
+those occurrences. When they run out it matches again over the sequence extended by the draft,
+so repetitive text drafts far. q_j is a calibrated estimate of P(x_j accepted | x_1..x_{j-1}
+accepted) from the match length, the number of occurrences, their agreement at j and j itself
+(`LookupCalibration`, fitted by `python -m libraspec.drafters.lookup_fit` on data that is never
+evaluated on). Drafts are deterministic: their proposal distribution is one-hot, so sampling
+accepts x_j with probability p(x_j) and otherwise resamples from p without x_j, as the standard
+rule does with q(x_j) = 1 (docs/ARCHITECTURE.md, "Lossless verification").
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..verify import SamplingConfig
+from .base import DraftBuffer, one_hot
+
+MIN_MATCH, MAX_MATCH = 2, 8  # suffix lengths the index keeps
+MAX_OCCURRENCES = 16  # the latest occurrences a query follows
+DEFAULT_CALIBRATION = Path(__file__).resolve().parents[2] / "assets" / "lookup_calibration.json"
+FEATURES = ("bias", "log_match", "log_count", "agreement", "log_offset", "run_agreement")
+
+
+class LookupCalibrationError(ValueError):
+    """The look-up calibration file is missing or damaged."""
+
+
+@dataclass(frozen=True)
+class LookupCalibration:
+    """q = sigmoid(w . features): a logistic model of acceptance, fitted on held-apart data."""
+
+    weights: tuple[float, ...]
+    meta: dict
+
+    def __post_init__(self):
+        if len(self.weights) != len(FEATURES) or not all(math.isfinite(w) for w in self.weights):
+            raise ValueError(f"a look-up calibration needs {len(FEATURES)} finite weights ({', '.join(FEATURES)})")
+
+    def confidence(self, features: tuple) -> float:
+        """q from (match length, occurrences, agreement, offset j, lowest agreement of the run)."""
+        z = sum(w * v for w, v in zip(self.weights, feature_vector(features)))
+        return 1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0)))
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "LookupCalibration":
+        """Read a fitted calibration (default: the shipped one); a missing or damaged file raises
+        LookupCalibrationError saying how to repair it."""
+        path = DEFAULT_CALIBRATION if path is None else path
+        repair = (f"restore it with `git checkout -- {Path(path).name}` in assets/, or refit it with "
+                  "`python -m libraspec.drafters.lookup_fit`")
+        try:
+            data = json.loads(Path(path).read_text())
+            return cls(tuple(float(w) for w in data["weights"]), dict(data.get("meta", {})))
+        except FileNotFoundError:
+            raise LookupCalibrationError(f"the look-up calibration {path} is missing; {repair}") from None
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise LookupCalibrationError(f"the look-up calibration {path} is damaged ({err}); {repair}") from None
+
+    def save(self, path: str | Path) -> None:
+        from ..files import atomic_write_text
+        atomic_write_text(str(path), json.dumps({"features": FEATURES, "weights": list(self.weights),
+                                                 "meta": self.meta}, indent=1))
+
+
+def feature_vector(features: tuple) -> tuple[float, ...]:
+    match, count, agreement, offset, run_agreement = features
+    return 1.0, math.log(match), math.log(count), agreement, math.log(offset), run_agreement
+
+
+class SuffixIndex:
+    """k-gram -> end positions over a growing token sequence; O(MAX_MATCH) per appended token."""
+
+    def __init__(self):
+        self.ids: list[int] = []
+        self._ends: dict[tuple, list[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def append(self, tokens) -> None:
+        for token in tokens:
+            self.ids.append(int(token))
+            end = len(self.ids)
+            for k in range(MIN_MATCH, min(MAX_MATCH, end) + 1):
+                self._ends.setdefault(tuple(self.ids[end - k:end]), []).append(end)
+
+    def truncate(self, length: int) -> None:
+        """Forget tokens from `length` on (the index is rebuilt; rollbacks of committed text are rare)."""
+        if length < len(self.ids):
+            kept = self.ids[:length]
+            self.ids, self._ends = [], {}
+            self.append(kept)
+
+    def matches(self, tail: list[int]) -> tuple[int, list[int]]:
+        """(k, ends) for the longest suffix of `tail` (k >= MIN_MATCH) that occurs in the index;
+        ends are the positions right after its latest MAX_OCCURRENCES occurrences."""
+        for k in range(min(MAX_MATCH, len(tail)), MIN_MATCH - 1, -1):
+            ends = self._ends.get(tuple(tail[-k:]))
+            if ends:
+                return k, ends[-MAX_OCCURRENCES:]
+        return 0, []
+
+
+class LookupDraft(DraftBuffer):
+    """One round of look-up drafting over the committed sequence and the drafts so far."""
+
+    def __init__(self, index: SuffixIndex, anchor: int, n: int, vocab_size: int, sampling: SamplingConfig,
+                 calibration: LookupCalibration):
+        super().__init__(n, vocab_size, sampling)
+        self.index = index
+        self.committed = len(index.ids) + 1  # the context holds all but the anchor
+        self.anchor = int(anchor)
+        self.calibration = calibration
+        self._run: tuple[int, list[int]] | None = None  # (match length, occurrence cursors) being followed
+        self._run_agreement = 1.0
+        self.features: list[tuple] = []  # per drafted token, what its q was computed from
+
+    def _token(self, position: int) -> int:
+        """Token at `position` of the sequence extended by the anchor and the drafts so far."""
+        ids = self.index.ids
+        if position < len(ids):
+            return ids[position]
+        if position == len(ids):
+            return self.anchor
+        return self.tokens[position - len(ids) - 1] if position - len(ids) - 1 < len(self.tokens) else -1
+
+    def _next(self) -> tuple[int, tuple] | None:
+        """The next draft token and the features of its q, or None when nothing matches."""
+        length = self.committed + len(self.tokens)  # sequence so far, drafts included
+        if self._run is None or not self._run[1]:
+            tail = [self._token(p) for p in range(max(0, length - MAX_MATCH), length)]
+            k, ends = self.index.matches(tail)
+            if not k:
+                return None
+            self._run, self._run_agreement = (k, ends), 1.0
+        k, cursors = self._run
+        votes = Counter()
+        for c in cursors:
+            if c < length:
+                votes[self._token(c)] += 1
+        if not votes:
+            self._run = None
+            return None
+        best = max(votes.values())
+        token = next(self._token(c) for c in reversed(cursors) if c < length and votes[self._token(c)] == best)
+        agreement = best / len(cursors)
+        self._run_agreement = min(self._run_agreement, agreement)
+        features = (k, len(cursors), agreement, len(self.tokens) + 1, self._run_agreement)
+        self._run = (k, [c + 1 for c in cursors if c < length and self._token(c) == token])
+        return token, features
+
+    def _step(self):
+        tokens, q = [], []
+        while len(tokens) < self.n:
+            proposal = self._next()
+            if proposal is None and self._run is not None:  # the followed run ended: match again
+                self._run = None
+                proposal = self._next()
+            if proposal is None:
+                break
+            tokens.append(proposal[0])
+            q.append(self.calibration.confidence(proposal[1]))
+            self.features.append(proposal[1])
+            self.tokens.append(proposal[0])  # later tokens of this step condition on it
+        del self.tokens[len(self.tokens) - len(tokens):]  # `extend` appends the step's tokens
+        if not tokens and not self.blocks:
+            self.empty = True
+        pad = self.n - len(tokens)  # nothing more to look up: placeholders no policy should verify
+        tokens += [self.anchor] * pad
+        q += [0.0] * pad
+        probs = None if self.sampling.greedy else one_hot(tokens, self.vocab_size)
+        return tokens, q, probs, "lookup"
+
+
+class LookupDrafter:
+    """Drafts from suffix matches over the prompt and the generation so far; no model, no features."""
+
+    name = "lookup"
+    needs_features = False
+
+    def __init__(self, n: int, vocab_size: int, calibration: LookupCalibration | None = None):
+        self.n = int(n)
+        self.vocab_size = int(vocab_size)
+        self.calibration = calibration or LookupCalibration.load()
+
+    def new_context(self) -> SuffixIndex:
+        return SuffixIndex()
+
+    def context_length(self, context: SuffixIndex) -> int:
+        return len(context)
+
+    def fit_context(self, context: SuffixIndex, ids, hidden_states, first_position) -> None:
+        keep = len(ids) - 1
+        context.truncate(keep)
+        context.append(ids[len(context):keep])
+
+    def start_round(self, context: SuffixIndex, ids, sampling, generator) -> LookupDraft:
+        return LookupDraft(context, ids[-1], self.n, self.vocab_size, sampling, self.calibration)

@@ -1,0 +1,190 @@
+"""The look-up and hybrid drafters: the suffix index, lossless greedy and sampled decoding with
+every mode, AR steps (d = 0) where nothing matches, token sources, calibration files and the
+fallback to the block-diffusion drafter."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+import libraspec.engine as engine
+from libraspec.cost import LatencyProfile
+from libraspec.drafters import drafter_with_fallback, make_drafter
+from libraspec.drafters.hybrid import expected_accepted
+from libraspec.drafters.lookup import (MAX_MATCH, MIN_MATCH, LookupCalibration, LookupCalibrationError,
+                                       LookupDrafter, SuffixIndex)
+from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.models.registry import tiny_pair
+from libraspec.modes import MODES, make_policy
+
+from test_sampling import V, chi2_quantile
+from test_sampling import pair as v6_pair  # noqa: F401  (fixture)
+
+torch.set_num_threads(1)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=70)
+
+
+def brute_longest_match(seq: list[int], tail: list[int]) -> tuple[int, list[int]]:
+    for k in range(min(MAX_MATCH, len(tail)), MIN_MATCH - 1, -1):
+        ends = [e for e in range(k, len(seq) + 1) if seq[e - k:e] == tail[-k:]]
+        if ends:
+            return k, ends[-16:]
+    return 0, []
+
+
+def test_suffix_index_matches_brute_force_and_truncates():
+    rng = random.Random(0)
+    for _ in range(200):
+        seq = [rng.randrange(4) for _ in range(rng.randrange(0, 40))]
+        tail = [rng.randrange(4) for _ in range(rng.randrange(1, 10))]
+        index = SuffixIndex()
+        index.append(seq)
+        assert index.matches(tail) == brute_longest_match(seq, tail)
+        cut = rng.randrange(0, len(seq) + 1)
+        index.truncate(cut)
+        assert index.matches(tail) == brute_longest_match(seq[:cut], tail)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair("llama", seed=3, dtype=torch.float64)
+
+
+def repetitive_prompts():
+    rng = random.Random(5)
+    phrase = [rng.randrange(3, 259) for _ in range(6)]
+    return [phrase * 3 + phrase[:2], [rng.randrange(3, 259) for _ in range(9)], [42]]
+
+
+def generated(records):
+    return [t for r in records for t in r.committed_tokens]
+
+
+def decode(decoder, prompt, mode, **config):
+    policy = None if MODES[mode].factory is None else make_policy(mode, d_max=30, static_length=7)
+    return list(decoder.run(prompt, mode, policy, DecodeConfig(**config)))
+
+
+@pytest.mark.parametrize("drafter", ["lookup", "hybrid"])
+def test_greedy_lossless_every_mode(pair, drafter):
+    """Greedy output equals AR for every mode; look-up tokens are marked, AR steps (d = 0) happen."""
+    plain = SpeculativeDecoder(pair, PROFILE)
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter=drafter)
+    sources, lengths = set(), []
+    for prompt in repetitive_prompts():
+        reference = generated(decode(plain, prompt, "ar", max_new_tokens=40))
+        for mode in MODES:
+            records = decode(decoder, prompt, mode, max_new_tokens=40, annotate_oracle=True, lookahead=30)
+            assert generated(records) == reference, (drafter, mode, prompt)
+            for r in records:
+                assert len(r.draft_sources) == len(r.draft_tokens)
+                sources.update(r.draft_sources)
+                lengths.append(r.chosen_length)
+    assert "lookup" in sources and max(lengths) > 7
+    if drafter == "lookup":
+        assert 0 in lengths and sources == {"lookup"}
+    else:
+        assert sources == {"lookup", "dflash"}
+
+
+@pytest.mark.parametrize("drafter", ["lookup", "hybrid"])
+def test_sampled_runs_keep_caches_exact(pair, drafter, monkeypatch):
+    original = SpeculativeDecoder._fit_caches
+
+    def checking(self, state, hidden, first):
+        original(self, state, hidden, first)
+        assert state.target_cache.get_seq_length() == len(state.ids) - 1
+        assert self.drafter.context_length(state.context) == len(state.ids) - 1
+
+    monkeypatch.setattr(SpeculativeDecoder, "_fit_caches", checking)
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter=drafter)
+    for mode in ("static", "libraspec", "oracle"):
+        records = decode(decoder, repetitive_prompts()[0], mode, max_new_tokens=30, temperature=1.0, seed=3)
+        assert records[-1].finished and sum(r.tau for r in records) <= 30
+
+
+def test_prompt_at_the_context_limit(pair):
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter="lookup")
+    window = pair.target.max_positions
+    prompt = (repetitive_prompts()[0] * window)[: window - 1]
+    for mode in MODES:
+        records = decode(decoder, prompt, mode, max_new_tokens=8)
+        assert len(generated(records)) == 1 and records[-1].finished
+
+
+def lookup_chi2(pair, drafter: str) -> tuple[float, float]:
+    """Chi-square of the first two tokens against the exact target distribution; static d = 2
+    verifies both look-up drafts in one round (max_new_tokens = 3 leaves room for d = 2)."""
+    prompt = [1, 4, 3, 5, 1, 4, 3, 5, 1, 4]
+    model = pair.target.model
+    with torch.no_grad():
+        p1 = torch.softmax(model(input_ids=torch.tensor([prompt])).logits[0, -1].double(), -1)  # (V,)
+        p2 = torch.softmax(model(input_ids=torch.tensor([prompt + [x] for x in range(V)])).logits[:, -1].double(), -1)
+    expected = (p1[:, None] * p2).flatten() * 2400  # (V * V,)
+    decoder = SpeculativeDecoder(pair, LatencyProfile.from_linear(0.05, 0.004, 0.01, pair.n, 16), drafter=drafter)
+    counts = torch.zeros(V * V)
+    lengths = []
+    for seed in range(2400):
+        records = list(decoder.run(prompt, "static", make_policy("static", static_length=2),
+                                   DecodeConfig(max_new_tokens=3, temperature=1.0, seed=seed)))
+        out = generated(records)
+        counts[out[0] * V + out[1]] += 1
+        lengths.append(records[0].chosen_length)
+    assert max(lengths) == 2  # two drafts verified at once
+    keep = expected >= 5
+    obs = torch.cat([counts[keep], counts[~keep].sum().view(1)])
+    exp = torch.cat([expected[keep], expected[~keep].sum().view(1)])
+    obs, exp = obs[exp > 0], exp[exp > 0]
+    return float(((obs - exp) ** 2 / exp).sum()), chi2_quantile(len(exp) - 1)
+
+
+@pytest.mark.parametrize("drafter", ["lookup", "hybrid"])
+def test_sampling_with_lookup_drafts_matches_target(v6_pair, drafter):  # noqa: F811
+    statistic, threshold = lookup_chi2(v6_pair, drafter)
+    assert statistic < threshold, f"chi-square {statistic:.1f} >= {threshold:.1f}"
+
+
+def test_lookup_sampling_test_can_fail(v6_pair, monkeypatch):  # noqa: F811
+    """Accepting a one-hot draft whenever u < q (= 1) instead of u < p(x) is caught."""
+    def accept_everything(drafts, draft_probs, target_logits, cfg, uniforms, generator):
+        p = torch.softmax(target_logits[-1].double() / cfg.temperature, -1)
+        return drafts.shape[0], int(torch.multinomial(p.float(), 1, generator=generator))
+
+    monkeypatch.setattr(engine, "sample_accept", accept_everything)
+    statistic, threshold = lookup_chi2(v6_pair, "lookup")
+    assert statistic > 3 * threshold
+
+
+def test_calibration_file_problems_fall_back_to_the_block_drafter(pair, tmp_path, monkeypatch):
+    import libraspec.drafters.lookup as lookup
+
+    for content in (None, "{not json", json.dumps({"weights": [1.0, 2.0]})):
+        path = tmp_path / "calibration.json"
+        path.unlink(missing_ok=True)
+        if content is not None:
+            path.write_text(content)
+        with pytest.raises(LookupCalibrationError, match="missing" if content is None else "damaged"):
+            LookupCalibration.load(path)
+        monkeypatch.setattr(lookup, "DEFAULT_CALIBRATION", path)
+        drafter, note = drafter_with_fallback("hybrid", pair)
+        assert drafter.name == "dflash" and "lookup_fit" in note and "dflash" in note
+    with pytest.raises(ValueError, match="unknown drafter"):
+        make_drafter("telepathy", pair)
+
+
+def test_expected_accepted_length():
+    assert expected_accepted([1.0, 1.0, 0.0, 1.0]) == 2.0
+    assert expected_accepted([0.5, 0.5]) == pytest.approx(0.75)
+    assert expected_accepted([]) == 0.0
+
+
+def test_lookup_drafts_nothing_without_a_match(pair):
+    drafter = LookupDrafter(7, pair.target.vocab_size)
+    context = drafter.new_context()
+    ids = [10, 11, 12, 13]
+    drafter.fit_context(context, ids, None, 0)
+    draft = drafter.start_round(context, ids, engine.SamplingConfig(), None)
+    draft.extend(1)
+    assert draft.empty and draft.confidences.tolist() == [0.0] * 7
