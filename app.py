@@ -17,9 +17,10 @@ if os.environ.get("SPACES_ZERO_GPU"):
 
 import gradio as gr  # noqa: E402  (the environment above must be set first)
 
-from libraspec.device import ensure_embedded_package, on_zero_gpu  # noqa: E402
+from libraspec.device import on_zero_gpu  # noqa: E402
 from libraspec.models.registry import DEFAULT_PAIR  # noqa: E402
 from ui.calibration_tab import CalibrationTab  # noqa: E402
+from ui.hosting import ensure_embedded_package  # noqa: E402
 from ui.race_tab import RaceTabs  # noqa: E402
 from ui.session import Session  # noqa: E402
 from ui.sweep_tab import SweepTab  # noqa: E402

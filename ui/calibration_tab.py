@@ -17,12 +17,12 @@ import gradio as gr
 from libraspec import plots, tuning_plots
 from libraspec.calibration import (acceptance_by_position, acceptance_samples, expected_calibration_error,
                                    reliability_table)
-from libraspec.device import RACE_MAX_S, gpu
 from libraspec.engine import DecodeConfig
 from libraspec.policy import StaticPolicy
 from libraspec.records import RoundRecord
 from libraspec.theory import auto_alpha
 
+from .hosting import RACE_MAX_S, gpu
 from .race_tab import QUEUE, load_examples
 from .session import D_MAX_CAP, MAX_NEW_TOKENS_CAP, Session
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import gradio as gr
 
 from libraspec import plots
-from libraspec.device import LOAD_SECONDS, gpu, race_seconds
 from libraspec.models.registry import describe_pair
 from libraspec.records import records_to_frame
 
+from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .render import column_html, legend_html, status_html, title
 from .session import (D_MAX_CAP, MAX_NEW_TOKENS_CAP, RACE_MODES, TEMPERATURE_MAX, Run, Session, Settings,
                       Snapshot)
