@@ -22,8 +22,8 @@ from libraspec.policy import StaticPolicy
 from libraspec.records import RoundRecord
 from libraspec.theory import auto_alpha
 
+from .common import QUEUE, load_examples
 from .hosting import RACE_MAX_S, gpu
-from .race_tab import QUEUE, load_examples
 from .session import D_MAX_CAP, MAX_NEW_TOKENS_CAP, Session
 
 SOURCES = ("this app's races", "fresh run on the example prompts")

@@ -6,9 +6,7 @@ call runs in one queue (`concurrency_id="model"`, one at a time).
 """
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import gradio as gr
 
@@ -16,14 +14,13 @@ from libraspec import plots
 from libraspec.models.registry import describe_pair
 from libraspec.records import records_to_frame
 
+from .common import QUEUE, load_examples
 from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .render import column_html, legend_html, status_html, title
 from .session import (D_MAX_CAP, MAX_NEW_TOKENS_CAP, RACE_MODES, TEMPERATURE_MAX, Run, Session, Settings,
                       Snapshot)
 
-EXAMPLES_PATH = Path(__file__).resolve().parents[1] / "assets" / "examples.json"
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
-QUEUE = dict(concurrency_id="model", concurrency_limit=1)
 EMPTY = records_to_frame([])
 
 
@@ -31,11 +28,6 @@ def _race_gpu_seconds(prompt=None, alpha=None, d_max=None, static_length=None, t
                       max_new_tokens=128, *rest, **named) -> int:
     """GPU seconds a Space reserves for one race call (same arguments as the race handlers)."""
     return race_seconds(named.get("max_new_tokens", max_new_tokens))
-
-
-def load_examples() -> list[dict]:
-    with open(EXAMPLES_PATH) as handle:
-        return json.load(handle)
 
 
 class RaceTabs:

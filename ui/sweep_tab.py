@@ -23,8 +23,8 @@ from libraspec.profiling import cached_profile
 from libraspec.sweep import (COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, iter_sweep, parse_alphas,
                              parse_d_maxes)
 
+from .common import QUEUE, load_examples
 from .hosting import RACE_MAX_S, gpu
-from .race_tab import QUEUE, load_examples
 from .render import status_html
 from .session import MAX_NEW_TOKENS_CAP, Session
 
