@@ -2,8 +2,8 @@
 
 Samples (q_i, accepted_i) come from the round records of this app's races or of a fresh
 run on the example prompts (`libraspec.calibration`); the figures come from
-`libraspec.plots`. The fresh run decodes with a static length d = d_max, so every
-drafted position up to d_max is submitted and labelled. The latency profile's linear
+`libraspec.plots`. The fresh run (`Session.static_run`) decodes with a static length
+d = d_max, so every drafted position up to d_max is submitted and labelled. The latency profile's linear
 fit t0 + c k gives the paper's c, and with the runs' mean tau and d the alpha that
 section 3.4's formula alpha = T_verify / (tau c) suggests. Paper symbols: q_i, d, d_max, tau, c, alpha.
 """
@@ -17,8 +17,6 @@ import gradio as gr
 from libraspec import plots, tuning_plots
 from libraspec.calibration import (acceptance_by_position, acceptance_samples, expected_calibration_error,
                                    reliability_table)
-from libraspec.engine import DecodeConfig
-from libraspec.policy import StaticPolicy
 from libraspec.records import RoundRecord
 from libraspec.theory import auto_alpha
 
@@ -101,33 +99,20 @@ class CalibrationTab:
             return list(self.fresh)
         return [r for run in self.session.runs() for mode in run.records for r in run.records[mode]]
 
-    def _profile(self):
-        return self.session.decoder.profile if self.session.loaded else None
-
     def show(self, source: str, tested_only: bool):
-        summary, figure = summarize_calibration(self._records(source), bool(tested_only), self._profile())
-        profile = self._profile()
+        profile = self.session.profile()
+        summary, figure = summarize_calibration(self._records(source), bool(tested_only), profile)
         return summary, figure, plots.profile_figure(profile) if profile is not None else None
 
     def fresh_run(self, max_new_tokens, d_max, tested_only):
         """Decode every example prompt with static d = d_max; stream progress, then show it."""
         try:
-            for line in self.session.load():
-                yield gr.skip(), line, gr.skip(), gr.skip()
-            pair = self.session.pair
-            d_max, max_new = int(d_max), int(max_new_tokens)
-            if not 1 <= d_max <= D_MAX_CAP or not 1 <= max_new <= MAX_NEW_TOKENS_CAP:
-                raise ValueError(f"d_max must be in 1..{D_MAX_CAP} and max new tokens in 1..{MAX_NEW_TOKENS_CAP}")
-            self.session.release_race()
-            prompts = [e["prompt"] for e in load_examples()]
             records, shown = [], 0.0
-            for k, prompt in enumerate(prompts):
-                config = DecodeConfig(max_new_tokens=max_new, seed=k, d_max=max(d_max, 1))
-                records += list(self.session.decoder.run(pair.encode_prompt(prompt), "static",
-                                                         StaticPolicy(d_max), config))
-                if time.monotonic() - shown >= UPDATE_INTERVAL_S:
+            prompts = [e["prompt"] for e in load_examples()]
+            for line, records in self.session.static_run(prompts, d_max, max_new_tokens):
+                if records is None or time.monotonic() - shown >= UPDATE_INTERVAL_S:
                     shown = time.monotonic()
-                    yield gr.skip(), f"Fresh run: prompt {k + 1}/{len(prompts)} decoded…", gr.skip(), gr.skip()
+                    yield gr.skip(), line, gr.skip(), gr.skip()
             self.fresh = records
         except ValueError as error:
             raise gr.Error(str(error)) from error

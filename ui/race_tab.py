@@ -133,9 +133,9 @@ class RaceTabs:
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             yield status_html(f"Could not load the model: {error}"), gr.skip(), gr.skip(), gr.skip()
             raise gr.Error(f"could not load the model: {error}") from error
-        n = self.session.pair.block_size
+        n = self.session.block_size
         yield (status_html(f"Ready: {self.session.describe()}"),
-               plots.profile_figure(self.session.decoder.profile),
+               plots.profile_figure(self.session.profile()),
                gr.Slider(minimum=n), gr.Slider(value=n, label=f"static length (default n = {n})"))
 
     def _warm_outputs(self) -> list:
@@ -186,8 +186,7 @@ class RaceTabs:
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             raise gr.Error(str(error)) from error
         run = snap.run
-        return (*(run.text(mode) for mode in RACE_MODES),
-                run.report(self.session.pair.name, self.session.pair.block_size))
+        return (*(run.text(mode) for mode in RACE_MODES), run.report())
 
     def export_trace(self, run_id: str) -> list[str] | None:
         """CSV and Parquet files of a run's round records (AR baseline included), by run id."""
@@ -246,4 +245,4 @@ class RaceTabs:
         return (run.run_id if final else gr.skip(), plots.length_figure(frame),
                 plots.speedup_figure(frame, ar_s, ar_modeled), plots.confidence_heatmap(frame, mode),
                 self._eps(run, mode, last), self._round_slider(run, mode, last),
-                plots.profile_figure(self.session.decoder.profile) if final else gr.skip())
+                plots.profile_figure(self.session.profile()) if final else gr.skip())

@@ -1,6 +1,6 @@
 """Sweep tab: LibraSpec over an alpha x d_max grid on a prompt set (layout and wiring only).
 
-`libraspec.sweep.iter_sweep` does the decoding (LibraSpec with the oracle annotation per
+`Session.sweep` runs `libraspec.sweep.iter_sweep` (LibraSpec with the oracle annotation per
 cell, AR once per prompt, alpha "auto" = `AutoAlphaLibraSpecPolicy`); this tab streams
 its progress, draws `tuning_plots.sweep_figure` and offers the table as CSV. A Cancel button
 sets a `threading.Event` the sweep checks between runs. Paper symbols: alpha, d_max, d*, tau.
@@ -18,10 +18,7 @@ import pandas as pd
 
 from libraspec import tuning_plots
 from libraspec.bench import read_prompts
-from libraspec.engine import DecodeConfig, SpeculativeDecoder
-from libraspec.profiling import cached_profile
-from libraspec.sweep import (COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, iter_sweep, parse_alphas,
-                             parse_d_maxes)
+from libraspec.sweep import COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, parse_alphas, parse_d_maxes
 
 from .common import QUEUE, load_examples
 from .hosting import RACE_MAX_S, gpu
@@ -101,33 +98,11 @@ class SweepTab:
         self.cancel_event.set()
         return status_html("Cancelling after the current run…")
 
-    def _decoder(self, d_maxes: tuple[int, ...]) -> SpeculativeDecoder:
-        """A decoder whose latency profile reaches the largest d_max (measured once, cached)."""
-        pair, longest = self.session.pair, max(d_maxes)
-        profile = cached_profile(pair, max_tokens=max(25, longest + 1),
-                                 max_blocks=max(2, -(-longest // pair.block_size)))
-        return SpeculativeDecoder(pair, profile)
-
     def _events(self, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens):
         """(message, SweepEvent or None) while the sweep runs; bad input raises ValueError."""
-        grid_alphas, grid_d = parse_alphas(alphas), parse_d_maxes(d_maxes)
         prompts = load_prompt_set(prompt_set, int(count))
-        if not 1 <= int(max_new_tokens) <= MAX_NEW_TOKENS_CAP:
-            raise ValueError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS_CAP}, got {max_new_tokens}")
         self.cancel_event.clear()
-        for line in self.session.load():
-            yield line, None
-        self.session.release_race()
-        pair = self.session.pair
-        if max(grid_d) > pair.max_context // 2:
-            raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
-        ids = [pair.encode_prompt(p) for p in prompts]
-        yield f"Measuring the latency profile up to d_max = {max(grid_d)} (once per machine and pair)…", None
-        decoder = self._decoder(grid_d)
-        config = DecodeConfig(max_new_tokens=int(max_new_tokens))
-        for event in iter_sweep(decoder, ids, grid_alphas, grid_d, config, self.cancel_event):
-            state = "Cancelled" if event.cancelled else "Finished" if event.done == event.total else "Running"
-            yield f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}.", event
+        return self.session.sweep(prompts, alphas, d_maxes, max_new_tokens, self.cancel_event)
 
     def sweep_live(self, alphas, d_maxes, prompt_set, count, max_new_tokens):
         """Stream progress and heatmaps; the table and CSV once the sweep ends or is cancelled."""

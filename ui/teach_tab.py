@@ -19,7 +19,7 @@ from libraspec.cost import LatencyProfile
 from libraspec.stepper import algorithm_states, parse_confidences, synthetic_confidences
 from libraspec.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
 
-from .session import D_MAX_CAP, Session
+from .session import D_MAX_CAP, Run, Session
 
 SOURCES = ("synthetic", "last race round", "pasted list")
 COSTS = ("measured profile", "linear t0 + c*d")
@@ -45,11 +45,12 @@ class Inputs:
     draft_ms: float = 5.0
 
 
-def confidences_for(inputs: Inputs, session: Session | None) -> tuple[np.ndarray, int, int, list[str]]:
-    """(q, n, d_max, notes) for the chosen source; d_max shrinks to the confidences available."""
+def confidences_for(inputs: Inputs, runs: list[Run] | None) -> tuple[np.ndarray, int, int, list[str]]:
+    """(q, n, d_max, notes) for the chosen source (`runs`: the client's races, oldest first); d_max
+    shrinks to the confidences available."""
     n, d_max, notes = int(inputs.n), int(inputs.d_max), []
     if inputs.source == "last race round":
-        runs = [r for r in (session.runs() if session is not None else []) if r.records.get("libraspec")]
+        runs = [r for r in runs or [] if r.records.get("libraspec")]
         if not runs:
             raise ValueError("no race yet: run one on the Race tab, or pick synthetic / pasted confidences")
         rounds = [r for r in runs[-1].records["libraspec"] if r.blocks_drafted > 0]
@@ -77,14 +78,15 @@ def confidences_for(inputs: Inputs, session: Session | None) -> tuple[np.ndarray
     return q, n, d_max, notes
 
 
-def cost_profile(inputs: Inputs, n: int, d_max: int, session: Session | None) -> tuple[LatencyProfile, str]:
+def cost_profile(inputs: Inputs, n: int, d_max: int,
+                 measured: LatencyProfile | None) -> tuple[LatencyProfile, str]:
     """The latency profile for E[eta_d]: the loaded pair's measured one, or t0 + c*k."""
     if inputs.cost == "measured profile":
-        if session is None or not session.loaded:
+        if measured is None:
             raise ValueError("the model is not loaded yet, so there is no measured profile: pick the linear cost")
-        measured = session.decoder.profile
         t0, c = measured.linear_fit()
-        note = f"measured profile of {session.pair.name}: fit t0 = {1000 * t0:.2f} ms, c = {1000 * c:.3f} ms/token"
+        note = (f"measured profile of {measured.meta.get('pair', 'the loaded pair')}: fit t0 = {1000 * t0:.2f} ms, "
+                f"c = {1000 * c:.3f} ms/token")
         if measured.block_size != n:
             note += f" (its drafting times are per block of n = {measured.block_size}, applied to n = {n})"
         return LatencyProfile(measured.verify_s, measured.draft_s, n, measured.meta), note
@@ -99,12 +101,13 @@ def cost_profile(inputs: Inputs, n: int, d_max: int, session: Session | None) ->
                      f"drafting {inputs.draft_ms:g} ms per block")
 
 
-def step_view(inputs: Inputs, index: int, session: Session | None):
-    """(clamped index, step figure, expected-speedup figure, markdown) for one state."""
-    q, n, d_max, notes = confidences_for(inputs, session)
+def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measured: LatencyProfile | None = None):
+    """(clamped index, step figure, expected-speedup figure, markdown) for one state; `runs` and
+    `measured` (the loaded pair's latency profile) serve the last-race source and the measured cost."""
+    q, n, d_max, notes = confidences_for(inputs, runs)
     states = algorithm_states(q, n, float(inputs.alpha), d_max)
     index = min(max(int(index), 0), len(states) - 1)
-    profile, cost_note = cost_profile(inputs, n, d_max, session)
+    profile, cost_note = cost_profile(inputs, n, d_max, measured)
     final = states[-1].d
     best = exhaustive_argmax(q, profile, d_max)
     lines = [f"**Step {index} of {len(states) - 1}.** {html.escape(states[index].message)}", ""]
@@ -184,8 +187,11 @@ class TeachTab:
                   [self.index, self.step_plot, self.expected_plot, self.text], api_visibility="private")
 
     def _show(self, index: int, values) -> tuple:
+        inputs = Inputs(*values)
+        runs = self.session.runs() if inputs.source == SOURCES[1] else None
+        measured = self.session.profile() if inputs.cost == COSTS[0] else None
         try:
-            return step_view(Inputs(*values), index, self.session)
+            return step_view(inputs, index, runs, measured)
         except ValueError as error:
             raise gr.Error(str(error)) from error
 
