@@ -64,3 +64,14 @@ def test_cancelled_run_leaves_the_app_usable(client):
     job.cancel()
     static, libraspec, oracle, summary = race(client, prompt="Hi!", max_new_tokens=12)
     assert static == libraspec == oracle and summary["finished"]
+
+
+def test_two_clients_see_only_their_own_races(server):
+    from gradio_client import Client
+    alice, bob = Client(server, verbose=False), Client(server, verbose=False)
+    summary = race(alice, prompt="Name three colours.", max_new_tokens=12)[3]
+    assert len(alice.predict(summary["run_id"], api_name="/export_trace")) == 2
+    with pytest.raises(AppError, match="no stored run"):
+        bob.predict(summary["run_id"], api_name="/export_trace")
+    assert alice.predict(False, api_name="/calibration")["samples"] > 0
+    assert bob.predict(False, api_name="/calibration")["samples"] == 0

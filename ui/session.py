@@ -9,6 +9,11 @@ is `libraspec`'s (`SpeculativeDecoder.run`, `race`, `iter_sweep`). Paper symbols
 Concurrency: the tabs run every model call in one gradio queue of size 1; the model lock
 also guards each decoding step and each profile measurement, so a cancelled run's generator
 (left unfinished by gradio) is closed by the next run before that run touches the models.
+
+Per-user state: the session is shared by every visitor, so what belongs to one is keyed by
+an `owner` (the tabs pass the gradio session of the page or API client): each race records
+its owner, and only that owner lists, inspects or exports it; a sweep's cancel event is the
+owner's. Runs made outside the app (scripts, tests) belong to `LOCAL`.
 """
 from __future__ import annotations
 
@@ -46,6 +51,7 @@ ALPHA_MAX = 20.0
 SEED_MAX = 2**31 - 1
 UPDATE_INTERVAL_S = 0.25  # the race view refreshes at most 4 times a second
 KEPT_RUNS = 8
+LOCAL = "local"  # the owner of runs made outside the app
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,7 @@ class Run:
     ar_records: list[RoundRecord]
     model: str  # the pair's name
     block_size: int  # the pair's n
+    owner: str  # who may list, inspect and export it (see the module docstring)
     records: dict[str, list[RoundRecord]] = field(default_factory=dict)
     segments: dict[str, TextSegments] = field(default_factory=dict)
     finish_order: list[str] = field(default_factory=list)
@@ -193,6 +200,7 @@ class Session:
         self._load_lock = threading.Lock()
         self._model_lock = threading.Lock()
         self._active: Iterator | None = None
+        self._cancels: dict[str, threading.Event] = {}  # owner -> the cancel event of its running sweep
         self._ar_cache: OrderedDict[tuple, list[RoundRecord]] = OrderedDict()
         self._runs: OrderedDict[str, Run] = OrderedDict()
         if runs_dir is None and on_zero_gpu():
@@ -313,8 +321,8 @@ class Session:
             self._ar_cache.popitem(last=False)
         yield -1, records
 
-    def stream(self, prompt: str, settings: Settings) -> Iterator[Snapshot]:
-        """Race static, LibraSpec and oracle on one prompt; snapshots at most every 0.25 s."""
+    def stream(self, prompt: str, settings: Settings, owner: str = LOCAL) -> Iterator[Snapshot]:
+        """Race static, LibraSpec and oracle on one prompt for `owner`; snapshots at most every 0.25 s."""
         for line in self.load():
             yield Snapshot(line, None, phase="load")
         ids, settings, notes = self.prepare(prompt, settings)
@@ -325,7 +333,8 @@ class Session:
                 last = time.monotonic()
                 yield Snapshot(f"Measuring the autoregressive baseline: {done}/{settings.max_new_tokens} "
                                "tokens (once per prompt and settings)…", None, phase="baseline")
-        run = Run(uuid.uuid4().hex[:12], prompt, settings, notes, ar_records, self.pair.name, self.pair.block_size)
+        run = Run(uuid.uuid4().hex[:12], prompt, settings, notes, ar_records, self.pair.name, self.pair.block_size,
+                  owner)
         for mode in RACE_MODES:
             # the tokenizer's decode, not the pair's: a stored run must not keep a switched-out pair's
             # weights alive (a GPU holds one pair at a time)
@@ -354,23 +363,35 @@ class Session:
     # -- sweeps and calibration runs ----------------------------------------------------------
 
     def sweep(self, prompts: list[str], alphas, d_maxes, max_new_tokens,
-              cancel: threading.Event | None = None) -> Iterator[tuple[str, SweepEvent | None]]:
+              owner: str = LOCAL) -> Iterator[tuple[str, SweepEvent | None]]:
         """LibraSpec over an alpha x d_max grid on `prompts` (`iter_sweep`: AR once per prompt, the
-        oracle annotation in every cell); yields (status line, event or None). A set `cancel`
-        stops it before the next run."""
+        oracle annotation in every cell); yields (status line, event or None). `cancel_sweep(owner)`
+        stops it before its next run."""
         grid_alphas, grid_d = parse_alphas(alphas), parse_d_maxes(d_maxes)
         config = DecodeConfig(max_new_tokens=_integer(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP))
-        for line in self.load():
-            yield line, None
-        pair = self.pair
-        if max(grid_d) > pair.max_context // 2:
-            raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
-        ids = [pair.encode_prompt(p) for p in prompts]
-        yield f"Measuring the latency profile up to d_max = {max(grid_d)} (once per machine and pair)…", None
-        iterator = iter_sweep(self._sweep_decoder(max(grid_d)), ids, grid_alphas, grid_d, config, cancel)
-        for event in self._steps(iterator):
-            state = "Cancelled" if event.cancelled else "Finished" if event.done == event.total else "Running"
-            yield f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}.", event
+        cancel = self._cancels[owner] = threading.Event()
+        try:
+            for line in self.load():
+                yield line, None
+            pair = self.pair
+            if max(grid_d) > pair.max_context // 2:
+                raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
+            ids = [pair.encode_prompt(p) for p in prompts]
+            yield f"Measuring the latency profile up to d_max = {max(grid_d)} (once per machine and pair)…", None
+            iterator = iter_sweep(self._sweep_decoder(max(grid_d)), ids, grid_alphas, grid_d, config, cancel)
+            for event in self._steps(iterator):
+                state = "Cancelled" if event.cancelled else "Finished" if event.done == event.total else "Running"
+                yield f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}.", event
+        finally:
+            if self._cancels.get(owner) is cancel:
+                del self._cancels[owner]
+
+    def cancel_sweep(self, owner: str) -> bool:
+        """Stop `owner`'s running sweep before its next run (no other owner's); False when none runs."""
+        cancel = self._cancels.get(owner)
+        if cancel is not None:
+            cancel.set()
+        return cancel is not None
 
     def _sweep_decoder(self, longest: int) -> SpeculativeDecoder:
         """A decoder whose latency profile reaches d_max = `longest` (measured once per machine and
@@ -404,27 +425,33 @@ class Session:
         while len(self._runs) > KEPT_RUNS:
             self._runs.popitem(last=False)
 
-    def get_run(self, run_id: str) -> Run:
+    def get_run(self, run_id: str, owner: str = LOCAL) -> Run:
+        """`owner`'s run with this id; another owner's run is refused as unknown."""
         run_id = (run_id or "").strip()
         run = self._runs.get(run_id)
         if run is None and self._store is not None:
             run = self._store.load(run_id)
-        if run is None:
+        if not _owned(run, owner):
             raise ValueError(f"no stored run with id {run_id!r} (the app keeps the last {KEPT_RUNS} runs)")
         return run
 
-    def runs(self) -> list[Run]:
-        """The stored runs, oldest first (the teaching and calibration tabs read them)."""
-        if self._store is None:
-            return list(self._runs.values())
-        on_disk = [i for i in self._store.ids() if i not in self._runs]
-        loaded = [run for run in map(self._store.load, on_disk) if run is not None]
-        return (loaded + list(self._runs.values()))[-KEPT_RUNS:]
+    def runs(self, owner: str = LOCAL) -> list[Run]:
+        """`owner`'s stored runs, oldest first (the teaching and calibration tabs read them)."""
+        kept = list(self._runs.values())
+        if self._store is not None:
+            on_disk = [i for i in self._store.ids() if i not in self._runs]
+            kept = ([run for run in map(self._store.load, on_disk) if run is not None] + kept)[-KEPT_RUNS:]
+        return [run for run in kept if _owned(run, owner)]
 
-    def export(self, run_id: str) -> list[str]:
-        """The run's round records (AR baseline included) as CSV and Parquet files."""
-        run = self.get_run(run_id)
+    def export(self, run_id: str, owner: str = LOCAL) -> list[str]:
+        """`owner`'s run's round records (AR baseline included) as CSV and Parquet files."""
+        run = self.get_run(run_id, owner)
         folder = tempfile.mkdtemp(prefix="libraspec-trace-")
         frame = run.frame()
         stem = os.path.join(folder, f"libraspec-{run.run_id}")
         return [write_csv(frame, stem + ".csv"), write_parquet(frame, stem + ".parquet")]
+
+
+def _owned(run: Run | None, owner: str) -> bool:
+    """Whether `run` is `owner`'s; a run stored by an older version, without an owner, is nobody's."""
+    return run is not None and getattr(run, "owner", None) == owner

@@ -3,13 +3,13 @@
 `Session.sweep` runs `libraspec.sweep.iter_sweep` (LibraSpec with the oracle annotation per
 cell, AR once per prompt, alpha "auto" = `AutoAlphaLibraSpecPolicy`); this tab streams
 its progress, draws `tuning_plots.sweep_figure` and offers the table as CSV. A Cancel button
-sets a `threading.Event` the sweep checks between runs. Paper symbols: alpha, d_max, d*, tau.
+stops the sweep of the same page (`Session.cancel_sweep`, keyed by the page's gradio session)
+before its next run. Paper symbols: alpha, d_max, d*, tau.
 """
 from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from libraspec import tuning_plots
 from libraspec.bench import read_prompts
 from libraspec.sweep import COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, parse_alphas, parse_d_maxes
 
-from .common import QUEUE, load_examples
+from .common import QUEUE, client_key, load_examples
 from .hosting import RACE_MAX_S, gpu
 from .render import status_html
 from .session import MAX_NEW_TOKENS_CAP, Session
@@ -57,7 +57,10 @@ class SweepTab:
 
     def __init__(self, session: Session):
         self.session = session
-        self.cancel_event = threading.Event()
+        # spaces.GPU on a Space (one reservation per sweep); the client's key, not its request, crosses into it
+        on_gpu = gpu(lambda *args, **named: RACE_MAX_S)
+        self._sweep_live_gpu = on_gpu(self._sweep_live)
+        self._sweep_gpu = on_gpu(self._sweep)
 
     def build(self) -> None:
         with gr.Tab("Sweep", id="sweep"):
@@ -88,28 +91,31 @@ class SweepTab:
 
     def _wire(self) -> None:
         inputs = [self.alphas, self.d_maxes, self.prompt_set, self.count, self.max_new_tokens]
-        on_gpu = gpu(lambda *args, **named: RACE_MAX_S)  # spaces.GPU on a Space: one reservation per sweep
-        self.run_button.click(on_gpu(self.sweep_live), inputs, [self.status, self.plot, self.table, self.csv],
+        self.run_button.click(self.sweep_live, inputs, [self.status, self.plot, self.table, self.csv],
                               api_visibility="private", show_progress="minimal", **QUEUE)
         self.cancel_button.click(self.cancel, None, [self.status], queue=False, api_visibility="private")
-        gr.api(on_gpu(self.sweep), api_name="sweep", **QUEUE)
+        gr.api(self.sweep, api_name="sweep", **QUEUE)
 
-    def cancel(self) -> str:
-        self.cancel_event.set()
+    def cancel(self, request: gr.Request) -> str:
+        """Stop this page's sweep before its next run; other visitors' sweeps go on."""
+        if not self.session.cancel_sweep(client_key(request)):
+            return status_html("No sweep of yours is running.")
         return status_html("Cancelling after the current run…")
 
-    def _events(self, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens):
+    def _events(self, owner: str, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens):
         """(message, SweepEvent or None) while the sweep runs; bad input raises ValueError."""
         prompts = load_prompt_set(prompt_set, int(count))
-        self.cancel_event.clear()
-        return self.session.sweep(prompts, alphas, d_maxes, max_new_tokens, self.cancel_event)
+        return self.session.sweep(prompts, alphas, d_maxes, max_new_tokens, owner)
 
-    def sweep_live(self, alphas, d_maxes, prompt_set, count, max_new_tokens):
+    def sweep_live(self, request: gr.Request, alphas, d_maxes, prompt_set, count, max_new_tokens):
         """Stream progress and heatmaps; the table and CSV once the sweep ends or is cancelled."""
+        yield from self._sweep_live_gpu(client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens)
+
+    def _sweep_live(self, owner, alphas, d_maxes, prompt_set, count, max_new_tokens):
         axes = None
         shown = 0.0
         try:
-            for message, event in self._events(alphas, d_maxes, prompt_set, count, max_new_tokens):
+            for message, event in self._events(owner, alphas, d_maxes, prompt_set, count, max_new_tokens):
                 if event is None:
                     yield status_html(message), gr.skip(), gr.skip(), gr.skip()
                     continue
@@ -131,13 +137,16 @@ class SweepTab:
         frame.to_csv(path, index=False)
         return path
 
-    def sweep(self, alphas: str = "1.6, 2.0, 2.2, 2.6, auto", d_maxes: str = "16, 24, 32, 48",
+    def sweep(self, request: gr.Request, alphas: str = "1.6, 2.0, 2.2, 2.6, auto", d_maxes: str = "16, 24, 32, 48",
               prompt_set: str = EXAMPLES, count: int = 3, max_new_tokens: int = 64) -> list[dict]:
         """Run a sweep and return one row per (alpha, d_max) cell: tau, mean d, alpha used,
         measured and modeled speedup over AR, mean |d - d*|."""
+        return self._sweep_gpu(client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens)
+
+    def _sweep(self, owner, alphas, d_maxes, prompt_set, count, max_new_tokens) -> list[dict]:
         event = None
         try:
-            for _, ev in self._events(alphas, d_maxes, prompt_set, count, max_new_tokens):
+            for _, ev in self._events(owner, alphas, d_maxes, prompt_set, count, max_new_tokens):
                 event = ev or event
         except (ValueError, OSError) as error:
             raise gr.Error(str(error)) from error

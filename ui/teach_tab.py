@@ -1,7 +1,7 @@
 """Algorithm step-through tab: Algorithm 1 one iteration per click (layout and wiring only).
 
-Confidences q_i come from a LibraSpec round of the last race, a synthetic profile or a
-pasted list; `libraspec.stepper` produces the states (the same decisions as
+Confidences q_i come from a LibraSpec round of the visitor's own last race, a synthetic
+profile or a pasted list; `libraspec.stepper` produces the states (the same decisions as
 `LibraSpecPolicy`), `libraspec.plots` draws them, and `libraspec.theory` gives the
 expected speedup E[eta_d] under the chosen cost model (Eq. 1). No model work here.
 Paper symbols: alpha, n, d, d_max, B, eps_i, q_i, tau.
@@ -19,6 +19,7 @@ from libraspec.cost import LatencyProfile
 from libraspec.stepper import algorithm_states, parse_confidences, synthetic_confidences
 from libraspec.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
 
+from .common import client_key
 from .session import D_MAX_CAP, Run, Session
 
 SOURCES = ("synthetic", "last race round", "pasted list")
@@ -183,29 +184,32 @@ class TeachTab:
 
     def attach_load(self, demo: gr.Blocks) -> None:
         """Draw the first state when the page opens."""
-        demo.load(lambda: self.restart(0, *dataclasses.astuple(Inputs())), None,
-                  [self.index, self.step_plot, self.expected_plot, self.text], api_visibility="private")
+        demo.load(self.opening, None, [self.index, self.step_plot, self.expected_plot, self.text],
+                  api_visibility="private")
 
-    def _show(self, index: int, values) -> tuple:
+    def _show(self, request: gr.Request, index: int, values) -> tuple:
         inputs = Inputs(*values)
-        runs = self.session.runs() if inputs.source == SOURCES[1] else None
+        runs = self.session.runs(client_key(request)) if inputs.source == SOURCES[1] else None
         measured = self.session.profile() if inputs.cost == COSTS[0] else None
         try:
             return step_view(inputs, index, runs, measured)
         except ValueError as error:
             raise gr.Error(str(error)) from error
 
-    def restart(self, index, *values):
-        return self._show(0, values)
+    def opening(self, request: gr.Request):
+        return self.restart(request, 0, *dataclasses.astuple(Inputs()))
 
-    def previous(self, index, *values):
-        return self._show(int(index or 0) - 1, values)
+    def restart(self, request: gr.Request, index, *values):
+        return self._show(request, 0, values)
 
-    def forward(self, index, *values):
-        return self._show(int(index or 0) + 1, values)
+    def previous(self, request: gr.Request, index, *values):
+        return self._show(request, int(index or 0) - 1, values)
 
-    def to_end(self, index, *values):
-        return self._show(10**6, values)  # clamped to the last state
+    def forward(self, request: gr.Request, index, *values):
+        return self._show(request, int(index or 0) + 1, values)
+
+    def to_end(self, request: gr.Request, index, *values):
+        return self._show(request, 10**6, values)  # clamped to the last state
 
     def algorithm_steps(self, confidences: str, n: int = 8, alpha: float = 2.2, d_max: int = 24) -> list[dict]:
         """Algorithm 1 over pasted confidences: every state (d, B, blocks, eps*, step, message)."""
