@@ -21,7 +21,7 @@ from ui.sweep_tab import EXAMPLES, SweepTab  # noqa: E402
 from ui.teach_tab import Inputs, TeachTab  # noqa: E402
 
 ALICE, BOB = SimpleNamespace(session_hash="alice"), SimpleNamespace(session_hash="bob")
-SWEEP = ("2.2", "7", EXAMPLES, 1, 8)  # one cell on one prompt: an AR run, then a LibraSpec run
+SWEEP = ("2.2", "7, 8", EXAMPLES, 1, 8)  # two cells on one prompt: an AR run, then two LibraSpec runs
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def sweep_until_running(tab: SweepTab, request) -> tuple:
     """Start `request`'s sweep and return it (a generator) with its status once its first run is done."""
     sweep = tab.sweep_live(request, *SWEEP)
     for status, *_ in sweep:
-        if "Running: 1/2 runs" in status:
+        if "Running: 1/3 runs" in status:
             return sweep, status
     raise AssertionError("the sweep ended before its first run")
 
@@ -52,11 +52,11 @@ def test_one_visitors_cancel_leaves_the_others_sweep_running(session):
     tab = SweepTab(session)
     sweep, _ = sweep_until_running(tab, BOB)
     reply = tab.cancel(ALICE)  # Alice presses Cancel during Bob's sweep
-    assert "Finished: 2/2 runs" in last_status(sweep)
+    assert "Finished: 3/3 runs" in last_status(sweep)
     assert "No sweep of yours is running" in reply
     sweep, _ = sweep_until_running(tab, BOB)
     assert "Cancelling" in tab.cancel(BOB)  # Bob's own Cancel does stop his sweep
-    assert "Cancelled: 1/2 runs" in last_status(sweep)
+    assert "Cancelled: 1/3 runs" in last_status(sweep)
 
 
 def test_a_fresh_calibration_run_stays_on_its_page(session):
