@@ -1,9 +1,13 @@
 """Hosting on Hugging Face Spaces (ui/hosting.py): the spaces.GPU hook, GPU reservations, the
-embedded package install and the environment defaults of `python app.py`. No GPU needed."""
+embedded package install, the environment defaults of `python app.py`, and an import of the
+app that changes nothing. No GPU needed."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +64,16 @@ def test_environment_defaults_keep_a_space_online(monkeypatch):
     assert hosting.environment_defaults() == {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
     monkeypatch.setenv("SPACE_ID", "someone/libraspec-explorer")
     assert hosting.environment_defaults() == {"GRADIO_ANALYTICS_ENABLED": "False"}
+
+
+def test_importing_the_app_builds_nothing_and_sets_no_variable():
+    """`import app` leaves the environment as it was and builds the demo only when `app.demo` is read."""
+    root = Path(__file__).resolve().parents[1]
+    env = {key: value for key, value in os.environ.items() if key not in ("HF_HUB_OFFLINE", "SPACE_ID")}
+    env.update(LIBRASPEC_MODEL="tiny-llama", GRADIO_ANALYTICS_ENABLED="False")
+    code = ("import os; before = dict(os.environ); import app; assert dict(os.environ) == before; "
+            "assert 'demo' not in vars(app); import gradio; assert isinstance(app.demo, gradio.Blocks); "
+            "assert app.demo is app.demo; print('built once')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "built once" in done.stdout, done.stderr[-2000:]
