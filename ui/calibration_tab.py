@@ -23,7 +23,8 @@ from libraspec.theory import auto_alpha
 
 from .common import QUEUE, client_key, load_examples
 from .hosting import RACE_MAX_S, gpu
-from .session import D_MAX_CAP, MAX_NEW_TOKENS_CAP, Session
+from .session import Session
+from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP
 
 SOURCES = ("your races", "fresh run on the example prompts")
 UPDATE_INTERVAL_S = 0.5

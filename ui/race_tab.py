@@ -17,8 +17,8 @@ from libraspec.records import records_to_frame
 from .common import QUEUE, client_key, load_examples
 from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .render import column_html, legend_html, status_html, title
-from .session import (D_MAX_CAP, MAX_NEW_TOKENS_CAP, RACE_MODES, TEMPERATURE_MAX, Run, Session, Settings,
-                      Snapshot)
+from .session import RACE_MODES, Run, Session, Snapshot
+from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP, TEMPERATURE_MAX, Settings
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
 EMPTY = records_to_frame([])

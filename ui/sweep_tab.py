@@ -23,7 +23,8 @@ from libraspec.sweep import COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_labe
 from .common import QUEUE, client_key, load_examples
 from .hosting import RACE_MAX_S, gpu
 from .render import status_html
-from .session import MAX_NEW_TOKENS_CAP, Session
+from .session import Session
+from .settings import MAX_NEW_TOKENS_CAP
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "assets" / "prompts"
 EXAMPLES = "examples (app)"

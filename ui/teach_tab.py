@@ -20,7 +20,8 @@ from libraspec.stepper import algorithm_states, parse_confidences, synthetic_con
 from libraspec.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
 
 from .common import client_key
-from .session import D_MAX_CAP, Run, Session
+from .session import Run, Session
+from .settings import D_MAX_CAP
 
 SOURCES = ("synthetic", "last race round", "pasted list")
 COSTS = ("measured profile", "linear t0 + c*d")
