@@ -74,12 +74,12 @@ class CalibrationTab:
                 self.source = gr.Radio(list(SOURCES), value=SOURCES[0], label="records from")
                 self.tested_only = gr.Checkbox(False, label="only drafts the target judged (i <= a + 1): "
                                                              "the conditional acceptance q_i stands in for")
-                self.max_new_tokens = gr.Slider(8, MAX_NEW_TOKENS_CAP, value=48, step=8,
+                self.max_new_tokens = gr.Slider(8, MAX_NEW_TOKENS_CAP, value=48, step=8, elem_id="ls-calib-max-new",
                                                 label="fresh run: max new tokens per prompt")
                 self.d_max = gr.Slider(1, D_MAX_CAP, value=24, step=1, label="fresh run: static d = d_max")
             with gr.Row():
                 self.show_button = gr.Button("Show", variant="primary", elem_id="ls-calib-show")
-                self.fresh_button = gr.Button("Fresh run on the example prompts")
+                self.fresh_button = gr.Button("Fresh run on the example prompts", elem_id="ls-calib-fresh")
             self.summary = gr.Markdown(elem_id="ls-calib-summary")
             self.plot = gr.Plot(label="reliability and acceptance by position", elem_id="ls-calib-plot")
             self.profile_plot = gr.Plot(label="latency profile with its linear fit t0 + c k")

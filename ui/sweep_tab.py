@@ -80,7 +80,7 @@ class SweepTab:
                                                 elem_id="ls-sweep-max-new")
             with gr.Row():
                 self.run_button = gr.Button("Run sweep", variant="primary", elem_id="ls-sweep-run")
-                self.cancel_button = gr.Button("Cancel", variant="stop")
+                self.cancel_button = gr.Button("Cancel", variant="stop", elem_id="ls-sweep-cancel")
             self.status = gr.HTML(status_html("Set the grid and press Run sweep."), elem_id="ls-sweep-status")
             empty = tuning_plots.sweep_figure(pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS],
                                        list(DEFAULT_D_MAXES))
