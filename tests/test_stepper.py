@@ -116,24 +116,19 @@ def test_teach_tab_views_every_source():
     q, n, d_max, notes = confidences_for(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=2), None)
     assert (n, d_max) == (2, 5) and "lowered" in notes[0]
     with pytest.raises(ValueError, match="no race yet"):
-        confidences_for(Inputs(source="last race round"), SimpleNamespace(runs=lambda: []))
+        confidences_for(Inputs(source="last race round"), [])
     run = SimpleNamespace(prompt="Hi", settings=Settings(alpha=2.2, d_max=24),
                           records={"libraspec": [record("libraspec", 0, [0.9] * 6 + [0.5] * 6, d=8, accepted=3)]})
-    q, n, d_max, notes = confidences_for(Inputs(source="last race round", round_index=5),
-                                         SimpleNamespace(runs=lambda: [run]))
+    q, n, d_max, notes = confidences_for(Inputs(source="last race round", round_index=5), [run])
     assert n == 12 and d_max == 12 and len(q) == 12  # one recorded block of 12 drafts
     with pytest.raises(ValueError, match="not loaded"):
         step_view(Inputs(cost="measured profile"), 0, None)
 
 
 def test_teach_tab_measured_profile_takes_the_step_n():
-    from types import SimpleNamespace
-
     from ui.teach_tab import Inputs, cost_profile
-    measured = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 25)
-    session = SimpleNamespace(loaded=True, decoder=SimpleNamespace(profile=measured),
-                              pair=SimpleNamespace(name="tiny-llama"))
-    profile, note = cost_profile(Inputs(cost="measured profile"), 8, 24, session)
+    measured = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 25, meta={"pair": "tiny-llama"})
+    profile, note = cost_profile(Inputs(cost="measured profile"), 8, 24, measured)
     assert profile.n == 8 and profile.verify_s == measured.verify_s
     assert "tiny-llama" in note and "n = 7" in note
     linear, _ = cost_profile(Inputs(t0_ms=10.0, c_ms=2.0, draft_ms=0.0), 8, 24, None)

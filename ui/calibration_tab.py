@@ -1,11 +1,12 @@
 """Calibration tab: drafter reliability and this machine's latency profile (layout and wiring only).
 
-Samples (q_i, accepted_i) come from the round records of this app's races or of a fresh
-run on the example prompts (`libraspec.calibration`); the figures come from
-`libraspec.plots`. The fresh run decodes with a static length d = d_max, so every
-drafted position up to d_max is submitted and labelled. The latency profile's linear
-fit t0 + c k gives the paper's c, and with the runs' mean tau and d the alpha that
-section 3.4's formula alpha = T_verify / (tau c) suggests. Paper symbols: q_i, d, d_max, tau, c, alpha.
+Samples (q_i, accepted_i) come from the round records of the visitor's own races or of
+their last fresh run on the example prompts, kept in the page's `gr.State`
+(`libraspec.calibration`); the figures come from `libraspec.plots`. The fresh run
+(`Session.static_run`) decodes with a static length d = d_max, so every drafted position
+up to d_max is submitted and labelled. The latency profile's linear fit t0 + c k gives the
+paper's c, and with the runs' mean tau and d the alpha that section 3.4's formula
+alpha = T_verify / (tau c) suggests. Paper symbols: q_i, d, d_max, tau, c, alpha.
 """
 from __future__ import annotations
 
@@ -17,16 +18,15 @@ import gradio as gr
 from libraspec import plots, tuning_plots
 from libraspec.calibration import (acceptance_by_position, acceptance_samples, expected_calibration_error,
                                    reliability_table)
-from libraspec.device import RACE_MAX_S, gpu
-from libraspec.engine import DecodeConfig
-from libraspec.policy import StaticPolicy
 from libraspec.records import RoundRecord
 from libraspec.theory import auto_alpha
 
-from .race_tab import QUEUE, load_examples
-from .session import D_MAX_CAP, MAX_NEW_TOKENS_CAP, Session
+from .common import QUEUE, client_key, load_examples
+from .hosting import RACE_MAX_S, gpu
+from .session import Session
+from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP
 
-SOURCES = ("this app's races", "fresh run on the example prompts")
+SOURCES = ("your races", "fresh run on the example prompts")
 UPDATE_INTERVAL_S = 0.5
 
 
@@ -64,7 +64,6 @@ class CalibrationTab:
 
     def __init__(self, session: Session):
         self.session = session
-        self.fresh: list[RoundRecord] = []  # records of the last fresh run
 
     def build(self) -> None:
         with gr.Tab("Calibration", id="calibration"):
@@ -75,67 +74,59 @@ class CalibrationTab:
                 self.source = gr.Radio(list(SOURCES), value=SOURCES[0], label="records from")
                 self.tested_only = gr.Checkbox(False, label="only drafts the target judged (i <= a + 1): "
                                                              "the conditional acceptance q_i stands in for")
-                self.max_new_tokens = gr.Slider(8, MAX_NEW_TOKENS_CAP, value=48, step=8,
+                self.max_new_tokens = gr.Slider(8, MAX_NEW_TOKENS_CAP, value=48, step=8, elem_id="ls-calib-max-new",
                                                 label="fresh run: max new tokens per prompt")
                 self.d_max = gr.Slider(1, D_MAX_CAP, value=24, step=1, label="fresh run: static d = d_max")
             with gr.Row():
                 self.show_button = gr.Button("Show", variant="primary", elem_id="ls-calib-show")
-                self.fresh_button = gr.Button("Fresh run on the example prompts")
+                self.fresh_button = gr.Button("Fresh run on the example prompts", elem_id="ls-calib-fresh")
             self.summary = gr.Markdown(elem_id="ls-calib-summary")
             self.plot = gr.Plot(label="reliability and acceptance by position", elem_id="ls-calib-plot")
             self.profile_plot = gr.Plot(label="latency profile with its linear fit t0 + c k")
+            self.fresh = gr.State([])  # this page's records of its last fresh run
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
 
     def _wire(self) -> None:
+        views = [self.source, self.tested_only, self.fresh]
         outputs = [self.summary, self.plot, self.profile_plot]
-        self.show_button.click(self.show, [self.source, self.tested_only], outputs, api_visibility="private")
-        self.source.change(self.show, [self.source, self.tested_only], outputs, api_visibility="private")
-        self.tested_only.change(self.show, [self.source, self.tested_only], outputs, api_visibility="private")
+        self.show_button.click(self.show, views, outputs, api_visibility="private")
+        self.source.change(self.show, views, outputs, api_visibility="private")
+        self.tested_only.change(self.show, views, outputs, api_visibility="private")
         fresh_run = gpu(lambda *args, **named: RACE_MAX_S)(self.fresh_run)  # spaces.GPU on a Space
         self.fresh_button.click(fresh_run, [self.max_new_tokens, self.d_max, self.tested_only],
-                                [self.source, *outputs], api_visibility="private", **QUEUE)
+                                [self.source, *outputs, self.fresh], api_visibility="private", **QUEUE)
         gr.api(self.calibration, api_name="calibration")
 
-    def _records(self, source: str) -> list[RoundRecord]:
-        if source == SOURCES[1]:
-            return list(self.fresh)
-        return [r for run in self.session.runs() for mode in run.records for r in run.records[mode]]
+    def _races(self, owner: str) -> list[RoundRecord]:
+        return [r for run in self.session.runs(owner) for mode in run.records for r in run.records[mode]]
 
-    def _profile(self):
-        return self.session.decoder.profile if self.session.loaded else None
-
-    def show(self, source: str, tested_only: bool):
-        summary, figure = summarize_calibration(self._records(source), bool(tested_only), self._profile())
-        profile = self._profile()
+    def _view(self, records: list[RoundRecord], tested_only: bool):
+        profile = self.session.profile()
+        summary, figure = summarize_calibration(records, bool(tested_only), profile)
         return summary, figure, plots.profile_figure(profile) if profile is not None else None
 
+    def show(self, request: gr.Request, source: str, tested_only: bool, fresh: list[RoundRecord]):
+        """The view of this client's races, or of its last fresh run (`fresh`: the page's state)."""
+        records = list(fresh or []) if source == SOURCES[1] else self._races(client_key(request))
+        return self._view(records, tested_only)
+
     def fresh_run(self, max_new_tokens, d_max, tested_only):
-        """Decode every example prompt with static d = d_max; stream progress, then show it."""
+        """Decode every example prompt with static d = d_max; stream progress, then show the run
+        and keep its records in the page's state (the last output)."""
         try:
-            for line in self.session.load():
-                yield gr.skip(), line, gr.skip(), gr.skip()
-            pair = self.session.pair
-            d_max, max_new = int(d_max), int(max_new_tokens)
-            if not 1 <= d_max <= D_MAX_CAP or not 1 <= max_new <= MAX_NEW_TOKENS_CAP:
-                raise ValueError(f"d_max must be in 1..{D_MAX_CAP} and max new tokens in 1..{MAX_NEW_TOKENS_CAP}")
-            self.session.release_race()
-            prompts = [e["prompt"] for e in load_examples()]
             records, shown = [], 0.0
-            for k, prompt in enumerate(prompts):
-                config = DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=max(d_max, 1))
-                records += list(self.session.decoder.run(pair.encode_prompt(prompt), "static",
-                                                         StaticPolicy(d_max), config))
-                if time.monotonic() - shown >= UPDATE_INTERVAL_S:
+            prompts = [e["prompt"] for e in load_examples()]
+            for line, records in self.session.static_run(prompts, d_max, max_new_tokens):
+                if records is None or time.monotonic() - shown >= UPDATE_INTERVAL_S:
                     shown = time.monotonic()
-                    yield gr.skip(), f"Fresh run: prompt {k + 1}/{len(prompts)} decoded…", gr.skip(), gr.skip()
-            self.fresh = records
+                    yield gr.skip(), line, gr.skip(), gr.skip(), gr.skip()
         except ValueError as error:
             raise gr.Error(str(error)) from error
-        yield (SOURCES[1], *self.show(SOURCES[1], tested_only))
+        yield SOURCES[1], *self._view(records, tested_only), records
 
-    def calibration(self, tested_only: bool = False) -> dict:
-        """Calibration of the drafter over this app's races: ECE, reliability bins, acceptance by position."""
-        samples = acceptance_samples(self._records(SOURCES[0]), tested_only=bool(tested_only))
+    def calibration(self, request: gr.Request, tested_only: bool = False) -> dict:
+        """Calibration of the drafter over this client's races: ECE, reliability bins, acceptance by position."""
+        samples = acceptance_samples(self._races(client_key(request)), tested_only=bool(tested_only))
         ece = expected_calibration_error(samples["q"], samples["accepted"])
         return {"samples": len(samples), "ece": ece if math.isfinite(ece) else None,
                 "bins": _rows(reliability_table(samples["q"], samples["accepted"])),

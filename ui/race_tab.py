@@ -6,36 +6,28 @@ call runs in one queue (`concurrency_id="model"`, one at a time).
 """
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import gradio as gr
 
 from libraspec import plots
-from libraspec.device import LOAD_SECONDS, gpu, race_seconds
 from libraspec.models.registry import describe_pair
 from libraspec.records import records_to_frame
 
+from .common import QUEUE, client_key, load_examples
+from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .render import column_html, legend_html, status_html, title
-from .session import (D_MAX_CAP, MAX_NEW_TOKENS_CAP, RACE_MODES, TEMPERATURE_MAX, Run, Session, Settings,
-                      Snapshot)
+from .session import RACE_MODES, Run, Session, Snapshot
+from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP, TEMPERATURE_MAX, Settings
 
-EXAMPLES_PATH = Path(__file__).resolve().parents[1] / "assets" / "examples.json"
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
-QUEUE = dict(concurrency_id="model", concurrency_limit=1)
 EMPTY = records_to_frame([])
 
 
-def _race_gpu_seconds(prompt=None, alpha=None, d_max=None, static_length=None, temperature=None,
+def _race_gpu_seconds(owner=None, prompt=None, alpha=None, d_max=None, static_length=None, temperature=None,
                       max_new_tokens=128, *rest, **named) -> int:
-    """GPU seconds a Space reserves for one race call (same arguments as the race handlers)."""
+    """GPU seconds a Space reserves for one race call (same arguments as `_race_live` and `_race`)."""
     return race_seconds(named.get("max_new_tokens", max_new_tokens))
-
-
-def load_examples() -> list[dict]:
-    with open(EXAMPLES_PATH) as handle:
-        return json.load(handle)
 
 
 class RaceTabs:
@@ -43,7 +35,10 @@ class RaceTabs:
 
     def __init__(self, session: Session):
         self.session = session
-        self._warm_up_gpu = gpu(lambda *args, **named: LOAD_SECONDS)(self.warm_up)  # spaces.GPU on a Space
+        # spaces.GPU on a Space, else unchanged; the client's key, not its request, crosses into a GPU call
+        self._warm_up_gpu = gpu(lambda *args, **named: LOAD_SECONDS)(self.warm_up)
+        self._race_live_gpu = gpu(_race_gpu_seconds)(self._race_live)
+        self._race_gpu = gpu(_race_gpu_seconds)(self._race)
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -113,10 +108,9 @@ class RaceTabs:
                   self.max_new_tokens, self.seed, self.inspect_mode] + ([self.model] if self.model else [])
         outputs = [self.status, *self.columns, self.run_id, self.length_plot, self.speedup_plot,
                    self.heatmap_plot, self.eps_plot, self.round, self.profile_plot]
-        race_live = gpu(_race_gpu_seconds)(self.race_live)  # spaces.GPU on a Space, else unchanged
-        click = self.run_button.click(race_live, inputs, outputs, api_visibility="undocumented",
+        click = self.run_button.click(self.race_live, inputs, outputs, api_visibility="undocumented",
                                       show_progress="minimal", **QUEUE)
-        submit = self.prompt.submit(race_live, inputs, outputs, api_visibility="undocumented",
+        submit = self.prompt.submit(self.race_live, inputs, outputs, api_visibility="undocumented",
                                     show_progress="minimal", **QUEUE)
         self.stop_button.click(None, cancels=[click, submit]).then(
             lambda: status_html("Stopped. The next run starts cleanly."), None, [self.status], queue=False,
@@ -126,7 +120,7 @@ class RaceTabs:
                                  [self.heatmap_plot, self.eps_plot, self.round], api_visibility="private")
         self.round.release(self.inspect_round, [self.run_id, self.inspect_mode, self.round], [self.eps_plot],
                            api_visibility="private")
-        gr.api(gpu(_race_gpu_seconds)(self.race), api_name="race", **QUEUE)
+        gr.api(self.race, api_name="race", **QUEUE)
         if self.model is not None:
             self.model.change(self._warm_up_gpu, [self.model], self._warm_outputs(), api_visibility="private",
                               show_progress="hidden", **QUEUE)
@@ -141,9 +135,9 @@ class RaceTabs:
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             yield status_html(f"Could not load the model: {error}"), gr.skip(), gr.skip(), gr.skip()
             raise gr.Error(f"could not load the model: {error}") from error
-        n = self.session.pair.n
+        n = self.session.n
         yield (status_html(f"Ready: {self.session.describe()}"),
-               plots.profile_figure(self.session.decoder.profile),
+               plots.profile_figure(self.session.profile()),
                gr.Slider(minimum=n), gr.Slider(value=n, label=f"static length (default n = {n})"))
 
     def _warm_outputs(self) -> list:
@@ -155,15 +149,20 @@ class RaceTabs:
 
     # -- callbacks ----------------------------------------------------------------------------
 
-    def race_live(self, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, inspect_mode,
-                  model=None):
+    def race_live(self, request: gr.Request, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
+                  inspect_mode, model=None):
         """Stream the race: columns at most 4 times a second, figures once a second, always the end."""
+        yield from self._race_live_gpu(client_key(request), prompt, alpha, d_max, static_length, temperature,
+                                       max_new_tokens, seed, inspect_mode, model)
+
+    def _race_live(self, owner, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
+                   inspect_mode, model):
         settings = Settings(alpha, d_max, static_length, temperature, max_new_tokens, seed)
         skip = (gr.skip(),) * 7  # run id and the six figure outputs
         figures_at = 0.0
         try:
             self.session.select(model)
-            for snap in self.session.stream(prompt, settings):
+            for snap in self.session.stream(prompt, settings, owner):
                 if snap.run is None:
                     columns = [column_html(m, None, None, None, "waiting for the AR baseline…")
                                for m in RACE_MODES] if snap.phase == "baseline" else [gr.skip()] * 3
@@ -176,7 +175,7 @@ class RaceTabs:
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             raise gr.Error(str(error)) from error
 
-    def race(self, prompt: str, alpha: float = 2.2, d_max: int = 24, static_length: int = 0,
+    def race(self, request: gr.Request, prompt: str, alpha: float = 2.2, d_max: int = 24, static_length: int = 0,
              temperature: float = 0.0, max_new_tokens: int = 128,
              seed: int = 0, model: str = "") -> tuple[str, str, str, dict]:
         """Race static, LibraSpec and oracle on one prompt (static_length 0 = n; model "" = the
@@ -185,43 +184,47 @@ class RaceTabs:
         Returns the three output texts and a summary: settings, notes on clamped values, and
         per mode tokens, rounds, tau, tokens/s, speedups over AR (measured, modeled), finish rank.
         """
+        return self._race_gpu(client_key(request), prompt, alpha, d_max, static_length, temperature,
+                              max_new_tokens, seed, model)
+
+    def _race(self, owner, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model):
         snap = None
         try:
             self.session.select(model)
             for snap in self.session.stream(prompt, Settings(alpha, d_max, static_length, temperature,
-                                                            max_new_tokens, seed)):
+                                                            max_new_tokens, seed), owner):
                 pass
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             raise gr.Error(str(error)) from error
         run = snap.run
-        return (*(run.text(mode) for mode in RACE_MODES),
-                run.report(self.session.pair.name, self.session.pair.n))
+        return (*(run.text(mode) for mode in RACE_MODES), run.report())
 
-    def export_trace(self, run_id: str) -> list[str] | None:
-        """CSV and Parquet files of a run's round records (AR baseline included), by run id."""
+    def export_trace(self, request: gr.Request, run_id: str) -> list[str] | None:
+        """CSV and Parquet files of a run's round records (AR baseline included), by the id of one
+        of this client's runs."""
         if not run_id:
             return None
         try:
-            return self.session.export(run_id)
+            return self.session.export(run_id, client_key(request))
         except ValueError as error:
             raise gr.Error(str(error)) from error
 
-    def inspect_mode_changed(self, run_id: str, mode: str):
-        run = self._stored(run_id)
+    def inspect_mode_changed(self, request: gr.Request, run_id: str, mode: str):
+        run = self._stored(run_id, client_key(request))
         if run is None:
             return gr.skip(), gr.skip(), gr.skip()
         return (plots.confidence_heatmap(run.frame(with_ar=False), mode), self._eps(run, mode, 0),
                 self._round_slider(run, mode, 0))
 
-    def inspect_round(self, run_id: str, mode: str, round_index: float):
-        run = self._stored(run_id)
+    def inspect_round(self, request: gr.Request, run_id: str, mode: str, round_index: float):
+        run = self._stored(run_id, client_key(request))
         return gr.skip() if run is None else self._eps(run, mode, int(round_index))
 
     # -- views --------------------------------------------------------------------------------
 
-    def _stored(self, run_id: str) -> Run | None:
+    def _stored(self, run_id: str, owner: str) -> Run | None:
         try:
-            return self.session.get_run(run_id)
+            return self.session.get_run(run_id, owner)
         except ValueError:
             return None
 
@@ -254,4 +257,4 @@ class RaceTabs:
         return (run.run_id if final else gr.skip(), plots.length_figure(frame),
                 plots.speedup_figure(frame, ar_s, ar_modeled), plots.confidence_heatmap(frame, mode),
                 self._eps(run, mode, last), self._round_slider(run, mode, last),
-                plots.profile_figure(self.session.decoder.profile) if final else gr.skip())
+                plots.profile_figure(self.session.profile()) if final else gr.skip())

@@ -1,12 +1,19 @@
-"""The app's model session: lazy loading, input checks, the AR baseline cache, the live race.
+"""The app's model session: lazy loading, input checks, the AR baseline cache, the live race,
+sweeps, calibration runs and the latency profile.
 
-No gradio here: the tabs turn `ValueError`s into `gr.Error`s. All decoding goes through
-`libraspec` (`SpeculativeDecoder.run`, `race`); this module only orchestrates it. Paper
-symbols: alpha (LibraSpec trade-off), n (block size), d_max (length cap), tau.
+No gradio here: the tabs turn `ValueError`s into `gr.Error`s. Every model call of the app
+goes through this class (the tabs never hold the decoder or the models); the decoding itself
+is `libraspec`'s (`SpeculativeDecoder.run`, `race`, `iter_sweep`). Paper symbols: alpha
+(LibraSpec trade-off), n (block size), d, d_max (length cap), tau.
 
-Concurrency: the tabs run every model call in one gradio queue of size 1; a lock also
-guards each decoding step, so a cancelled run's generator (left unfinished by gradio)
-is closed by the next run before that run touches the models.
+Concurrency: the tabs run every model call in one gradio queue of size 1; the model lock
+also guards each decoding step and each profile measurement, so a cancelled run's generator
+(left unfinished by gradio) is closed by the next run before that run touches the models.
+
+Per-user state: the session is shared by every visitor, so what belongs to one is keyed by
+an `owner` (the tabs pass the gradio session of the page or API client): each race records
+its owner, and only that owner lists, inspects or exports it; a sweep's cancel event is the
+owner's. Runs made outside the app (scripts, tests) belong to `LOCAL`.
 """
 from __future__ import annotations
 
@@ -24,77 +31,24 @@ from typing import Iterator
 
 import pandas as pd
 
+from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
 from libraspec.device import free_memory, on_zero_gpu
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
 from libraspec.modes import MODES, PolicySettings
-from libraspec.profiling import cache_root
+from libraspec.policy import StaticPolicy
+from libraspec.profiling import cache_root, cached_profile
 from libraspec.records import RoundRecord, RunSummary, records_to_frame, summarize, write_csv, write_parquet
+from libraspec.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 
 from .render import TextSegments
 from .run_store import RunStore
+from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP, Settings, check_settings, integer_setting
 
 RACE_MODES = ("static", "libraspec", "oracle")
-MAX_NEW_TOKENS_CAP = 512
-D_MAX_CAP = 64
-TEMPERATURE_MAX = 1.5
-ALPHA_MAX = 20.0
-SEED_MAX = 2**31 - 1
 UPDATE_INTERVAL_S = 0.25  # the race view refreshes at most 4 times a second
 KEPT_RUNS = 8
-
-
-@dataclass(frozen=True)
-class Settings:
-    alpha: float = 2.2
-    d_max: int = 24
-    static_length: int | None = None  # None: n, the drafter's block size
-    temperature: float = 0.0
-    max_new_tokens: int = 128
-    seed: int = 0
-
-
-def _number(value, name: str, kind: str) -> float:
-    """float(value), with a message naming the setting when it is not a number at all."""
-    if isinstance(value, bool) or value is None:
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
-    try:
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be {kind}, got {value!r}") from None
-
-
-def _integer(value, name: str, low: int, high: int) -> int:
-    number = _number(value, name, "an integer")
-    if not math.isfinite(number) or number != int(number):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if not low <= number <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {int(number)}")
-    return int(number)
-
-
-def _real(value, name: str, low: float, high: float, low_open: bool = False) -> float:
-    number = _number(value, name, "a number")
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if number > high or number < low or (low_open and number == low):
-        side = f"> {low:g}" if low_open else f">= {low:g}"
-        raise ValueError(f"{name} must be {side} and <= {high:g}, got {number:g}")
-    return number
-
-
-def check_settings(settings: Settings, n: int) -> Settings:
-    """Range checks with messages naming the limit; `static_length=None` becomes n."""
-    alpha = _real(settings.alpha, "alpha", 0.0, ALPHA_MAX, low_open=True)
-    d_max = _integer(settings.d_max, "d_max", 1, D_MAX_CAP)
-    if d_max < n:
-        raise ValueError(f"d_max must be at least the block size n = {n} (Algorithm 1 starts at d = n), "
-                         f"got {d_max}")
-    static = n if settings.static_length in (None, 0) else settings.static_length
-    return Settings(alpha=alpha, d_max=d_max, static_length=_integer(static, "static length", 1, D_MAX_CAP),
-                    temperature=_real(settings.temperature, "temperature", 0.0, TEMPERATURE_MAX),
-                    max_new_tokens=_integer(settings.max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP),
-                    seed=_integer(settings.seed, "seed", 0, SEED_MAX))
+LOCAL = "local"  # the owner of runs made outside the app
 
 
 @dataclass
@@ -106,6 +60,9 @@ class Run:
     settings: Settings
     notes: list[str]
     ar_records: list[RoundRecord]
+    model: str  # the pair's name
+    n: int  # the pair's drafts per step
+    owner: str  # who may list, inspect and export it (see the module docstring)
     records: dict[str, list[RoundRecord]] = field(default_factory=dict)
     segments: dict[str, TextSegments] = field(default_factory=dict)
     finish_order: list[str] = field(default_factory=list)
@@ -145,7 +102,7 @@ class Run:
         segments = self.segments.get(mode)
         return segments.text if segments is not None else ""
 
-    def report(self, model: str, n: int) -> dict:
+    def report(self) -> dict:
         """JSON-ready summary: settings, notes, and per-mode totals (non-finite numbers -> None)."""
         def clean(summary: RunSummary | None) -> dict | None:
             if summary is None:
@@ -158,7 +115,7 @@ class Run:
             entry["finish_rank"] = self.rank(mode)
             modes[mode] = entry
         ar = clean(summarize(self.ar_records)) if self.ar_records else None
-        return {"run_id": self.run_id, "model": model, "block_size_n": n,
+        return {"run_id": self.run_id, "model": self.model, "n": self.n,
                 "settings": dataclasses.asdict(self.settings), "notes": list(self.notes),
                 "finished": self.finished, "modes": modes, "ar": ar}
 
@@ -174,7 +131,7 @@ class Snapshot:
 
 
 class Session:
-    """Holds the one model pair and decoder of the app; safe for one run at a time."""
+    """Holds the one model pair and decoder of the app and makes every call to them; one run at a time."""
 
     def __init__(self, model: str | None = None, offered: list[str] | None = None,
                  runs_dir: str | os.PathLike | None = None):
@@ -185,8 +142,9 @@ class Session:
         self.pair = None
         self.decoder: SpeculativeDecoder | None = None
         self._load_lock = threading.Lock()
-        self._step_lock = threading.Lock()
+        self._model_lock = threading.Lock()
         self._active: Iterator | None = None
+        self._cancels: dict[str, threading.Event] = {}  # owner -> the cancel event of its running sweep
         self._ar_cache: OrderedDict[tuple, list[RoundRecord]] = OrderedDict()
         self._runs: OrderedDict[str, Run] = OrderedDict()
         if runs_dir is None and on_zero_gpu():
@@ -208,7 +166,7 @@ class Session:
             return
         yield f"Loading {self.model} and measuring its latency profile (first use only)…"
         self.load_models()
-        self.decoder.profile  # measured (or read from the disk cache) now, not during a race
+        self.profile()  # measured (or read from the disk cache) now, not during a race
 
     def load_models(self) -> None:
         """Load the selected pair without profiling it (a ZeroGPU Space does this at start-up)."""
@@ -223,11 +181,25 @@ class Session:
             return
         if name not in self.offered:
             raise ValueError(f"model pair {name!r} is not offered here; choose one of {', '.join(self.offered)}")
-        self.release_race()
+        self._activate(None)
         with self._load_lock:
             self.pair = self.decoder = None
             self.model = name
         free_memory()
+
+    @property
+    def n(self) -> int | None:
+        """n of the loaded pair (None before loading)."""
+        pair = self.pair
+        return pair.n if pair is not None else None
+
+    def profile(self) -> LatencyProfile | None:
+        """The loaded pair's latency profile (None before loading); measured once, under the model lock."""
+        decoder = self.decoder
+        if decoder is None:
+            return None
+        with self._model_lock:
+            return decoder.profile
 
     def describe(self) -> str:
         if self.pair is None:
@@ -255,13 +227,21 @@ class Session:
 
     def _step(self, iterator: Iterator):
         """Advance the active iterator by one step under the lock; None when exhausted or superseded."""
-        with self._step_lock:
+        with self._model_lock:
             if self._active is not iterator:
                 return None
             return next(iterator, None)
 
-    def _activate(self, iterator: Iterator) -> None:
-        with self._step_lock:
+    def _steps(self, iterator: Iterator) -> Iterator:
+        """Make `iterator` the active run and yield its items, each produced under the model lock."""
+        self._activate(iterator)
+        while (item := self._step(iterator)) is not None:
+            yield item
+
+    def _activate(self, iterator: Iterator | None) -> None:
+        """Make `iterator` (None: no run) the active run, after any step in flight; the previous
+        one, a cancelled run left unfinished, is closed so that two runs never interleave."""
+        with self._model_lock:
             if self._active is not None:
                 self._active.close()  # a cancelled run left unfinished
             self._active = iterator
@@ -276,9 +256,8 @@ class Session:
         config = DecodeConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
                               seed=settings.seed)
         iterator = self.decoder.run(ids, "ar", None, config)
-        self._activate(iterator)
         records = []
-        while (record := self._step(iterator)) is not None:
+        for record in self._steps(iterator):
             records.append(record)
             yield record.cumulative_tokens, records
         self._ar_cache[key] = records
@@ -286,8 +265,8 @@ class Session:
             self._ar_cache.popitem(last=False)
         yield -1, records
 
-    def stream(self, prompt: str, settings: Settings) -> Iterator[Snapshot]:
-        """Race static, LibraSpec and oracle on one prompt; snapshots at most every 0.25 s."""
+    def stream(self, prompt: str, settings: Settings, owner: str = LOCAL) -> Iterator[Snapshot]:
+        """Race static, LibraSpec and oracle on one prompt for `owner`; snapshots at most every 0.25 s."""
         for line in self.load():
             yield Snapshot(line, None, phase="load")
         ids, settings, notes = self.prepare(prompt, settings)
@@ -298,7 +277,8 @@ class Session:
                 last = time.monotonic()
                 yield Snapshot(f"Measuring the autoregressive baseline: {done}/{settings.max_new_tokens} "
                                "tokens (once per prompt and settings)…", None, phase="baseline")
-        run = Run(uuid.uuid4().hex[:12], prompt, settings, notes, ar_records)
+        run = Run(uuid.uuid4().hex[:12], prompt, settings, notes, ar_records, self.pair.name, self.pair.n,
+                  owner)
         for mode in RACE_MODES:
             # the tokenizer's decode, not the pair's: a stored run must not keep a switched-out pair's
             # weights alive (a GPU holds one pair at a time)
@@ -310,10 +290,8 @@ class Session:
         config = DecodeConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
                               seed=settings.seed, lookahead=settings.d_max, annotate_oracle=True)
         iterator = race(self.decoder, ids, entries, config)
-        self._activate(iterator)
         last = 0.0
-        while (event := self._step(iterator)) is not None:
-            mode, record = event
+        for mode, record in self._steps(iterator):
             run.records.setdefault(mode, []).append(record)
             run.segments[mode].add(record)
             if record.finished:
@@ -326,6 +304,64 @@ class Session:
             self._store.save(run)
         yield Snapshot("Finished." if run.finished else "Stopped.", run, final=True)
 
+    # -- sweeps and calibration runs ----------------------------------------------------------
+
+    def sweep(self, prompts: list[str], alphas, d_maxes, max_new_tokens,
+              owner: str = LOCAL) -> Iterator[tuple[str, SweepEvent | None]]:
+        """LibraSpec over an alpha x d_max grid on `prompts` (`iter_sweep`: AR once per prompt, the
+        oracle annotation in every cell); yields (status line, event or None). `cancel_sweep(owner)`
+        stops it before its next run."""
+        grid_alphas, grid_d = parse_alphas(alphas), parse_d_maxes(d_maxes)
+        config = DecodeConfig(max_new_tokens=integer_setting(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP))
+        cancel = self._cancels[owner] = threading.Event()
+        try:
+            for line in self.load():
+                yield line, None
+            pair = self.pair
+            if max(grid_d) > pair.max_context // 2:
+                raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
+            ids = [pair.encode_prompt(p) for p in prompts]
+            yield f"Measuring the latency profile up to d_max = {max(grid_d)} (once per machine and pair)…", None
+            iterator = iter_sweep(self._sweep_decoder(max(grid_d)), ids, grid_alphas, grid_d, config, cancel)
+            for event in self._steps(iterator):
+                state = "Cancelled" if event.cancelled else "Finished" if event.done == event.total else "Running"
+                yield f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}.", event
+        finally:
+            if self._cancels.get(owner) is cancel:
+                del self._cancels[owner]
+
+    def cancel_sweep(self, owner: str) -> bool:
+        """Stop `owner`'s running sweep before its next run (no other owner's); False when none runs."""
+        cancel = self._cancels.get(owner)
+        if cancel is not None:
+            cancel.set()
+        return cancel is not None
+
+    def _sweep_decoder(self, longest: int) -> SpeculativeDecoder:
+        """A decoder whose latency profile reaches d_max = `longest` (measured once per machine and
+        pair, then read from the disk cache)."""
+        pair = self.pair
+        self._activate(None)
+        with self._model_lock:
+            profile = cached_profile(pair, max_tokens=max(25, longest + 1),
+                                     max_blocks=max(2, -(-longest // pair.n)))
+        return SpeculativeDecoder(pair, profile)
+
+    def static_run(self, prompts: list[str], d, max_new_tokens) -> Iterator[tuple[str, list[RoundRecord] | None]]:
+        """Decode each prompt with the static length d (prompt k with seed k), so that every drafted
+        position up to d is submitted and judged; yields (status line, None) while loading, then
+        (status line, the records so far) after each prompt."""
+        d = integer_setting(d, "d_max", 1, D_MAX_CAP)
+        max_new = integer_setting(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP)
+        for line in self.load():
+            yield line, None
+        records: list[RoundRecord] = []
+        for k, prompt in enumerate(prompts):
+            config = DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d)
+            iterator = self.decoder.run(self.pair.encode_prompt(prompt), "static", StaticPolicy(d), config)
+            records += self._steps(iterator)
+            yield f"Fresh run: prompt {k + 1}/{len(prompts)} decoded…", records
+
     # -- stored runs --------------------------------------------------------------------------
 
     def _keep(self, run: Run) -> None:
@@ -333,35 +369,33 @@ class Session:
         while len(self._runs) > KEPT_RUNS:
             self._runs.popitem(last=False)
 
-    def get_run(self, run_id: str) -> Run:
+    def get_run(self, run_id: str, owner: str = LOCAL) -> Run:
+        """`owner`'s run with this id; another owner's run is refused as unknown."""
         run_id = (run_id or "").strip()
         run = self._runs.get(run_id)
         if run is None and self._store is not None:
             run = self._store.load(run_id)
-        if run is None:
+        if not _owned(run, owner):
             raise ValueError(f"no stored run with id {run_id!r} (the app keeps the last {KEPT_RUNS} runs)")
         return run
 
-    def runs(self) -> list[Run]:
-        """The stored runs, oldest first (the teaching and calibration tabs read them)."""
-        if self._store is None:
-            return list(self._runs.values())
-        on_disk = [i for i in self._store.ids() if i not in self._runs]
-        loaded = [run for run in map(self._store.load, on_disk) if run is not None]
-        return (loaded + list(self._runs.values()))[-KEPT_RUNS:]
+    def runs(self, owner: str = LOCAL) -> list[Run]:
+        """`owner`'s stored runs, oldest first (the teaching and calibration tabs read them)."""
+        kept = list(self._runs.values())
+        if self._store is not None:
+            on_disk = [i for i in self._store.ids() if i not in self._runs]
+            kept = ([run for run in map(self._store.load, on_disk) if run is not None] + kept)[-KEPT_RUNS:]
+        return [run for run in kept if _owned(run, owner)]
 
-    def release_race(self) -> None:
-        """Before other model work (sweeps, calibration runs): wait for a race step in flight and
-        close a cancelled race's generator, so the two never interleave on the models."""
-        with self._step_lock:
-            if self._active is not None:
-                self._active.close()
-            self._active = None
-
-    def export(self, run_id: str) -> list[str]:
-        """The run's round records (AR baseline included) as CSV and Parquet files."""
-        run = self.get_run(run_id)
+    def export(self, run_id: str, owner: str = LOCAL) -> list[str]:
+        """`owner`'s run's round records (AR baseline included) as CSV and Parquet files."""
+        run = self.get_run(run_id, owner)
         folder = tempfile.mkdtemp(prefix="libraspec-trace-")
         frame = run.frame()
         stem = os.path.join(folder, f"libraspec-{run.run_id}")
         return [write_csv(frame, stem + ".csv"), write_parquet(frame, stem + ".parquet")]
+
+
+def _owned(run: Run | None, owner: str) -> bool:
+    """Whether `run` is `owner`'s; a run stored by an older version, without an owner, is nobody's."""
+    return run is not None and getattr(run, "owner", None) == owner

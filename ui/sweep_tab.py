@@ -1,15 +1,15 @@
 """Sweep tab: LibraSpec over an alpha x d_max grid on a prompt set (layout and wiring only).
 
-`libraspec.sweep.iter_sweep` does the decoding (LibraSpec with the oracle annotation per
+`Session.sweep` runs `libraspec.sweep.iter_sweep` (LibraSpec with the oracle annotation per
 cell, AR once per prompt, alpha "auto" = `AutoAlphaLibraSpecPolicy`); this tab streams
 its progress, draws `tuning_plots.sweep_figure` and offers the table as CSV. A Cancel button
-sets a `threading.Event` the sweep checks between runs. Paper symbols: alpha, d_max, d*, tau.
+stops the sweep of the same page (`Session.cancel_sweep`, keyed by the page's gradio session)
+before its next run. Paper symbols: alpha, d_max, d*, tau.
 """
 from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -18,15 +18,13 @@ import pandas as pd
 
 from libraspec import tuning_plots
 from libraspec.bench import read_prompts
-from libraspec.device import RACE_MAX_S, gpu
-from libraspec.engine import DecodeConfig, SpeculativeDecoder
-from libraspec.profiling import cached_profile
-from libraspec.sweep import (COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, iter_sweep, parse_alphas,
-                             parse_d_maxes)
+from libraspec.sweep import COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, parse_alphas, parse_d_maxes
 
-from .race_tab import QUEUE, load_examples
+from .common import QUEUE, client_key, load_examples
+from .hosting import RACE_MAX_S, gpu
 from .render import status_html
-from .session import MAX_NEW_TOKENS_CAP, Session
+from .session import Session
+from .settings import MAX_NEW_TOKENS_CAP
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "assets" / "prompts"
 EXAMPLES = "examples (app)"
@@ -60,7 +58,10 @@ class SweepTab:
 
     def __init__(self, session: Session):
         self.session = session
-        self.cancel_event = threading.Event()
+        # spaces.GPU on a Space (one reservation per sweep); the client's key, not its request, crosses into it
+        on_gpu = gpu(lambda *args, **named: RACE_MAX_S)
+        self._sweep_live_gpu = on_gpu(self._sweep_live)
+        self._sweep_gpu = on_gpu(self._sweep)
 
     def build(self) -> None:
         with gr.Tab("Sweep", id="sweep"):
@@ -79,7 +80,7 @@ class SweepTab:
                                                 elem_id="ls-sweep-max-new")
             with gr.Row():
                 self.run_button = gr.Button("Run sweep", variant="primary", elem_id="ls-sweep-run")
-                self.cancel_button = gr.Button("Cancel", variant="stop")
+                self.cancel_button = gr.Button("Cancel", variant="stop", elem_id="ls-sweep-cancel")
             self.status = gr.HTML(status_html("Set the grid and press Run sweep."), elem_id="ls-sweep-status")
             empty = tuning_plots.sweep_figure(pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS],
                                        list(DEFAULT_D_MAXES))
@@ -91,50 +92,31 @@ class SweepTab:
 
     def _wire(self) -> None:
         inputs = [self.alphas, self.d_maxes, self.prompt_set, self.count, self.max_new_tokens]
-        on_gpu = gpu(lambda *args, **named: RACE_MAX_S)  # spaces.GPU on a Space: one reservation per sweep
-        self.run_button.click(on_gpu(self.sweep_live), inputs, [self.status, self.plot, self.table, self.csv],
+        self.run_button.click(self.sweep_live, inputs, [self.status, self.plot, self.table, self.csv],
                               api_visibility="private", show_progress="minimal", **QUEUE)
         self.cancel_button.click(self.cancel, None, [self.status], queue=False, api_visibility="private")
-        gr.api(on_gpu(self.sweep), api_name="sweep", **QUEUE)
+        gr.api(self.sweep, api_name="sweep", **QUEUE)
 
-    def cancel(self) -> str:
-        self.cancel_event.set()
+    def cancel(self, request: gr.Request) -> str:
+        """Stop this page's sweep before its next run; other visitors' sweeps go on."""
+        if not self.session.cancel_sweep(client_key(request)):
+            return status_html("No sweep of yours is running.")
         return status_html("Cancelling after the current run…")
 
-    def _decoder(self, d_maxes: tuple[int, ...]) -> SpeculativeDecoder:
-        """A decoder whose latency profile reaches the largest d_max (measured once, cached)."""
-        pair, longest = self.session.pair, max(d_maxes)
-        profile = cached_profile(pair, max_tokens=max(25, longest + 1),
-                                 max_blocks=max(2, -(-longest // pair.n)))
-        return SpeculativeDecoder(pair, profile)
-
-    def _events(self, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens):
+    def _events(self, owner: str, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens):
         """(message, SweepEvent or None) while the sweep runs; bad input raises ValueError."""
-        grid_alphas, grid_d = parse_alphas(alphas), parse_d_maxes(d_maxes)
         prompts = load_prompt_set(prompt_set, int(count))
-        if not 1 <= int(max_new_tokens) <= MAX_NEW_TOKENS_CAP:
-            raise ValueError(f"max new tokens must be between 1 and {MAX_NEW_TOKENS_CAP}, got {max_new_tokens}")
-        self.cancel_event.clear()
-        for line in self.session.load():
-            yield line, None
-        self.session.release_race()
-        pair = self.session.pair
-        if max(grid_d) > pair.max_context // 2:
-            raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
-        ids = [pair.encode_prompt(p) for p in prompts]
-        yield f"Measuring the latency profile up to d_max = {max(grid_d)} (once per machine and pair)…", None
-        decoder = self._decoder(grid_d)
-        config = DecodeConfig(max_new_tokens=int(max_new_tokens))
-        for event in iter_sweep(decoder, ids, grid_alphas, grid_d, config, self.cancel_event):
-            state = "Cancelled" if event.cancelled else "Finished" if event.done == event.total else "Running"
-            yield f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}.", event
+        return self.session.sweep(prompts, alphas, d_maxes, max_new_tokens, owner)
 
-    def sweep_live(self, alphas, d_maxes, prompt_set, count, max_new_tokens):
+    def sweep_live(self, request: gr.Request, alphas, d_maxes, prompt_set, count, max_new_tokens):
         """Stream progress and heatmaps; the table and CSV once the sweep ends or is cancelled."""
+        yield from self._sweep_live_gpu(client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens)
+
+    def _sweep_live(self, owner, alphas, d_maxes, prompt_set, count, max_new_tokens):
         axes = None
         shown = 0.0
         try:
-            for message, event in self._events(alphas, d_maxes, prompt_set, count, max_new_tokens):
+            for message, event in self._events(owner, alphas, d_maxes, prompt_set, count, max_new_tokens):
                 if event is None:
                     yield status_html(message), gr.skip(), gr.skip(), gr.skip()
                     continue
@@ -156,13 +138,16 @@ class SweepTab:
         frame.to_csv(path, index=False)
         return path
 
-    def sweep(self, alphas: str = "1.6, 2.0, 2.2, 2.6, auto", d_maxes: str = "16, 24, 32, 48",
+    def sweep(self, request: gr.Request, alphas: str = "1.6, 2.0, 2.2, 2.6, auto", d_maxes: str = "16, 24, 32, 48",
               prompt_set: str = EXAMPLES, count: int = 3, max_new_tokens: int = 64) -> list[dict]:
         """Run a sweep and return one row per (alpha, d_max) cell: tau, mean d, alpha used,
         measured and modeled speedup over AR, mean |d - d*|."""
+        return self._sweep_gpu(client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens)
+
+    def _sweep(self, owner, alphas, d_maxes, prompt_set, count, max_new_tokens) -> list[dict]:
         event = None
         try:
-            for _, ev in self._events(alphas, d_maxes, prompt_set, count, max_new_tokens):
+            for _, ev in self._events(owner, alphas, d_maxes, prompt_set, count, max_new_tokens):
                 event = ev or event
         except (ValueError, OSError) as error:
             raise gr.Error(str(error)) from error

@@ -1,7 +1,7 @@
 """Algorithm step-through tab: Algorithm 1 one iteration per click (layout and wiring only).
 
-Confidences q_i come from a LibraSpec round of the last race, a synthetic profile or a
-pasted list; `libraspec.stepper` produces the states (the same decisions as
+Confidences q_i come from a LibraSpec round of the visitor's own last race, a synthetic
+profile or a pasted list; `libraspec.stepper` produces the states (the same decisions as
 `LibraSpecPolicy`), `libraspec.plots` draws them, and `libraspec.theory` gives the
 expected speedup E[eta_d] under the chosen cost model (Eq. 1). No model work here.
 Paper symbols: alpha, n, d, d_max, B, eps_i, q_i, tau.
@@ -19,7 +19,9 @@ from libraspec.cost import LatencyProfile
 from libraspec.stepper import algorithm_states, parse_confidences, synthetic_confidences
 from libraspec.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
 
-from .session import D_MAX_CAP, Session
+from .common import client_key
+from .session import Run, Session
+from .settings import D_MAX_CAP
 
 SOURCES = ("synthetic", "last race round", "pasted list")
 COSTS = ("measured profile", "linear t0 + c*d")
@@ -45,11 +47,12 @@ class Inputs:
     draft_ms: float = 5.0
 
 
-def confidences_for(inputs: Inputs, session: Session | None) -> tuple[np.ndarray, int, int, list[str]]:
-    """(q, n, d_max, notes) for the chosen source; d_max shrinks to the confidences available."""
+def confidences_for(inputs: Inputs, runs: list[Run] | None) -> tuple[np.ndarray, int, int, list[str]]:
+    """(q, n, d_max, notes) for the chosen source (`runs`: the client's races, oldest first); d_max
+    shrinks to the confidences available."""
     n, d_max, notes = int(inputs.n), int(inputs.d_max), []
     if inputs.source == "last race round":
-        runs = [r for r in (session.runs() if session is not None else []) if r.records.get("libraspec")]
+        runs = [r for r in runs or [] if r.records.get("libraspec")]
         if not runs:
             raise ValueError("no race yet: run one on the Race tab, or pick synthetic / pasted confidences")
         rounds = [r for r in runs[-1].records["libraspec"] if r.blocks_drafted > 0]
@@ -77,14 +80,15 @@ def confidences_for(inputs: Inputs, session: Session | None) -> tuple[np.ndarray
     return q, n, d_max, notes
 
 
-def cost_profile(inputs: Inputs, n: int, d_max: int, session: Session | None) -> tuple[LatencyProfile, str]:
+def cost_profile(inputs: Inputs, n: int, d_max: int,
+                 measured: LatencyProfile | None) -> tuple[LatencyProfile, str]:
     """The latency profile for E[eta_d]: the loaded pair's measured one, or t0 + c*k."""
     if inputs.cost == "measured profile":
-        if session is None or not session.loaded:
+        if measured is None:
             raise ValueError("the model is not loaded yet, so there is no measured profile: pick the linear cost")
-        measured = session.decoder.profile
         t0, c = measured.linear_fit()
-        note = f"measured profile of {session.pair.name}: fit t0 = {1000 * t0:.2f} ms, c = {1000 * c:.3f} ms/token"
+        note = (f"measured profile of {measured.meta.get('pair', 'the loaded pair')}: fit t0 = {1000 * t0:.2f} ms, "
+                f"c = {1000 * c:.3f} ms/token")
         if measured.n != n:
             note += f" (its drafting times are per block of n = {measured.n}, applied to n = {n})"
         return LatencyProfile(measured.verify_s, measured.draft_s, n, measured.meta), note
@@ -99,12 +103,13 @@ def cost_profile(inputs: Inputs, n: int, d_max: int, session: Session | None) ->
                      f"drafting {inputs.draft_ms:g} ms per block")
 
 
-def step_view(inputs: Inputs, index: int, session: Session | None):
-    """(clamped index, step figure, expected-speedup figure, markdown) for one state."""
-    q, n, d_max, notes = confidences_for(inputs, session)
+def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measured: LatencyProfile | None = None):
+    """(clamped index, step figure, expected-speedup figure, markdown) for one state; `runs` and
+    `measured` (the loaded pair's latency profile) serve the last-race source and the measured cost."""
+    q, n, d_max, notes = confidences_for(inputs, runs)
     states = algorithm_states(q, n, float(inputs.alpha), d_max)
     index = min(max(int(index), 0), len(states) - 1)
-    profile, cost_note = cost_profile(inputs, n, d_max, session)
+    profile, cost_note = cost_profile(inputs, n, d_max, measured)
     final = states[-1].d
     best = exhaustive_argmax(q, profile, d_max)
     lines = [f"**Step {index} of {len(states) - 1}.** {html.escape(states[index].message)}", ""]
@@ -180,26 +185,32 @@ class TeachTab:
 
     def attach_load(self, demo: gr.Blocks) -> None:
         """Draw the first state when the page opens."""
-        demo.load(lambda: self.restart(0, *dataclasses.astuple(Inputs())), None,
-                  [self.index, self.step_plot, self.expected_plot, self.text], api_visibility="private")
+        demo.load(self.opening, None, [self.index, self.step_plot, self.expected_plot, self.text],
+                  api_visibility="private")
 
-    def _show(self, index: int, values) -> tuple:
+    def _show(self, request: gr.Request, index: int, values) -> tuple:
+        inputs = Inputs(*values)
+        runs = self.session.runs(client_key(request)) if inputs.source == SOURCES[1] else None
+        measured = self.session.profile() if inputs.cost == COSTS[0] else None
         try:
-            return step_view(Inputs(*values), index, self.session)
+            return step_view(inputs, index, runs, measured)
         except ValueError as error:
             raise gr.Error(str(error)) from error
 
-    def restart(self, index, *values):
-        return self._show(0, values)
+    def opening(self, request: gr.Request):
+        return self.restart(request, 0, *dataclasses.astuple(Inputs()))
 
-    def previous(self, index, *values):
-        return self._show(int(index or 0) - 1, values)
+    def restart(self, request: gr.Request, index, *values):
+        return self._show(request, 0, values)
 
-    def forward(self, index, *values):
-        return self._show(int(index or 0) + 1, values)
+    def previous(self, request: gr.Request, index, *values):
+        return self._show(request, int(index or 0) - 1, values)
 
-    def to_end(self, index, *values):
-        return self._show(10**6, values)  # clamped to the last state
+    def forward(self, request: gr.Request, index, *values):
+        return self._show(request, int(index or 0) + 1, values)
+
+    def to_end(self, request: gr.Request, index, *values):
+        return self._show(request, 10**6, values)  # clamped to the last state
 
     def algorithm_steps(self, confidences: str, n: int = 8, alpha: float = 2.2, d_max: int = 24) -> list[dict]:
         """Algorithm 1 over pasted confidences: every state (d, B, blocks, eps*, step, message)."""
