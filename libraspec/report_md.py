@@ -19,7 +19,6 @@ import pandas as pd
 
 from .bench import mode_summary
 from .calibration import acceptance_by_position, acceptance_samples, expected_calibration_error, reliability_table
-from .report import DEFAULT
 from .theory import expected_tau_curve
 
 NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "oracle": "oracle"}
@@ -222,8 +221,8 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
     return rows
 
 
-def render(pair, data, markdown_dir: str) -> str:
-    """The whole BENCHMARKS.md as text."""
+def render(pair, data, markdown_dir: str, default_plan) -> str:
+    """The whole BENCHMARKS.md as text; `default_plan` is the report's plan without `--quick`."""
     plan, profile = data.plan, data.profile
     first = next(iter(data.main.values()), None)
     config = first.summary["config"] if first else {}
@@ -233,9 +232,9 @@ def render(pair, data, markdown_dir: str) -> str:
              f"in {data.elapsed_s / 60:.1f} min of decoding (estimated beforehand: "
              f"{data.estimate_s[0] / 60:.1f}-{data.estimate_s[1] / 60:.1f} min for tau = 3 to 1). Every number "
              f"below comes from that run; nothing is copied from elsewhere. The default size (no `--quick`: "
-             f"{DEFAULT.prompts_per_suite} prompts x {DEFAULT.max_new_tokens} tokens per suite, every policy mode "
-             f"annotated) is estimated at {data.default_estimate_s[0] / 60:.0f}-{data.default_estimate_s[1] / 60:.0f} "
-             f"min of decoding on this machine.", "", "## Setup", "",
+             f"{default_plan.prompts_per_suite} prompts x {default_plan.max_new_tokens} tokens per suite, every "
+             f"policy mode annotated) is estimated at {data.default_estimate_s[0] / 60:.0f}-"
+             f"{data.default_estimate_s[1] / 60:.0f} min of decoding on this machine.", "", "## Setup", "",
              f"- Machine: {machine.get('cpu', '?')}, {config.get('threads', '?')} torch thread(s)"
              + (f", GPU {machine['gpu']}" if "gpu" in machine else ", no GPU"),
              "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
