@@ -130,6 +130,24 @@ def test_heldout_metrics_are_consistent(target, pool):
     assert m["tau_static"] == pytest.approx(1 + sum(a), abs=1e-3)
 
 
+def test_waiting_for_shards_ends(pool, tmp_path):
+    from types import SimpleNamespace
+
+    from libraspec.train.__main__ import wait_for_shards
+    wait_for_shards(ShardPool(pool.folder), 2, timeout_s=0.0)  # already there: no wait
+    with pytest.raises(TimeoutError, match=r"holds 0 of the 1 shard\(s\) needed"):
+        wait_for_shards(ShardPool(tmp_path), 1, timeout_s=0.05, poll_s=0.01)
+    calls = []  # a generator that writes its first shard during the wait
+
+    def refresh():
+        calls.append(1)
+        if len(calls) == 3:
+            arriving.loaded.add("shard_00000.pt")
+    arriving = SimpleNamespace(folder=tmp_path, loaded=set(), refresh=refresh)
+    wait_for_shards(arriving, 1, timeout_s=60.0, poll_s=0.001)
+    assert len(calls) == 3
+
+
 def test_lr_schedule():
     cfg = TrainConfig(lr=1.0, warmup_steps=10, decay_from=0.5, min_lr_frac=0.1)
     assert lr_at(cfg, 0, 0.0) == pytest.approx(0.1)
