@@ -124,6 +124,7 @@ def test_calibration_figure_traces_for_a_known_record_set():
     assert "n/a" in empty.layout.title.text
 
 
+@pytest.mark.app  # imports ui/
 def test_calibration_tab_summary_names_ece_and_alpha():
     from libraspec.cost import LatencyProfile
     from ui.calibration_tab import summarize_calibration
