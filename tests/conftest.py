@@ -19,6 +19,7 @@ LAYERS = ("unit", "app", "e2e")
 FILE_LAYERS = {
     "test_app.py": "app", "test_bad_input.py": "app", "test_run_store.py": "app", "test_ui.py": "app",
     "test_browser.py": "e2e", "test_embedded.py": "e2e", "test_load.py": "e2e", "test_memory.py": "e2e",
+    "test_setup_scripts.py": "e2e",
 }
 
 
