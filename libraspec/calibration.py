@@ -12,42 +12,57 @@ Two sample sets:
   after accepting every earlier one, so the acceptance rate estimates the conditional
   p_i that q_i stands in for.
 
-Reads records only (`records.records_to_frame` columns), never engine internals.
+Binning: `BINS` equal-width bins of q, bin k = [k / bins, (k + 1) / bins) and q = 1 in the
+last (`bin_edges`, `bin_index`). This is the one implementation of the binning, the ECE,
+the reliability table and acceptance by position: the app's calibration tab, the drafter
+evaluation (`train.evaluate`) and BENCHMARKS.md (`report_md`) all call it.
+
+Reads records only (RoundRecord fields or `records.records_to_frame` columns), never
+engine internals.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
 from libraspec.modes import MODES
-from libraspec.records import RoundRecord, records_to_frame
+from libraspec.records import RoundRecord
 
 SAMPLE_COLUMNS = ["mode", "round_index", "position", "q", "accepted"]
 # AR drafts nothing; the oracle picks d knowing the outcome
 EXCLUDED_MODES = tuple(name for name, mode in MODES.items() if mode.kind != "policy")
+BINS = 10  # equal-width bins of q in every reliability table and ECE of the project
 
 
-def _frame(records: Iterable[RoundRecord] | pd.DataFrame) -> pd.DataFrame:
-    return records if isinstance(records, pd.DataFrame) else records_to_frame(list(records))
+def _rounds(records: Iterable[RoundRecord] | pd.DataFrame) -> Iterator[tuple]:
+    """(mode, round_index, confidences, chosen_length d, accepted a) of each round."""
+    if isinstance(records, pd.DataFrame):
+        if records.empty:
+            return
+        yield from records[["mode", "round_index", "confidences", "chosen_length", "accepted"]].itertuples(
+            index=False, name=None)
+    else:
+        for r in records:
+            yield r.mode, r.round_index, r.confidences, r.chosen_length, r.accepted
 
 
 def acceptance_samples(records: Iterable[RoundRecord] | pd.DataFrame, modes: Sequence[str] | None = None,
                        tested_only: bool = False) -> pd.DataFrame:
     """One row per submitted draft: (mode, round_index, position i, q_i, accepted_i in {0, 1}).
 
-    `modes` defaults to every mode except AR (no drafts) and the oracle, whose d* is
-    chosen from the realised acceptance and would bias the sample. Rounds with d = 0
-    contribute nothing.
+    `records` are round records or their `records.records_to_frame` table. `modes` defaults
+    to every mode except AR (no drafts) and the oracle, whose d* is chosen from the realised
+    acceptance and would bias the sample. Rounds with d = 0 contribute nothing.
     """
-    frame = _frame(records)
-    if frame.empty:
-        return pd.DataFrame(columns=SAMPLE_COLUMNS)
-    wanted = frame["mode"].isin(modes) if modes is not None else ~frame["mode"].isin(EXCLUDED_MODES)
+    def wanted(mode: str) -> bool:
+        return mode in modes if modes is not None else mode not in EXCLUDED_MODES
+
     rows = []
-    for mode, round_index, q, d, a in frame.loc[wanted, ["mode", "round_index", "confidences",
-                                                         "chosen_length", "accepted"]].itertuples(index=False):
+    for mode, round_index, q, d, a in _rounds(records):
+        if not wanted(mode):
+            continue
         d, a = int(d), int(a)
         if d > len(q):
             raise ValueError(f"round {round_index} ({mode}) submits d = {d} drafts but records {len(q)} confidences")
@@ -56,16 +71,32 @@ def acceptance_samples(records: Iterable[RoundRecord] | pd.DataFrame, modes: Seq
     return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
 
 
-def _bin_index(q: np.ndarray, bins: int) -> np.ndarray:
-    """Equal-width bins [k/bins, (k+1)/bins); q = 1 joins the last bin."""
-    return np.minimum((q * bins).astype(np.int64), bins - 1)
+def _check_bins(bins) -> int:
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
+        raise ValueError(f"bins must be an integer >= 1, got {bins!r}")
+    return int(bins)
+
+
+def bin_edges(bins: int = BINS) -> np.ndarray:
+    """The edges 0, 1 / bins, ..., 1 of `bins` equal-width bins of q. Shape (bins + 1,)."""
+    bins = _check_bins(bins)
+    return np.arange(bins + 1) / bins  # (bins + 1,)
+
+
+def bin_index(q, bins: int = BINS) -> np.ndarray:
+    """The bin k of each q in [0, 1]: edges[k] <= q < edges[k + 1]; q = 1 joins the last bin.
+
+    q (N,) -> (N,) integers in 0..bins - 1, consistent with `bin_edges` (the table's lo / hi).
+    """
+    edges = bin_edges(bins)
+    return np.minimum(np.searchsorted(edges, np.asarray(q, dtype=np.float64), side="right") - 1,
+                      len(edges) - 2)  # (N,)
 
 
 def _check(q, accepted, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-        raise ValueError(f"bins must be an integer >= 1, got {bins!r}")
-    q = np.asarray(q, dtype=np.float64).reshape(-1)
-    accepted = np.asarray(accepted, dtype=np.float64).reshape(-1)
+    _check_bins(bins)
+    q = np.asarray(q, dtype=np.float64).reshape(-1)  # (N,)
+    accepted = np.asarray(accepted, dtype=np.float64).reshape(-1)  # (N,)
     if q.shape != accepted.shape:
         raise ValueError(f"q and accepted differ in length: {q.size} vs {accepted.size}")
     if q.size and (not np.all(np.isfinite(q)) or q.min() < 0 or q.max() > 1):
@@ -75,37 +106,34 @@ def _check(q, accepted, bins: int) -> tuple[np.ndarray, np.ndarray]:
     return q, accepted
 
 
-def expected_calibration_error(q, accepted, bins: int = 10) -> float:
-    """ECE = sum_k (N_k / N) * |acc_k - conf_k| over `bins` equal-width bins of q.
+def reliability_table(q, accepted, bins: int = BINS) -> pd.DataFrame:
+    """Per bin k: edges lo = edges[k] and hi = edges[k + 1], sample count, mean confidence q and
+    acceptance rate (NaN when the bin is empty). One row per bin, `bins` rows."""
+    q, accepted = _check(q, accepted, bins)
+    edges = bin_edges(bins)
+    index = bin_index(q, bins)
+    count = np.bincount(index, minlength=bins)  # (bins,)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        confidence = np.bincount(index, weights=q, minlength=bins) / count  # (bins,), NaN where empty
+        acceptance = np.bincount(index, weights=accepted, minlength=bins) / count  # (bins,)
+    return pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "count": count.astype(int),
+                         "confidence": confidence, "acceptance": acceptance})
+
+
+def expected_calibration_error(q, accepted, bins: int = BINS) -> float:
+    """ECE = sum_k (N_k / N) * |acc_k - conf_k| over the bins of `reliability_table`.
 
     Bin k holds the samples with k / bins <= q < (k + 1) / bins (q = 1 in the last bin);
     N_k is its sample count, N the total, conf_k the mean q and acc_k the mean accepted
     (0/1) of its samples. Empty bins weigh nothing. 0 means perfectly calibrated; NaN for
     no samples.
     """
-    q, accepted = _check(q, accepted, bins)
-    if q.size == 0:
+    table = reliability_table(q, accepted, bins)
+    filled = table[table["count"] > 0]
+    if filled.empty:
         return float("nan")
-    index = _bin_index(q, bins)
-    total = 0.0
-    for k in np.unique(index):
-        members = index == k
-        total += members.sum() / q.size * abs(accepted[members].mean() - q[members].mean())
-    return float(total)
-
-
-def reliability_table(q, accepted, bins: int = 10) -> pd.DataFrame:
-    """Per bin: lower and upper edge, count, mean confidence, acceptance rate (NaN when empty)."""
-    q, accepted = _check(q, accepted, bins)
-    index = _bin_index(q, bins)
-    rows = []
-    for k in range(bins):
-        members = index == k
-        count = int(members.sum())
-        rows.append((k / bins, (k + 1) / bins, count,
-                     float(q[members].mean()) if count else float("nan"),
-                     float(accepted[members].mean()) if count else float("nan")))
-    return pd.DataFrame(rows, columns=["lo", "hi", "count", "confidence", "acceptance"])
+    gaps = (filled["acceptance"] - filled["confidence"]).abs()
+    return float((filled["count"] * gaps).sum() / filled["count"].sum())
 
 
 def acceptance_by_position(samples: pd.DataFrame) -> pd.DataFrame:

@@ -30,6 +30,7 @@ from .files import atomic_write_text
 from .models.registry import ASSETS
 from .modes import MODES
 from .profiling import cached_profile
+from .report_md import render
 
 SUITES = ("math", "code", "chat")
 PROMPTS_DIR = ASSETS / "prompts"
@@ -285,7 +286,6 @@ def plan_from_args(args) -> ReportPlan:
 
 def run(args) -> int:
     from .models.registry import load_pair
-    from .report_md import render
     set_threads(args.threads)
     plan = plan_from_args(args)
     markdown_dir = os.path.dirname(os.path.abspath(args.out))
@@ -309,7 +309,7 @@ def run(args) -> int:
     data.command = "python -m libraspec " + shlex.join(getattr(args, "argv", ["report", "--out", args.out]))
     data.note = args.note
     data.figures, data.figure_note = save_figures(build_figures(data), figure_dir, markdown_dir, args.figures)
-    text = render(pair, data, markdown_dir)
+    text = render(pair, data, markdown_dir, DEFAULT)
     atomic_write_text(args.out, text)
     log(f"wrote {args.out} ({data.elapsed_s / 60:.1f} min of decoding)")
     return 0

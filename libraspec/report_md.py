@@ -6,19 +6,20 @@ tau = accepted + 1 tokens per round, eta the speedup over AR decoding.
 
 Speedups are totals over prompts (bench.mode_summary). "Pooled" rows add the rounds of
 every suite at one temperature. Acceptance by position and calibration read the
-per-round records: draft i counts when it was submitted (d >= i) and every draft before
-it was accepted (a >= i - 1); it is accepted when a >= i. The oracle mode is left out of
-both, since it picks d knowing where the first mismatch is.
+per-round records through `calibration` (its judged drafts, `tested_only=True`): draft i
+counts when it was submitted (d >= i) and every draft before it was accepted (a >= i - 1);
+it is accepted when a >= i. The oracle mode is left out of both, since it picks d knowing
+where the first mismatch is. The expected tau of the limits section is `theory`'s.
 """
 from __future__ import annotations
 
 import datetime
 
-import numpy as np
+import pandas as pd
 
 from .bench import mode_summary
-from .modes import MODES
-from .report import DEFAULT
+from .calibration import acceptance_by_position, acceptance_samples, expected_calibration_error, reliability_table
+from .theory import expected_tau_curve
 
 NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "oracle": "oracle"}
 GOALS = {"oracle_ratio": 0.90, "static_ratio": 1.10, "mad": 2.0, "mad_ratio": 0.3, "measured": 2.0,
@@ -114,36 +115,11 @@ def sweep_rows(data, kind: str) -> list[tuple[float, dict, dict]]:
     return out
 
 
-def acceptance_evidence(data, temperature: float = 0.0) -> tuple[list, list]:
-    """Acceptance rate by draft position and a calibration table of q_i (see module doc)."""
-    positions: dict[int, list[int]] = {}
-    pairs = []
-    for suite in data.plan.suites:
-        result = data.main.get((suite, temperature))
-        if result is None:
-            continue
-        for label, runs in result.records.items():
-            if MODES[label.split("-")[0]].kind != "policy":
-                continue
-            for record in (r for run in runs for r in run):
-                for i in range(1, record.chosen_length + 1):
-                    if record.accepted < i - 1:
-                        break
-                    hit = int(record.accepted >= i)
-                    positions.setdefault(i, []).append(hit)
-                    pairs.append((record.confidences[i - 1], hit))
-    by_position = [(i, len(v), float(np.mean(v))) for i, v in sorted(positions.items())]
-    calibration = []
-    if pairs:
-        q, hit = np.array(pairs).T
-        edges = np.linspace(0.0, 1.0, 6)
-        bins = np.clip(np.digitize(q, edges[1:-1]), 0, len(edges) - 2)
-        for b in range(len(edges) - 1):
-            mask = bins == b
-            if mask.any():
-                calibration.append((edges[b], edges[b + 1], int(mask.sum()), float(q[mask].mean()),
-                                    float(hit[mask].mean())))
-    return by_position, calibration
+def acceptance_evidence(data, temperature: float = 0.0) -> pd.DataFrame:
+    """The judged drafts of every policy mode at `temperature`, one row each (see module doc)."""
+    records = [record for suite in data.plan.suites if (suite, temperature) in data.main
+               for runs in data.main[(suite, temperature)].records.values() for run in runs for record in run]
+    return acceptance_samples(records, tested_only=True)
 
 
 def _goal(ok: bool | None) -> str:
@@ -175,42 +151,31 @@ def goal_rows(modes: dict) -> list[list[str]]:
     return [[text, fmt(value), _goal(None if value is None else test(value))] for text, fmt, value, test in checks]
 
 
-def _expected_tau(rate: dict, d: int) -> float:
-    """1 + sum_{i<=d} prod_{k<=i} p_k from conditional acceptance rates p_k (0 where unseen)."""
-    tau, run = 1.0, 1.0
-    for i in range(1, d + 1):
-        run *= rate.get(i, 0.0)
-        tau += run
-    return tau
+def _limits(data, pooled0: dict, samples: pd.DataFrame) -> list[str]:
+    """Plain statements, each with its figure, about what bounds the speedup here.
 
-
-def _calibration_error(calibration: list) -> float | None:
-    total = sum(c[2] for c in calibration)
-    return sum(c[2] * abs(c[3] - c[4]) for c in calibration) / total if total else None
-
-
-def _limits(data, pooled0: dict, by_position: list, calibration: list) -> list[str]:
-    """Plain statements, each with its figure, about what bounds the speedup here."""
+    `samples`: the judged drafts (`acceptance_evidence`)."""
     profile, n = data.profile, data.profile.n
     ar = profile.ar_token_time()
     out = []
-    if by_position:
-        rate = dict((i, r) for i, _, r in by_position)
+    by_position = acceptance_by_position(samples)
+    rate = dict(zip(by_position["position"].tolist(), by_position["acceptance"].tolist()))
+    if 1 in rate:
         later = [i for i in sorted({2, 4, 8, n}) if i in rate]
+        tau = expected_tau_curve([rate.get(i, 0.0) for i in range(1, n + 1)], n)[-1]  # unseen positions: p = 0
         out.append(f"- **Drafter accuracy.** At temperature 0 draft 1 is accepted in {100 * rate[1]:.0f}% of "
                    f"rounds" + ("; given every earlier draft was accepted, " + ", ".join(
                        f"draft {i} in {100 * rate[i]:.0f}%" for i in later) if later else "")
                    + f". Under greedy verification tau = 1 + sum_i prod_(k<=i) p_k, so with these rates a "
-                   f"round at d = n commits about {_expected_tau(rate, n):.2f} tokens on average.")
-    ece = _calibration_error(calibration)
-    if ece is not None:
-        q = sum(c[2] * c[3] for c in calibration) / sum(c[2] for c in calibration)
-        rate = sum(c[2] * c[4] for c in calibration) / sum(c[2] for c in calibration)
-        side = "over-confident" if q > rate else "under-confident"
+                   f"round at d = n commits about {tau:.2f} tokens on average.")
+    if not samples.empty:
+        ece = expected_calibration_error(samples["q"], samples["accepted"])
+        q, accepted = samples["q"].mean(), samples["accepted"].mean()
+        side = "over-confident" if q > accepted else "under-confident"
         out.append(f"- **Calibration.** Mean q_i of counted drafts is {q:.2f} against an acceptance rate of "
-                   f"{rate:.2f} (expected calibration error {ece:.2f}): the drafter is {side}, so the eps_i "
+                   f"{accepted:.2f} (expected calibration error {ece:.2f}): the drafter is {side}, so the eps_i "
                    f"bounds, which read q_i as acceptance probabilities, "
-                   f"{'stretch d too far' if q > rate else 'stop d too early'}.")
+                   f"{'stretch d too far' if q > accepted else 'stop d too early'}.")
     even = profile.round_time(n) / ar
     lib = pooled0.get("libraspec")
     ks = sorted({2, 4, n + 1, data.plan.d_max + 1})
@@ -256,8 +221,8 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
     return rows
 
 
-def render(pair, data, markdown_dir: str) -> str:
-    """The whole BENCHMARKS.md as text."""
+def render(pair, data, markdown_dir: str, default_plan) -> str:
+    """The whole BENCHMARKS.md as text; `default_plan` is the report's plan without `--quick`."""
     plan, profile = data.plan, data.profile
     first = next(iter(data.main.values()), None)
     config = first.summary["config"] if first else {}
@@ -267,9 +232,9 @@ def render(pair, data, markdown_dir: str) -> str:
              f"in {data.elapsed_s / 60:.1f} min of decoding (estimated beforehand: "
              f"{data.estimate_s[0] / 60:.1f}-{data.estimate_s[1] / 60:.1f} min for tau = 3 to 1). Every number "
              f"below comes from that run; nothing is copied from elsewhere. The default size (no `--quick`: "
-             f"{DEFAULT.prompts_per_suite} prompts x {DEFAULT.max_new_tokens} tokens per suite, every policy mode "
-             f"annotated) is estimated at {data.default_estimate_s[0] / 60:.0f}-{data.default_estimate_s[1] / 60:.0f} "
-             f"min of decoding on this machine.", "", "## Setup", "",
+             f"{default_plan.prompts_per_suite} prompts x {default_plan.max_new_tokens} tokens per suite, every "
+             f"policy mode annotated) is estimated at {data.default_estimate_s[0] / 60:.0f}-"
+             f"{data.default_estimate_s[1] / 60:.0f} min of decoding on this machine.", "", "## Setup", "",
              f"- Machine: {machine.get('cpu', '?')}, {config.get('threads', '?')} torch thread(s)"
              + (f", GPU {machine['gpu']}" if "gpu" in machine else ", no GPU"),
              "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
@@ -343,17 +308,20 @@ def render(pair, data, markdown_dir: str) -> str:
                 "n/a" if all(v == "n/a" for v in verdicts) else "**not met**")
             rows.append([row[0]] + [c[1] for c in cells] + [overall])
         lines += _table(["goal"] + [f"T={t:g}" for t in temps] + ["verdict"], rows) + [""]
-    by_position, calibration = acceptance_evidence(data)
-    lines += ["## What limits the speedup", ""] + _limits(data, pooled.get(0.0, {}), by_position, calibration) + [""]
-    if by_position:
+    samples = acceptance_evidence(data)
+    lines += ["## What limits the speedup", ""] + _limits(data, pooled.get(0.0, {}), samples) + [""]
+    if not samples.empty:
+        by_position = acceptance_by_position(samples)
+        table = reliability_table(samples["q"], samples["accepted"])
         lines += ["Acceptance by draft position (temperature 0, policy modes; a draft counts when it was "
                   "submitted and every earlier draft was accepted):", ""]
         lines += _table(["position i", "rounds", "accepted"],
-                        [[str(i), str(c), f"{100 * r:.1f}%"] for i, c, r in by_position]) + [""]
-    if calibration:
+                        [[str(i), str(c), f"{100 * r:.1f}%"]
+                         for i, c, r, _ in by_position.itertuples(index=False)]) + [""]
         lines += ["Calibration of q_i on the same drafts:", ""]
         lines += _table(["q_i bin", "drafts", "mean q_i", "accepted"],
-                        [[f"{lo:.1f}-{hi:.1f}", str(c), f"{q:.2f}", f"{r:.2f}"] for lo, hi, c, q, r in calibration])
+                        [[f"{lo:.1f}-{hi:.1f}", str(c), f"{q:.2f}", f"{r:.2f}"]
+                         for lo, hi, c, q, r in table.itertuples(index=False) if c])
         lines += [""]
     lines += ["## Reproduce", "", "The whole report:", "", "```", data.command, "```", "",
               "Each main run on its own (the report wrote these files; per-round records sit beside each JSON "

@@ -161,5 +161,5 @@ def calibration_figure(bins: pd.DataFrame, by_position: pd.DataFrame, ece: float
     if bins.empty or bins["count"].sum() == 0:
         empty_figure(fig, "no submitted drafts yet")
     text = "n/a" if not math.isfinite(ece) else f"{ece:.3f}"
-    apply_layout(fig, "calibration", f"Drafter calibration: expected calibration error {text} (10 bins)")
+    apply_layout(fig, "calibration", f"Drafter calibration: expected calibration error {text} ({len(bins)} bins)")
     return legend_below(fig)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything (venv, pinned packages, Debian chromium for the browser test) and runs
-# the whole test suite. This is the README's test command and what CI runs.
+# the test suite; arguments go to pytest (e.g. `-m unit` for the fast library tests). This
+# is the README's test command and what CI runs. On a second run nothing is installed again:
+# setup.sh skips pip while requirements.txt is unchanged, and chromium is kept once present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -2,6 +2,7 @@
 files of every shape, clear errors naming file and line, and the report end to end."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -11,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from libraspec import bench, report, report_md
+from libraspec import bench, calibration, report, report_md
 from libraspec.__main__ import SUBCOMMANDS, build_parser, main
 from libraspec.cost import LatencyProfile
 from libraspec.models.registry import tiny_pair
@@ -177,11 +178,18 @@ def record(d: int, a: int, q: float = 0.5) -> RoundRecord:
 
 def test_acceptance_counts_only_reachable_drafts():
     """d = 4, a = 2: drafts 1-2 accepted, 3 counted as rejected, 4 never reached."""
-    result = bench.BenchResult({}, {"static": [[record(4, 2), record(2, 2)]], "oracle": [[record(7, 0)]]})
-    data = SimpleNamespace(plan=report.ReportPlan(suites=("math",)), main={("math", 0.0): result})
-    by_position, calibration = report_md.acceptance_evidence(data)
-    assert by_position == [(1, 2, 1.0), (2, 2, 1.0), (3, 1, 0.0)]
-    assert sum(c[2] for c in calibration) == 5 and calibration[0][4] == pytest.approx(4 / 5)
+    oracle = dataclasses.replace(record(7, 0), mode="oracle")
+    result = bench.BenchResult({}, {"static": [[record(4, 2), record(2, 2)]], "oracle": [[oracle]]})
+    data = SimpleNamespace(plan=report.ReportPlan(suites=("math",)), main={("math", 0.0): result},
+                           profile=PROFILE)
+    samples = report_md.acceptance_evidence(data)
+    by_position = calibration.acceptance_by_position(samples)
+    assert by_position["position"].tolist() == [1, 2, 3] and by_position["count"].tolist() == [2, 2, 1]
+    assert by_position["acceptance"].tolist() == [1.0, 1.0, 0.0]
+    assert len(samples) == 5 and samples["accepted"].mean() == pytest.approx(4 / 5)
+    # p = (1, 1, 0) and p = 0 where unseen: tau at d = n = 7 is 1 + 1 + 1 = 3 (theory.expected_tau_curve)
+    text = "\n".join(report_md._limits(data, {}, samples))
+    assert "commits about 3.00 tokens" in text and "acceptance rate of 0.80" in text
 
 
 def test_goals_verdicts():

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libraspec import tuning_plots
-from libraspec.calibration import (acceptance_by_position, acceptance_samples, expected_calibration_error,
-                                   reliability_table)
+from libraspec.calibration import (BINS, acceptance_by_position, acceptance_samples, bin_edges, bin_index,
+                                   expected_calibration_error, reliability_table)
 from libraspec.records import RoundRecord
 
 
@@ -68,6 +68,28 @@ def test_ece_is_a_weighted_mean_of_bin_gaps(samples, bins):
     assert 0.0 <= expected_calibration_error(q, accepted, bins) <= 1.0
 
 
+def test_a_confidence_on_an_edge_belongs_to_the_bin_above_it():
+    """Bins are [lo, hi): q = 0.5 with 4 bins sits in [0.5, 0.75), beside q = 0.6, not in [0.25, 0.5)."""
+    assert bin_edges(4).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert bin_index([0.0, 0.25, 0.4999, 0.5, 0.75, 0.9999, 1.0], 4).tolist() == [0, 1, 1, 2, 3, 3, 3]
+    # together in [0.5, 0.75): mean q 0.55, acceptance 0.5 -> ECE 0.05 (split apart it would be 0.55)
+    assert expected_calibration_error([0.5, 0.6], [1, 0], bins=4) == pytest.approx(0.05)
+    table = reliability_table([0.0, 0.5, 0.6, 1.0], [0, 1, 0, 1], bins=4)
+    assert table["count"].tolist() == [1, 0, 2, 1]
+    assert table.loc[2, "confidence"] == pytest.approx(0.55) and table.loc[2, "acceptance"] == 0.5
+    assert len(reliability_table([], [])) == BINS == 10  # the app's calibration tab says "10 bins"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 20), st.lists(st.integers(0, 400), min_size=1, max_size=30))
+def test_every_confidence_lies_within_its_bins_edges(bins, numerators):
+    q = np.array([k / 400 for k in numerators] + [k / bins for k in range(bins + 1)])  # edges included
+    index = bin_index(q, bins)
+    table = reliability_table(q, np.ones_like(q), bins)
+    lo, hi = table["lo"].to_numpy()[index], table["hi"].to_numpy()[index]
+    assert np.all((lo <= q) & ((q < hi) | (q == 1.0)))
+
+
 def test_samples_label_the_accepted_prefix():
     samples = acceptance_samples(RECORDS)
     assert set(samples["mode"]) == {"libraspec", "static"}  # AR and oracle left out
@@ -102,6 +124,7 @@ def test_calibration_figure_traces_for_a_known_record_set():
     assert "n/a" in empty.layout.title.text
 
 
+@pytest.mark.app  # imports ui/
 def test_calibration_tab_summary_names_ece_and_alpha():
     from libraspec.cost import LatencyProfile
     from ui.calibration_tab import summarize_calibration

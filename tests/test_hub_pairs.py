@@ -198,6 +198,7 @@ def test_offered_pairs_follow_the_environment(monkeypatch):
         registry.offered_pairs()
 
 
+@pytest.mark.app  # imports ui/
 def test_session_switches_between_offered_pairs(monkeypatch, tmp_path):
     from ui.session import Session, Settings
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
@@ -220,6 +221,7 @@ def test_session_switches_between_offered_pairs(monkeypatch, tmp_path):
     assert len(session.runs()) == 3 and session.runs()[-1].text("static") == texts["tiny-qwen3"]
 
 
+@pytest.mark.app  # imports ui/
 def test_dropdown_only_when_more_than_one_pair_is_offered():
     pytest.importorskip("gradio")
     import app

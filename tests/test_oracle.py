@@ -1,10 +1,19 @@
-"""Tests for libraspec.oracle: accepted prefixes and the oracle length d*."""
+"""Tests for libraspec.oracle: accepted prefixes and the oracle length d*, and the d* the
+engine annotates a round with against a brute-force recomputation from the full look-ahead."""
+import dataclasses
+
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings, strategies as st
 
 from libraspec.cost import LatencyProfile
+from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.models.registry import tiny_pair
 from libraspec.oracle import accepted_prefix_from_matches, oracle_length, oracle_rates
+from libraspec.policy import StaticPolicy
+
+from drafters import GreedyOracleDrafter
 
 
 def test_accepted_prefix_examples():
@@ -79,3 +88,44 @@ def test_oracle_with_an_ar_step():
     assert oracle_length([1, 2, 2, 2], times, zero_time=1.0) == 2
     with pytest.raises(ValueError, match="zero_time"):
         oracle_length([1], [1.0], zero_time=0.0)
+
+
+LOOK_AHEAD = 12  # d_max: two drafter passes of n = 7
+# a second drafter pass costs as much as 25 verified positions: with every draft right d* = 7, not 12
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.1, n=7, max_tokens=40)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    torch.set_num_threads(1)
+    return tiny_pair("llama", seed=3, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("drafter", [dict(right_for=2), dict(right_for=5), dict(), dict(wrong=True)],
+                         ids=["right-for-2", "right-for-5", "always-right", "always-wrong"])
+def test_annotated_oracle_length_is_the_brute_force_argmax(llama, drafter):
+    """Static d = d_max submits the whole look-ahead, so each record carries every draft the
+    annotation judged; the target's greedy token after each draft prefix, from one plain
+    forward over context + drafts, gives a(d), and d* = argmax (a(d) + 1) / T_round(d)."""
+    pair = dataclasses.replace(llama, drafter=GreedyOracleDrafter(llama.target, block_size=8, **drafter))
+    prompt = [5, 17, 42, 9]
+    config = DecodeConfig(max_new_tokens=30, lookahead=LOOK_AHEAD, annotate_oracle=True)
+    records = list(SpeculativeDecoder(pair, PROFILE).run(prompt, "static", StaticPolicy(LOOK_AHEAD), config))
+    context = list(prompt)
+    for record in records:
+        look = record.chosen_length  # min(d_max, room left before max_new_tokens)
+        if look == 0:
+            assert record.oracle_length is None
+        else:
+            drafts = list(record.draft_tokens[:look])
+            with torch.no_grad():
+                logits = pair.target.model(input_ids=torch.tensor([context + drafts])).logits[0]  # (L + look, V)
+            greedy = logits[len(context) - 1: len(context) - 1 + look].argmax(dim=-1).tolist()  # (look,)
+            a = accepted_prefix_from_matches([x == g for x, g in zip(drafts, greedy)])  # (look,)
+            rates = {d: (int(a[d - 1]) + 1) / PROFILE.round_time(d) for d in range(1, look + 1)}
+            rates[0] = 1 / (PROFILE.draft_time(1) + PROFILE.verify_time(1))  # an AR step after one drafted block
+            best = max(rates.values())
+            assert record.oracle_length == min(d for d, rate in rates.items() if rate == best), record.round_index
+            assert record.accepted == a[-1]
+        context += record.committed_tokens
+    assert len(context) == len(prompt) + 30

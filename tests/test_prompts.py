@@ -4,15 +4,19 @@ from pathlib import Path
 
 import pytest
 
-from libraspec.train.prompts import HELDOUT_SIZE, all_prompts, heldout_prompts, training_prompts
+from libraspec.train.prompts import HELDOUT_SIZE, all_prompts, heldout_prompts, training_prompts, write_heldout
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 
-def test_heldout_matches_the_shipped_list():
-    shipped = [json.loads(line)["prompt"] for line in open(ASSETS / "heldout_prompts.jsonl", encoding="utf-8")]
-    assert shipped == heldout_prompts()
-    assert len(shipped) == HELDOUT_SIZE
+def test_heldout_matches_the_shipped_list(tmp_path):
+    shipped = ASSETS / "heldout_prompts.jsonl"
+    assert [json.loads(line)["prompt"] for line in open(shipped, encoding="utf-8")] == heldout_prompts()
+    assert len(heldout_prompts()) == HELDOUT_SIZE
+    write_heldout(tmp_path / "heldout.jsonl")
+    assert (tmp_path / "heldout.jsonl").read_bytes() == shipped.read_bytes(), \
+        "assets/heldout_prompts.jsonl is stale: rewrite it with libraspec.train.prompts.write_heldout"
+    assert [p.name for p in tmp_path.iterdir()] == ["heldout.jsonl"]  # no temporary file left behind
 
 
 def test_training_never_sees_a_heldout_prompt():

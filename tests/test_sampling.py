@@ -2,17 +2,23 @@
 
 Setup: a tiny-vocabulary target (V = 6) and a random drafter whose distribution differs
 from the target's. For a fixed prompt we compute the exact target probability of every
-pair of first two generated tokens (36 cells) from the model itself, then draw N = 2400
-two-token continuations with speculative sampling (LibraSpec policy, temperature 1, one
-seed per draw) and run Pearson's chi-square goodness-of-fit test against the exact
-probabilities. Threshold: the 0.999 quantile of chi-square with (cells - 1) degrees of
-freedom (Wilson-Hilferty approximation), so a correct sampler fails with probability
-about 0.001 (and never, with these fixed seeds, once it has passed). A deliberately broken
-verifier that accepts every draft produces the drafter's distribution instead and must
-exceed the threshold by far: that shows the test can fail.
+sequence of the first k generated tokens (V^k cells) from the model itself, then draw N
+continuations with speculative sampling (temperature 1, one seed per draw) and run
+Pearson's chi-square goodness-of-fit test against the exact probabilities. Threshold: the
+0.999 quantile of chi-square with (cells - 1) degrees of freedom (Wilson-Hilferty
+approximation), so a correct sampler fails with probability about 0.001 (and never, with
+these fixed seeds, once it has passed).
+
+Cases: LibraSpec with 2 new tokens (k = 2, N = 2400; one draft verified per round); static
+d = 3 with 4 new tokens (k = 3, N = 1200), so the first round verifies three drafts and
+their uniforms, rejections and residuals at positions 2 and 3 matter; the same with top-k
+and top-p, the exact probabilities filtered by this file's own top-k / top-p. A
+deliberately broken verifier that accepts every draft produces the drafter's distribution
+instead and must exceed the threshold by far: that shows the test can fail.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -25,10 +31,10 @@ from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.dflash import DFlashConfig, DFlashDrafter
 from libraspec.models.registry import ModelPair, ByteTokenizer
 from libraspec.models.target import TargetModel
-from libraspec.policy import LibraSpecPolicy
+from libraspec.policy import LibraSpecPolicy, StaticPolicy
 
 torch.set_num_threads(1)
-V, N, PROMPT = 6, 2400, [1, 4, 3]
+V, N, PROMPT = 6, 2400, [1, 4, 3]  # vocabulary, draws of the LibraSpec case, prompt
 
 
 def chi2_quantile(df: int, z: float = 3.0902) -> float:
@@ -50,35 +56,67 @@ def pair():
     return ModelPair("tiny-v6", "tiny-vocabulary pair", TargetModel(model), drafter, ByteTokenizer())
 
 
-def exact_two_token_probs(pair) -> torch.Tensor:
+def filtered(p: list[float], top_k: int, top_p: float) -> list[float]:
+    """Top-k, then the smallest top-p prefix of what is left, renormalised (reference for one row)."""
+    order = sorted(range(len(p)), key=lambda t: -p[t])[: top_k or None]
+    mass, kept, cum = sum(p[t] for t in order), [], 0.0
+    for t in order:
+        kept.append(t)
+        cum += p[t] / mass
+        if cum >= top_p:
+            break
+    total = sum(p[t] for t in kept)
+    return [p[t] / total if t in kept else 0.0 for t in range(len(p))]
+
+
+def exact_probs(pair, k: int, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """P(x_1..x_k) for every k-token continuation of PROMPT, (V^k,) in lexicographic order."""
     model = pair.target.model
-    with torch.no_grad():
-        p1 = torch.softmax(model(input_ids=torch.tensor([PROMPT])).logits[0, -1].double(), -1)  # (V,)
-        seqs = torch.tensor([PROMPT + [x] for x in range(V)])
-        p2 = torch.softmax(model(input_ids=seqs).logits[:, -1].double(), -1)  # (V, V)
-    return p1[:, None] * p2  # (V, V): P(x1, x2)
+    joint = torch.ones(1, dtype=torch.float64)  # (V^0,)
+    for j in range(k):
+        prefixes = torch.tensor(list(itertools.product(range(V), repeat=j)), dtype=torch.long).reshape(V ** j, j)
+        ids = torch.cat([torch.tensor(PROMPT).expand(len(prefixes), -1), prefixes], dim=1)  # (V^j, len(PROMPT) + j)
+        with torch.no_grad():
+            rows = torch.softmax(model(input_ids=ids).logits[:, -1].double(), -1)  # (V^j, V)
+        step = torch.tensor([filtered(row, top_k, top_p) for row in rows.tolist()], dtype=torch.float64)
+        joint = (joint[:, None] * step).reshape(-1)  # (V^(j+1),)
+    return joint
 
 
-def chi2(pair) -> float:
+def chi2(pair, mode: str = "libraspec", make_policy=lambda: LibraSpecPolicy(2.2, 6), new_tokens: int = 2,
+         k: int = 2, n: int = N, top_k: int = 0, top_p: float = 1.0) -> tuple[float, float, list]:
+    """(statistic, threshold, first round of each draw) over the first k tokens of n draws."""
     profile = LatencyProfile.from_linear(0.05, 0.004, 0.01, pair.n, 16)
     decoder = SpeculativeDecoder(pair, profile)
-    counts = torch.zeros(V, V)
-    for seed in range(N):
-        cfg = DecodeConfig(max_new_tokens=2, temperature=1.0, seed=seed)
-        out = [t for r in decoder.run(PROMPT, "libraspec", LibraSpecPolicy(2.2, 6), cfg) for t in r.committed_tokens]
-        counts[out[0], out[1]] += 1
-    expected = exact_two_token_probs(pair).flatten() * N
-    observed = counts.flatten()
+    counts = torch.zeros(V ** k)  # (V^k,)
+    first_rounds = []
+    for seed in range(n):
+        cfg = DecodeConfig(max_new_tokens=new_tokens, temperature=1.0, top_k=top_k, top_p=top_p, seed=seed)
+        records = list(decoder.run(PROMPT, mode, make_policy(), cfg))
+        first_rounds.append(records[0])
+        out = [t for r in records for t in r.committed_tokens][:k]
+        counts[sum(t * V ** (k - 1 - i) for i, t in enumerate(out))] += 1
+    expected = exact_probs(pair, k, top_k, top_p) * n
     keep = expected >= 5  # pool cells with small expected counts into one
-    obs = torch.cat([observed[keep], observed[~keep].sum().view(1)])
+    obs = torch.cat([counts[keep], counts[~keep].sum().view(1)])
     exp = torch.cat([expected[keep], expected[~keep].sum().view(1)])
     obs, exp = obs[exp > 0], exp[exp > 0]
-    return float(((obs - exp) ** 2 / exp).sum()), chi2_quantile(len(exp) - 1)
+    return float(((obs - exp) ** 2 / exp).sum()), chi2_quantile(len(exp) - 1), first_rounds
 
 
 def test_speculative_sampling_matches_target_distribution(pair):
-    statistic, threshold = chi2(pair)
+    statistic, threshold, _ = chi2(pair)
     print(f"chi-square {statistic:.1f}, threshold {threshold:.1f}")
+    assert statistic < threshold, f"chi-square {statistic:.1f} >= {threshold:.1f}"
+
+
+@pytest.mark.parametrize("top_k, top_p", [(0, 1.0), (3, 0.9)], ids=["full", "top-k-top-p"])
+def test_several_drafts_per_round_keep_the_target_distribution(pair, top_k, top_p):
+    statistic, threshold, first = chi2(pair, "static", lambda: StaticPolicy(3), new_tokens=4, k=3, n=1200,
+                                       top_k=top_k, top_p=top_p)
+    print(f"top_k {top_k}, top_p {top_p}: chi-square {statistic:.1f}, threshold {threshold:.1f}")
+    assert {r.chosen_length for r in first} == {3}  # three drafts verified in the first round
+    assert {0, 1, 2, 3} <= {r.accepted for r in first}  # rejections at every position, and none
     assert statistic < threshold, f"chi-square {statistic:.1f} >= {threshold:.1f}"
 
 
@@ -88,6 +126,6 @@ def test_broken_verifier_is_detected(pair, monkeypatch):
         return drafts.shape[0], int(torch.multinomial(p.float(), 1, generator=generator))
 
     monkeypatch.setattr(engine, "sample_accept", accept_everything)
-    statistic, threshold = chi2(pair)
+    statistic, threshold, _ = chi2(pair)
     print(f"broken verifier: chi-square {statistic:.1f}, threshold {threshold:.1f}")
     assert statistic > 3 * threshold, f"broken verifier not detected: chi-square {statistic:.1f}"

@@ -105,6 +105,7 @@ def test_step_figures_show_the_state():
     assert {"LibraSpec", "argmax", "static"} <= marks
 
 
+@pytest.mark.app  # imports ui/
 def test_teach_tab_views_every_source():
     from types import SimpleNamespace
 
@@ -125,6 +126,7 @@ def test_teach_tab_views_every_source():
         step_view(Inputs(cost="measured profile"), 0, None)
 
 
+@pytest.mark.app  # imports ui/
 def test_teach_tab_measured_profile_takes_the_step_n():
     from ui.teach_tab import Inputs, cost_profile
     measured = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 25, meta={"pair": "tiny-llama"})

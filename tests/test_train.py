@@ -5,6 +5,8 @@ vocab 128), so the batching code sees exactly the shard format the real generato
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -128,6 +130,24 @@ def test_heldout_metrics_are_consistent(target, pool):
     assert m["tau_static"] == pytest.approx(1 + sum(a), abs=1e-3)
 
 
+def test_waiting_for_shards_ends(pool, tmp_path):
+    from types import SimpleNamespace
+
+    from libraspec.train.__main__ import wait_for_shards
+    wait_for_shards(ShardPool(pool.folder), 2, timeout_s=0.0)  # already there: no wait
+    with pytest.raises(TimeoutError, match=r"holds 0 of the 1 shard\(s\) needed"):
+        wait_for_shards(ShardPool(tmp_path), 1, timeout_s=0.05, poll_s=0.01)
+    calls = []  # a generator that writes its first shard during the wait
+
+    def refresh():
+        calls.append(1)
+        if len(calls) == 3:
+            arriving.loaded.add("shard_00000.pt")
+    arriving = SimpleNamespace(folder=tmp_path, loaded=set(), refresh=refresh)
+    wait_for_shards(arriving, 1, timeout_s=60.0, poll_s=0.001)
+    assert len(calls) == 3
+
+
 def test_lr_schedule():
     cfg = TrainConfig(lr=1.0, warmup_steps=10, decay_from=0.5, min_lr_frac=0.1)
     assert lr_at(cfg, 0, 0.0) == pytest.approx(0.1)
@@ -136,20 +156,22 @@ def test_lr_schedule():
 
 
 def test_evaluation_tables_from_records():
-    from types import SimpleNamespace as R
+    from test_calibration import record
 
-    from libraspec.train.evaluate import acceptance_by_position, reliability
-    recs = [R(chosen_length=3, accepted=3, confidences=(0.95, 0.95, 0.95)),
-            R(chosen_length=3, accepted=0, confidences=(0.05, 0.9, 0.9)),
-            R(chosen_length=2, accepted=1, confidences=(0.95, 0.05))]
-    rates = acceptance_by_position(recs, 4)
-    assert rates[:3] == pytest.approx([2 / 3, 1 / 3, 1 / 2], abs=1e-3) and rates[3] is None
-    table, ece = reliability(recs)
+    from libraspec.train.evaluate import drafter_calibration
+    recs = [record("static", 0, [0.95, 0.95, 0.95], d=3, accepted=3),
+            record("static", 1, [0.05, 0.9, 0.9], d=3, accepted=0),
+            record("static", 2, [0.95, 0.05], d=2, accepted=1)]
+    out = drafter_calibration(recs, 4)
+    assert out["acceptance_by_position"][:3] == pytest.approx([2 / 3, 1 / 3, 1 / 2], abs=1e-3)
+    assert out["acceptance_by_position"][3] is None
     # judged tokens: 3 of round 1 (all right), 1 of round 2 (wrong), 2 of round 3 (right, wrong)
-    assert sum(row["count"] for row in table) == 6
-    top = next(row for row in table if row["bin"] == "0.9-1.0")
+    assert sum(row["count"] for row in out["reliability"]) == 6
+    top = next(row for row in out["reliability"] if row["bin"] == "0.9-1.0")
     assert top["count"] == 4 and top["accept"] == 1.0
-    assert ece == pytest.approx((4 * 0.05 + 2 * 0.05) / 6)
+    assert out["ece"] == pytest.approx((4 * 0.05 + 2 * 0.05) / 6, abs=1e-4)
+    json.dumps(out, allow_nan=False)  # eval.json stays strict JSON
+    assert drafter_calibration([], 2) == {"acceptance_by_position": [None, None], "reliability": [], "ece": None}
 
 
 def test_temperature_refit_never_raises_the_loss(target, pool):

@@ -3,9 +3,10 @@
     python -m libraspec.train --data /work/data/sd2 --out runs/drafter --minutes 90 \
         [--heldout /work/data/heldout.pt] [--device cpu|cuda] [--resume] [--export assets/drafter]
 
-Every `ckpt_minutes` the full state (drafter, optimiser, step, elapsed time, RNG, log)
-goes to OUT/state.pt, so `--resume` continues where it stopped; new shards are picked up
-every `refresh_minutes`. Every `eval_minutes` the held-out tau_static(n) is measured
+Training starts once `--data` holds `--min-shards` shards (it waits up to `--wait-minutes`
+for the generator, then exits with an error). Every `ckpt_minutes` the full state
+(drafter, optimiser, step, elapsed time, RNG, log) goes to OUT/state.pt, so `--resume`
+continues where it stopped; new shards are picked up every `refresh_minutes`. Every `eval_minutes` the held-out tau_static(n) is measured
 (trainer.heldout_metrics) and, when it is the best so far, the drafter is saved to
 OUT/best and exported (DFlash format) to `--export`. A log line per evaluation goes to
 OUT/log.jsonl; a tqdm bar with the loss goes to stderr.
@@ -53,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--vocab", type=int, default=4096, help="draft vocabulary size V_d")
     p.add_argument("--mask-token", default="<|im_start|>", help="token used as MASK (never emitted in responses)")
     p.add_argument("--min-shards", type=int, default=1)
+    p.add_argument("--wait-minutes", type=float, default=30.0,
+                   help="how long to wait for --min-shards shards in --data before giving up")
     p.add_argument("--d-max", type=int, default=24, help="longest d LibraSpec may pick (sets the clean prefixes)")
     for name, value in asdict(TrainConfig()).items():
         if name not in ("minutes", "passes"):
@@ -64,6 +67,21 @@ def seed_everything(seed: int) -> torch.Generator:
     random.seed(seed)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
+
+
+def wait_for_shards(pool: ShardPool, min_shards: int, timeout_s: float, poll_s: float = 20.0) -> None:
+    """Refresh `pool` until it holds `min_shards` shards (the generator may not have written
+    them yet); TimeoutError after `timeout_s` seconds without them."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pool.refresh()
+        if len(pool.loaded) >= min_shards:
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{pool.folder} holds {len(pool.loaded)} of the {min_shards} shard(s) needed after "
+                               f"{timeout_s / 60:.1f} min: is selfdistill writing there? (--data, --wait-minutes)")
+        time.sleep(min(poll_s, left))
 
 
 def warm_start(drafter, state: dict) -> None:
@@ -115,11 +133,10 @@ def main(argv=None) -> None:
     mask_id = tokenizer.convert_tokens_to_ids(args.mask_token)
     stop_ids = sorted(stop_and_pad_ids(tokenizer)[0])
     pool = ShardPool(args.data)
-    while True:  # the generator may not have written its first shards yet
-        pool.refresh()
-        if len(pool.loaded) >= args.min_shards:
-            break
-        time.sleep(20)
+    try:
+        wait_for_shards(pool, args.min_shards, args.wait_minutes * 60)
+    except TimeoutError as error:
+        raise SystemExit(f"error: {error}") from None
     if args.heldout and not os.path.exists(args.heldout):
         make_heldout(target, tokenizer, args.heldout, batch=64 if args.device == "cuda" else 16)
     heldout = load_shard(args.heldout)[: args.heldout_seqs] if args.heldout else []

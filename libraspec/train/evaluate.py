@@ -10,8 +10,8 @@ For each prompt, in one process on one machine: AR, static d = n, static d = d_m
 - tau (tokens committed per round, accepted + 1) of static n, static d_max and LibraSpec;
 - a_i = P(draft i accepted | i submitted), i = 1..d_max, from the static d_max rounds;
 - calibration of q_i: a draft token i is judged when every draft before it was accepted
-  (i <= accepted + 1); it is correct when i <= accepted. Reliability table over 10 equal
-  q bins and ECE = sum_b (N_b / N) |mean q_b - accuracy_b|;
+  (i <= accepted + 1); it is correct when i <= accepted. Reliability table over the equal
+  q bins of `libraspec.calibration` and ECE = sum_b (N_b / N) |mean q_b - accuracy_b|;
 - drafter pass cost as a fraction of one target verification of n + 1 tokens (measured
   rounds of static n: draft_s / blocks over verify_s; and the latency profile's ratio);
 - wall-clock tokens/s of every mode and the measured speedup over AR.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -30,9 +31,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from ..calibration import (BINS, acceptance_by_position, acceptance_samples, expected_calibration_error,
+                           reliability_table)
 from ..files import atomic_write_text
-
-BINS = 10
 
 
 def load_prompts(path, limit: int) -> list[str]:
@@ -47,33 +48,24 @@ def load_prompts(path, limit: int) -> list[str]:
     return out[:limit or None]
 
 
-def reliability(records, bins: int = BINS) -> tuple[list[dict], float]:
-    """(table, ECE) of q_i against acceptance over the judged draft tokens of `records`."""
-    q, ok = [], []
-    for r in records:
-        judged = min(r.chosen_length, r.accepted + 1)
-        q.extend(r.confidences[:judged])
-        ok.extend([1.0] * min(r.accepted, judged) + [0.0] * (judged - min(r.accepted, judged)))
-    q, ok = np.asarray(q), np.asarray(ok)
-    table, ece = [], 0.0
-    edges = np.linspace(0, 1, bins + 1)
-    for b in range(bins):
-        sel = (q >= edges[b]) & ((q < edges[b + 1]) if b < bins - 1 else (q <= 1))
-        if sel.any():
-            mq, acc = float(q[sel].mean()), float(ok[sel].mean())
-            ece += sel.sum() / len(q) * abs(mq - acc)
-            table.append({"bin": f"{edges[b]:.1f}-{edges[b + 1]:.1f}", "count": int(sel.sum()),
-                          "mean_q": round(mq, 4), "accept": round(acc, 4)})
-    return table, float(ece)
+def drafter_calibration(records, d_max: int) -> dict:
+    """JSON-ready calibration of `records` (`libraspec.calibration` does the counting).
 
-
-def acceptance_by_position(records, d_max: int) -> list[float | None]:
-    """a_i = accepted >= i among rounds that submitted position i."""
-    rates = []
-    for i in range(1, d_max + 1):
-        rounds = [r for r in records if r.chosen_length >= i]
-        rates.append(round(sum(r.accepted >= i for r in rounds) / len(rounds), 4) if rounds else None)
-    return rates
+    acceptance_by_position: a_i for i = 1..d_max over every submitted draft, None where no
+    round submitted draft i; reliability (non-empty bins) and ece: over the judged drafts.
+    """
+    positions = acceptance_by_position(acceptance_samples(records)).set_index("position")["acceptance"]
+    judged = acceptance_samples(records, tested_only=True)
+    table = reliability_table(judged["q"], judged["accepted"])
+    ece = expected_calibration_error(judged["q"], judged["accepted"])
+    return {
+        "acceptance_by_position": [round(float(positions[i]), 4) if i in positions.index else None
+                                   for i in range(1, d_max + 1)],
+        "reliability": [{"bin": f"{lo:.1f}-{hi:.1f}", "count": int(count), "mean_q": round(float(q), 4),
+                         "accept": round(float(accepted), 4)}
+                        for lo, hi, count, q, accepted in table.itertuples(index=False) if count],
+        "ece": round(ece, 4) if math.isfinite(ece) else None,
+    }
 
 
 def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max: int, on_prompt=None) -> dict:
@@ -116,14 +108,12 @@ def summarize_eval(result: dict, alpha: float, d_max: int) -> dict:
                        "wall_s": round(seconds, 3), "tokens_per_s": round(tokens / seconds, 3),
                        "speedup_measured": round(ar_s_per_tok / (seconds / tokens), 4),
                        "mean_d": round(float(np.mean([r.chosen_length for r in recs])), 3)}
-    table, ece = reliability(static_max)
     passes = [r.draft_s / r.blocks_drafted for r in static_n if r.blocks_drafted]
     verifies = [r.verify_s for r in static_n if r.chosen_length == n]
     return {
         "n": n, "alpha": alpha, "d_max": d_max,
         "tau_static_n": modes[f"static_{n}"]["tau"],
-        "acceptance_by_position": acceptance_by_position(static_max, d_max),
-        "reliability": table, "ece": round(ece, 4),
+        **drafter_calibration(static_max, d_max),
         "drafter_pass_s": round(float(np.median(passes)), 5) if passes else None,
         "verify_n_plus_1_s": round(float(np.median(verifies)), 5) if verifies else None,
         "pass_over_verify_measured": round(float(np.median(passes) / np.median(verifies)), 4)

@@ -15,6 +15,8 @@ import json
 import random
 from pathlib import Path
 
+from ..files import atomic_write_text
+
 SEED = 20240917
 NUM_PROMPTS = 16384  # held-out + training; prefix-stable, so raising it keeps every index
 HELDOUT_SIZE = 64
@@ -254,7 +256,8 @@ def training_prompts() -> list[str]:
 
 
 def write_heldout(path: str | Path) -> None:
-    """Write the held-out prompts as JSONL, one {"prompt": ...} per line."""
-    with open(path, "w", encoding="utf-8") as handle:
-        for prompt in heldout_prompts():
-            handle.write(json.dumps({"prompt": prompt}) + "\n")
+    """Write the held-out prompts as JSONL, one {"prompt": ...} per line, in one atomic rename.
+
+    This is how `assets/heldout_prompts.jsonl` is made (tests/test_prompts.py checks it).
+    """
+    atomic_write_text(path, "".join(json.dumps({"prompt": prompt}) + "\n" for prompt in heldout_prompts()))
