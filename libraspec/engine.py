@@ -165,8 +165,9 @@ class SpeculativeDecoder:
         if buffer.empty:
             decision = Decision(0)
         elif mode == "oracle":
-            oracle_d = self._oracle_length(state, buffer, min(config.lookahead, cap), sampling, uniforms, profile)
-            decision = Decision(oracle_d if cap else 0)
+            oracle_d, lossless_d = self._oracle_length(state, buffer, min(config.lookahead, cap), sampling,
+                                                       uniforms, profile)
+            decision = Decision(lossless_d if cap else 0)
         else:
             drafted_before = buffer.seconds
             start = time.perf_counter()
@@ -179,7 +180,7 @@ class SpeculativeDecoder:
         blocks = max(1, buffer.steps_for(d)) if mode == "oracle" else buffer.blocks  # the first was drafted
         if config.annotate_oracle and mode != "oracle" and cap and not buffer.empty:
             saved = state.generator.get_state()  # annotation must not disturb this mode's randomness
-            oracle_d = self._oracle_length(state, buffer, min(config.lookahead, cap), sampling, uniforms, profile)
+            oracle_d = self._oracle_length(state, buffer, min(config.lookahead, cap), sampling, uniforms, profile)[0]
             state.generator.set_state(saved)
         # 3. verify [last token, x_1..x_d] in one target forward
         start = time.perf_counter()
@@ -208,10 +209,18 @@ class SpeculativeDecoder:
             verify_s=verify_s, modeled_s=buffer.modeled_draft_s(profile, blocks) + profile.verify_time(d + 1))
 
     def _oracle_length(self, state: _State, buffer: DraftBuffer, D: int, sampling: SamplingConfig,
-                       uniforms, profile: LatencyProfile) -> int | None:
-        """d* = argmax_d (a(d) + 1) / T_round(d) over d = 0..D from one look-ahead verification of D drafts."""
+                       uniforms, profile: LatencyProfile) -> tuple[int | None, int]:
+        """(d*, the oracle mode's d) from one look-ahead verification of D drafts.
+
+        d* = argmax_d (a(d) + 1) / T_round(d) over d = 0..D is the hindsight optimum the records
+        carry. Greedy, verifying d* commits what any length would, so oracle mode uses it. When
+        sampling, choosing d from the outcome would bias the text; under the round's shared
+        uniforms, d = min(a(D) + 1, D) commits exactly what verifying all D drafts commits, so
+        oracle mode takes that length and stays a sample of the target (docs/ARCHITECTURE.md,
+        "Lossless verification").
+        """
         if D < 1:
-            return None
+            return None, 0
         buffer.ensure(D)
         drafts = torch.tensor(buffer.tokens[:D], dtype=torch.long)
         out = self.target.forward(state.target_cache, [state.ids[-1]] + buffer.tokens[:D], with_hidden=False)
@@ -221,7 +230,8 @@ class SpeculativeDecoder:
         def round_time(d: int) -> float:  # the first step is drafted in every round, d = 0 included
             return buffer.modeled_draft_s(profile, max(1, buffer.steps_for(d))) + profile.verify_time(d + 1)
 
-        return oracle_length(prefix.numpy(), round_time, zero_time=round_time(0))
+        d_star = oracle_length(prefix.numpy(), round_time, zero_time=round_time(0))
+        return d_star, d_star if sampling.greedy else min(int(prefix[-1]) + 1, D)
 
     # -- helpers -------------------------------------------------------------------------------
 

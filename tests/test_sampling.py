@@ -129,3 +129,12 @@ def test_broken_verifier_is_detected(pair, monkeypatch):
     statistic, threshold, _ = chi2(pair)
     print(f"broken verifier: chi-square {statistic:.1f}, threshold {threshold:.1f}")
     assert statistic > 3 * threshold, f"broken verifier not detected: chi-square {statistic:.1f}"
+
+
+def test_oracle_mode_keeps_the_target_distribution(pair):
+    """When sampling, oracle mode verifies up to the first rejected draft of its look-ahead, which
+    commits what verifying every draft commits; picking the hindsight-best d instead is caught."""
+    statistic, threshold, first = chi2(pair, "oracle", lambda: None, new_tokens=4, k=3, n=1200)
+    print(f"oracle: chi-square {statistic:.1f}, threshold {threshold:.1f}")
+    assert statistic < threshold, f"chi-square {statistic:.1f} >= {threshold:.1f}"
+    assert {r.chosen_length for r in first} >= {1, 3}  # the length follows the outcome
