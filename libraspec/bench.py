@@ -224,7 +224,7 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     if "libraspec" in spec.modes and spec.d_max < n:
         raise ValueError(f"LibraSpec needs d_max >= n: d_max={spec.d_max}, n={n}")
     profile = profile or bench_profile(pair, spec)
-    decoder = SpeculativeDecoder(pair, profile, drafter=spec.drafter or pair.default_drafter)
+    decoder = SpeculativeDecoder(pair, profile, drafter=spec.drafter)
     labels = spec.labels(n)
     encoded = [pair.encode_prompt(p) for p in prompts]
     records = {label: [] for label, _, _ in labels}

@@ -71,13 +71,14 @@ class _State:
 class SpeculativeDecoder:
     """Runs AR, oracle and policy modes over one target and one drafter (batch size 1).
 
-    `drafter` is a registry name (`drafters.DRAFTERS`) or a `Drafter`; default: the block-diffusion
-    drafter of the pair.
+    `drafter` is a registry name (`drafters.DRAFTERS`) or a `Drafter`; default: the pair's
+    `default_drafter`.
     """
 
-    def __init__(self, pair, profile: LatencyProfile | None = None, drafter: str | Drafter = "dflash"):
+    def __init__(self, pair, profile: LatencyProfile | None = None, drafter: str | Drafter | None = None):
         self.pair = pair
         self.target = pair.target
+        drafter = pair.default_drafter if drafter is None else drafter
         self.drafter = make_drafter(drafter, pair) if isinstance(drafter, str) else drafter
         self.n = self.drafter.n
         self._profile = profile

@@ -214,7 +214,7 @@ def run(args) -> int:
     pair = load_pair(args.model)
     longest = max(d_maxes)
     profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)))
-    decoder = SpeculativeDecoder(pair, profile, drafter=args.drafter or pair.default_drafter)
+    decoder = SpeculativeDecoder(pair, profile, drafter=args.drafter)
     bar = tqdm(total=len(prompts) * (1 + len(alphas) * len(d_maxes)), desc="sweep", unit="run",
                file=sys.stderr, disable=args.quiet)
 

@@ -83,7 +83,7 @@ def embedded_runs() -> dict:
     from libraspec.models.registry import load_pair
 
     pair = load_pair("smollm2-135m")
-    decoder = SpeculativeDecoder(pair, PROFILE)
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter="dflash")
     prompt = pair.encode_prompt("Write a Python function that returns the sum of a list of numbers.")
     out = {}
     for temperature in (0.0, 1.0):

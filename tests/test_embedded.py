@@ -144,7 +144,7 @@ def decoder():
     pair = registry.smollm2_pair()
     assert pair.n == 7
     # a synthetic profile: only modeled times use it, and the policies compared here do not
-    return SpeculativeDecoder(pair, LatencyProfile.from_linear(0.06, 0.004, 0.007, 7, 49))
+    return SpeculativeDecoder(pair, LatencyProfile.from_linear(0.06, 0.004, 0.007, 7, 49), drafter="dflash")
 
 
 def tokens(decoder, ids, mode, policy):

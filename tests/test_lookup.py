@@ -188,3 +188,24 @@ def test_lookup_drafts_nothing_without_a_match(pair):
     draft = drafter.start_round(context, ids, engine.SamplingConfig(), None)
     draft.extend(1)
     assert draft.empty and draft.confidences.tolist() == [0.0] * 7
+
+
+def test_corpus_matches_draft_text_the_sequence_has_not_seen(pair, tmp_path):
+    """A phrase from the pair's past outputs is drafted the first time the sequence reaches it,
+    marked as a corpus match; a corpus with foreign token ids is refused."""
+    from libraspec.drafters.lookup import load_corpus
+
+    phrase = [40, 41, 42, 43, 44, 45, 46, 47, 48, 49]
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps({"sequences": [[7, 8] + phrase, [9] + phrase[:4]]}))
+    corpus = load_corpus(path, pair.target.vocab_size)
+    drafter = LookupDrafter(7, pair.target.vocab_size, corpus=corpus)
+    context = drafter.new_context()
+    ids = [100, 101, 102] + phrase[:3]
+    drafter.fit_context(context, ids, None, 0)
+    draft = drafter.start_round(context, ids, engine.SamplingConfig(), None)
+    draft.extend(1)
+    assert draft.tokens == phrase[3:10] and all(f[-1] for f in draft.features)
+    path.write_text(json.dumps({"sequences": [[pair.target.vocab_size + 5]]}))
+    with pytest.raises(LookupCalibrationError, match="outside the vocabulary"):
+        load_corpus(path, pair.target.vocab_size)

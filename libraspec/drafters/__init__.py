@@ -1,10 +1,13 @@
 """Drafters behind one interface (`base.Drafter`), and the registry of their names."""
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 from .base import DraftBuffer, Drafter
 from .block import BlockDiffusionDrafter
 from .hybrid import HybridDrafter
-from .lookup import LookupCalibration, LookupCalibrationError, LookupDrafter
+from .lookup import LookupCalibration, LookupCalibrationError, LookupDrafter, load_corpus
 
 DRAFTERS = ("dflash", "lookup", "hybrid")
 
@@ -15,11 +18,24 @@ def make_drafter(name: str, pair) -> Drafter:
     if name == "dflash":
         return BlockDiffusionDrafter(pair.drafter, pair.target)
     if name == "lookup":
-        return LookupDrafter(pair.n, pair.target.vocab_size)
+        return _lookup(pair)
     if name == "hybrid":
-        return HybridDrafter(BlockDiffusionDrafter(pair.drafter, pair.target),
-                             LookupDrafter(pair.n, pair.target.vocab_size))
+        return HybridDrafter(BlockDiffusionDrafter(pair.drafter, pair.target), _lookup(pair))
     raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
+
+
+def _lookup(pair) -> LookupDrafter:
+    corpus = None
+    if pair.lookup_corpus is not None:
+        path = Path(pair.lookup_corpus)
+        corpus = _corpus(str(path), path.stat().st_mtime if path.exists() else 0.0, pair.target.vocab_size)
+    return LookupDrafter(pair.n, pair.target.vocab_size, corpus=corpus)
+
+
+@functools.lru_cache(maxsize=4)
+def _corpus(path: str, mtime: float, vocab_size: int):
+    """The corpus index, read once per file version (it is never written after loading)."""
+    return load_corpus(path, vocab_size)
 
 
 def drafter_with_fallback(name: str, pair) -> tuple[Drafter, str | None]:

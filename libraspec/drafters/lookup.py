@@ -4,6 +4,8 @@ The index maps every k-gram (k = MIN_MATCH..MAX_MATCH) of the committed sequence
 generation) to the positions where it ends, so appending a token costs O(MAX_MATCH) and a
 query O(match): no rescan (the prompt-lookup / SuffixDecoding family, arXiv 2411.04975).
 
+A second, read-only index holds a corpus of the pair's own past outputs (`lookup_corpus.py`);
+a query takes the longer of the two matches (ties: the sequence's own text).
 A draft follows the occurrences of the longest matching suffix: at each offset j it takes the
 token most of the still-agreeing occurrences continue with (ties: the latest), then keeps only
 those occurrences. When they run out it matches again over the sequence extended by the draft,
@@ -28,11 +30,13 @@ from .base import DraftBuffer, one_hot
 MIN_MATCH, MAX_MATCH = 2, 8  # suffix lengths the index keeps
 MAX_OCCURRENCES = 16  # the latest occurrences a query follows
 DEFAULT_CALIBRATION = Path(__file__).resolve().parents[2] / "assets" / "lookup_calibration.json"
-FEATURES = ("bias", "log_match", "log_count", "agreement", "log_offset", "run_agreement")
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "assets" / "lookup_corpus.json"
+FEATURES = ("bias", "log_match", "log_count", "agreement", "log_offset", "run_agreement", "corpus")
+SEPARATOR = -1  # between corpus sequences: no real tail contains it, so no match spans two
 
 
 class LookupCalibrationError(ValueError):
-    """The look-up calibration file is missing or damaged."""
+    """A look-up asset (the calibration or the corpus file) is missing or damaged."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,8 @@ class LookupCalibration:
             raise ValueError(f"a look-up calibration needs {len(FEATURES)} finite weights ({', '.join(FEATURES)})")
 
     def confidence(self, features: tuple) -> float:
-        """q from (match length, occurrences, agreement, offset j, lowest agreement of the run)."""
+        """q from (match length, occurrences, agreement, offset j, lowest agreement of the run,
+        whether the match is in the corpus)."""
         z = sum(w * v for w, v in zip(self.weights, feature_vector(features)))
         return 1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0)))
 
@@ -73,8 +78,28 @@ class LookupCalibration:
 
 
 def feature_vector(features: tuple) -> tuple[float, ...]:
-    match, count, agreement, offset, run_agreement = features
-    return 1.0, math.log(match), math.log(count), agreement, math.log(offset), run_agreement
+    match, count, agreement, offset, run_agreement, corpus = features
+    return 1.0, math.log(match), math.log(count), agreement, math.log(offset), run_agreement, float(corpus)
+
+
+def load_corpus(path: str | Path | None = None, vocab_size: int | None = None) -> "SuffixIndex":
+    """The corpus index: every sequence of the corpus file, separated; errors say how to repair it."""
+    path = DEFAULT_CORPUS if path is None else path
+    repair = ("restore it with `git checkout -- assets/lookup_corpus.json`, or rebuild it with "
+              "`python -m libraspec.drafters.lookup_corpus`")
+    try:
+        sequences = json.loads(Path(path).read_text())["sequences"]
+        index = SuffixIndex()
+        for seq in sequences:
+            tokens = [int(t) for t in seq]
+            if vocab_size is not None and any(not 0 <= t < vocab_size for t in tokens):
+                raise ValueError(f"token ids outside the vocabulary (size {vocab_size})")
+            index.append(tokens + [SEPARATOR])
+        return index
+    except FileNotFoundError:
+        raise LookupCalibrationError(f"the look-up corpus {path} is missing; {repair}") from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise LookupCalibrationError(f"the look-up corpus {path} is damaged ({err}); {repair}") from None
 
 
 class SuffixIndex:
@@ -115,13 +140,14 @@ class LookupDraft(DraftBuffer):
     """One round of look-up drafting over the committed sequence and the drafts so far."""
 
     def __init__(self, index: SuffixIndex, anchor: int, n: int, vocab_size: int, sampling: SamplingConfig,
-                 calibration: LookupCalibration):
+                 calibration: LookupCalibration, corpus: SuffixIndex | None = None):
         super().__init__(n, vocab_size, sampling)
         self.index = index
+        self.corpus = corpus
         self.committed = len(index.ids) + 1  # the context holds all but the anchor
         self.anchor = int(anchor)
         self.calibration = calibration
-        self._run: tuple[int, list[int]] | None = None  # (match length, occurrence cursors) being followed
+        self._run: tuple[int, list[int], bool] | None = None  # (match length, cursors, in the corpus)
         self._run_agreement = 1.0
         self.features: list[tuple] = []  # per drafted token, what its q was computed from
 
@@ -134,29 +160,36 @@ class LookupDraft(DraftBuffer):
             return self.anchor
         return self.tokens[position - len(ids) - 1] if position - len(ids) - 1 < len(self.tokens) else -1
 
+    def _follow(self, cursor: int, in_corpus: bool, length: int) -> int | None:
+        """The token an occurrence continues with, or None when it has run out."""
+        if in_corpus:
+            token = self.corpus.ids[cursor] if cursor < len(self.corpus.ids) else SEPARATOR
+            return None if token == SEPARATOR else token
+        return self._token(cursor) if cursor < length else None
+
     def _next(self) -> tuple[int, tuple] | None:
         """The next draft token and the features of its q, or None when nothing matches."""
         length = self.committed + len(self.tokens)  # sequence so far, drafts included
         if self._run is None or not self._run[1]:
             tail = [self._token(p) for p in range(max(0, length - MAX_MATCH), length)]
             k, ends = self.index.matches(tail)
-            if not k:
+            k_corpus, ends_corpus = self.corpus.matches(tail) if self.corpus is not None else (0, [])
+            if not k and not k_corpus:
                 return None
-            self._run, self._run_agreement = (k, ends), 1.0
-        k, cursors = self._run
-        votes = Counter()
-        for c in cursors:
-            if c < length:
-                votes[self._token(c)] += 1
+            self._run = (k, ends, False) if k >= k_corpus else (k_corpus, ends_corpus, True)
+            self._run_agreement = 1.0
+        k, cursors, in_corpus = self._run
+        follows = [self._follow(c, in_corpus, length) for c in cursors]
+        votes = Counter(t for t in follows if t is not None)
         if not votes:
             self._run = None
             return None
         best = max(votes.values())
-        token = next(self._token(c) for c in reversed(cursors) if c < length and votes[self._token(c)] == best)
+        token = next(t for t in reversed(follows) if t is not None and votes[t] == best)
         agreement = best / len(cursors)
         self._run_agreement = min(self._run_agreement, agreement)
-        features = (k, len(cursors), agreement, len(self.tokens) + 1, self._run_agreement)
-        self._run = (k, [c + 1 for c in cursors if c < length and self._token(c) == token])
+        features = (k, len(cursors), agreement, len(self.tokens) + 1, self._run_agreement, in_corpus)
+        self._run = (k, [c + 1 for c, t in zip(cursors, follows) if t == token], in_corpus)
         return token, features
 
     def _step(self):
@@ -188,10 +221,12 @@ class LookupDrafter:
     name = "lookup"
     needs_features = False
 
-    def __init__(self, n: int, vocab_size: int, calibration: LookupCalibration | None = None):
+    def __init__(self, n: int, vocab_size: int, calibration: LookupCalibration | None = None,
+                 corpus: SuffixIndex | None = None):
         self.n = int(n)
         self.vocab_size = int(vocab_size)
         self.calibration = calibration or LookupCalibration.load()
+        self.corpus = corpus
 
     def new_context(self) -> SuffixIndex:
         return SuffixIndex()
@@ -205,4 +240,4 @@ class LookupDrafter:
         context.append(ids[len(context):keep])
 
     def start_round(self, context: SuffixIndex, ids, sampling, generator) -> LookupDraft:
-        return LookupDraft(context, ids[-1], self.n, self.vocab_size, sampling, self.calibration)
+        return LookupDraft(context, ids[-1], self.n, self.vocab_size, sampling, self.calibration, self.corpus)

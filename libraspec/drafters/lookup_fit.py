@@ -12,24 +12,26 @@ its reliability on a held-apart quarter of the prompts is stored with it.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 
 import numpy as np
 
-from .lookup import DEFAULT_CALIBRATION, FEATURES, LookupCalibration, LookupDraft, SuffixIndex, feature_vector
+from .lookup_corpus import fit_prompts
+from .lookup import (DEFAULT_CALIBRATION, FEATURES, LookupCalibration, LookupDraft, SuffixIndex, feature_vector,
+                     load_corpus)
 from ..verify import SamplingConfig
 
 UNFITTED = LookupCalibration((0.0,) * len(FEATURES), {})
 
 
-def trajectory_samples(ids: list[int], prompt_len: int, depth: int) -> tuple[list[tuple], list[int]]:
+def trajectory_samples(ids: list[int], prompt_len: int, depth: int,
+                       corpus: SuffixIndex | None = None) -> tuple[list[tuple], list[int]]:
     """(features, accepted) of look-up drafts at every generated position of one greedy sequence."""
     features, labels = [], []
     index = SuffixIndex()
     index.append(ids[: prompt_len - 1])
     for t in range(prompt_len, len(ids)):  # the anchor is ids[t - 1]; the target then wrote ids[t:]
-        draft = LookupDraft(index, ids[t - 1], depth, 1, SamplingConfig(), UNFITTED)
+        draft = LookupDraft(index, ids[t - 1], depth, 1, SamplingConfig(), UNFITTED, corpus)
         draft.extend(1)
         truth = ids[t:t + depth]
         for j, feats in enumerate(draft.features[: len(truth)]):
@@ -69,19 +71,19 @@ def main(argv=None) -> int:
     from ..calibration import expected_calibration_error
     from ..engine import DecodeConfig, SpeculativeDecoder
     from ..models.registry import load_pair
-    from ..train.prompts import training_prompts
 
     torch.set_num_threads(args.threads)
     pair = load_pair()
-    decoder = SpeculativeDecoder(pair)
-    prompts = random.Random(7).sample(training_prompts(), args.prompts)
+    decoder = SpeculativeDecoder(pair, drafter="dflash")  # AR decoding: the drafter is never used
+    corpus = load_corpus(pair.lookup_corpus, pair.target.vocab_size) if pair.lookup_corpus else None
+    prompts = fit_prompts(args.prompts)
     split = len(prompts) * 3 // 4
     data = {"fit": ([], []), "check": ([], [])}
     for i, text in enumerate(prompts):
         ids = pair.encode_prompt(text)
         records = decoder.run(ids, "ar", None, DecodeConfig(max_new_tokens=args.max_new_tokens))
         full = ids + [t for r in records for t in r.committed_tokens]
-        feats, labels = trajectory_samples(full, len(ids), args.depth)
+        feats, labels = trajectory_samples(full, len(ids), args.depth, corpus)
         part = data["fit" if i < split else "check"]
         part[0].extend(feats)
         part[1].extend(labels)

@@ -4,7 +4,7 @@ On this project's CPU (AMD EPYC, AVX2, no AVX-512, no bf16 hardware) about three
 quarters of a target forward is `nn.Linear` (MKL sgemm by default). The same
 matrices through oneDNN, with each weight reordered once into oneDNN's blocked
 layout, are faster, most of all the 49,152 x 576 output head. That lowers the
-verification cost in T_round(d) (DESIGN.md section 5), which moves the best
+verification cost in T_round(d) (docs/ARCHITECTURE.md, "What is timed"), which moves the best
 speculative length d on this hardware; the measured `LatencyProfile` sees it.
 
 Measured for SmolLM2-135M-Instruct, float32, KV cache of 300 tokens, 1 thread,

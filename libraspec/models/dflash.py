@@ -2,7 +2,7 @@
 
 One pass drafts a block `[anchor, MASK x (block_size - 1)]`: n = block_size - 1 draft
 tokens, each with confidence q_i = the drafter's probability of its proposed token
-(DESIGN section 7). Keys/values of every layer are [context ; block] where the context
+(docs/ARCHITECTURE.md, "The drafter interface"). Keys/values of every layer are [context ; block] where the context
 is the fused target features: hidden states of the tapped target layers
 (`target_layer_ids`; id i is `hidden_states[i + 1]`, index 0 being the embeddings)
 concatenated to (B, C, L*H_t), then `hidden_norm(fc(.))`. The same fused context feeds
@@ -12,7 +12,7 @@ are cached per layer, block K/V never are. Embeddings and LM head are the target
 Checkpoint format (DFlash): `config.json` (see `dflash_config.py`) and `model.safetensors` with
 unprefixed keys (`fc.weight`, `layers.0.self_attn.q_proj.weight`, ..., `norm.weight`).
 
-Project extensions (DESIGN section 10), off unless named in `libraspec_config`:
+Project extensions (assets/TRAINING.md says why each exists), off unless named in `libraspec_config`:
 `slot_embeddings` (a learned vector per mask slot + the anchor's embedding on every mask
 slot), `learned_temperature` (logits / exp(log_temperature)), `feature_stats`
 (standardise then clip the concatenated features before `fc`), `draft_vocab_size`

