@@ -5,7 +5,8 @@ random decaying curves q_i = sigmoid(a - b i + noise), typical and confident one
 (n = 15, alpha = 2.2); both
 implementations see the same buffers and must make identical decisions (d, tokens
 drafted, iterations). Prints median microseconds per decision, their ratio, and the
-fraction of a 120 ms round (DESIGN.md section 10: one CPU verification of 16 tokens).
+fraction of a 120 ms round (one CPU verification of 16 tokens, measured when the
+embedded drafter was first trained; assets/TRAINING.md).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from libraspec.policy import Decision, LibraSpecPolicy  # noqa: E402
 from libraspec.stepper import ArrayBuffer  # noqa: E402
 from libraspec.records import PolicyStep  # noqa: E402
 
-ROUND_S = 0.120  # a CPU verification round of 16 tokens (DESIGN.md section 10)
+ROUND_S = 0.120  # a CPU verification round of 16 tokens (assets/TRAINING.md)
 
 
 class NaiveLibraSpec:
