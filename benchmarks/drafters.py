@@ -84,7 +84,8 @@ def main() -> int:
                 "tau", "speedup_measured", "speedup_modeled")}, "static_n": modes[f"static-{n}" if len(
                     statics) > 1 else "static"]["speedup_modeled"], "best_static": best,
                    "best_static_modeled": statics[best]["speedup_modeled"],
-                   **round_stats(result.records["libraspec"])}
+                   **round_stats(result.records["libraspec"]),
+                   "profile_ar_ratio": result.summary["config"]["profile_check"]["ratio"]}
             table.append(row)
             for label in ("ar", "libraspec") + tuple(statics):
                 got = totals(result.records[label])
@@ -99,13 +100,13 @@ def main() -> int:
              f"{', '.join(f'{x:.2f}' for x in load_before)}; after: {', '.join(f'{x:.2f}' for x in load_after)}.",
              "Command: `python benchmarks/drafters.py " + " ".join(sys.argv[1:]) + "`", "",
              "| suite | drafter | tau | LibraSpec measured | LibraSpec modeled | static n modeled | best static "
-             "(modeled) | d* >= 3 | extends | rolls back | AR steps | max d |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "(modeled) | d* >= 3 | extends | rolls back | AR steps | max d | AR measured / profile |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         lines.append(f"| {r['suite']} | {r['drafter']} | {r['tau']:.2f} | {r['speedup_measured']:.2f}x | "
                      f"{r['speedup_modeled']:.2f}x | {r['static_n']:.2f}x | {r['best_static']} "
                      f"{r['best_static_modeled']:.2f}x | {r['dstar_ge3']:.0%} | {r['extends']:.0%} | "
-                     f"{r['rolls_back']:.0%} | {r['ar_steps']:.0%} | {r['max_d']} |")
+                     f"{r['rolls_back']:.0%} | {r['ar_steps']:.0%} | {r['max_d']} | {r['profile_ar_ratio']:.2f} |")
     lines += ["", "Pooled over suites (totals): speedup = AR seconds per token / mode seconds per token.", "",
               "| drafter | mode | measured | modeled |", "|---|---|---|---|"]
     for (drafter, label), (meas, mod, tokens) in sorted(pooled.items()):

@@ -31,7 +31,7 @@ from .drafters import DRAFTERS
 from .engine import DecodeConfig, SpeculativeDecoder
 from .files import atomic_write_text
 from .modes import MODES, POLICY_MODES, make_policy
-from .profiling import cached_profile, machine_description
+from .profiling import cached_profile, machine_description, profile_check
 from .records import RoundRecord, records_to_frame, summarize, write_parquet
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
@@ -279,6 +279,7 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
         "seed": spec.seed, "prompts": source, "num_prompts": len(prompts),
         "oracle_annotation": list(spec.annotated()),
         "profile": profile.to_dict(), "machine": machine_description(), "threads": torch.get_num_threads(),
+        "profile_check": profile_check(profile, [r for run in ar_runs for r in run]) if ar_runs else None,
         "versions": versions(),
     }
     return {"config": config, "modes": modes, "runs": runs}

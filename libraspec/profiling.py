@@ -103,19 +103,43 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
                           lookup_s=lookup_s)
 
 
+def profile_path(pair) -> str:
+    """One profile file per model pair, drafter weights, device, dtype and machine."""
+    key = {"format": 2, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
+           "dtype": str(pair.target.dtype), **machine_description()}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")
+
+
 def cached_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
                    repeats: int = 7, refresh: bool = False) -> LatencyProfile:
-    """`measure_profile`, cached on disk by model pair, machine and settings."""
-    key = {"format": 2, "pair": pair.name, "drafter": pair.drafter_id, "max_tokens": max_tokens,
-           "max_blocks": max_blocks, "context_len": context_len, "repeats": repeats,
-           "device": str(pair.target.device), "dtype": str(pair.target.dtype), **machine_description()}
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    path = os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")
+    """`measure_profile`, cached in one file per pair and machine (`profile_path`).
+
+    A cached profile that reaches fewer tokens or blocks than asked for is measured again
+    over the larger of both ranges and replaces the file; so does a damaged one.
+    """
+    path = profile_path(pair)
     if not refresh and os.path.exists(path):
         try:
-            return LatencyProfile.from_json(path)
+            cached = LatencyProfile.from_json(path)
+            if len(cached.verify_s) >= max_tokens and len(cached.draft_s) >= max_blocks:
+                return cached
+            max_tokens, max_blocks = max(max_tokens, len(cached.verify_s)), max(max_blocks, len(cached.draft_s))
         except (ValueError, KeyError, json.JSONDecodeError):
             pass  # a damaged profile is measured again and overwritten
     profile = measure_profile(pair, max_tokens, max_blocks, context_len, repeats)
     profile.to_json(path)
     return profile
+
+
+def profile_check(profile: LatencyProfile, ar_records, tolerance: float = 0.25) -> dict:
+    """Does the profile still describe this machine? Compares the AR seconds per token that
+    records measured with the profile's; `ok` is False beyond `tolerance` (relative), which
+    means the profile was measured under another load and should be measured again."""
+    tokens = sum(r.tau for r in ar_records)
+    if not tokens:
+        raise ValueError("no AR tokens to check the profile against")
+    measured = sum(r.measured_s for r in ar_records) / tokens
+    ratio = measured / profile.ar_token_time()
+    return {"measured_ar_s": measured, "profile_ar_s": profile.ar_token_time(), "ratio": ratio,
+            "ok": abs(ratio - 1.0) <= tolerance}

@@ -28,3 +28,28 @@ def test_measure_profile_on_a_tiny_pair(tmp_path, monkeypatch):
     files[0].write_text("{broken")
     again = cached_profile(pair, max_tokens=5, max_blocks=1, context_len=16, repeats=1)
     assert len(again.verify_s) == 5
+
+
+def test_one_profile_file_per_pair_grows_when_asked_for_more(tmp_path, monkeypatch):
+    """Asking for a longer profile re-measures into the same file; a shorter ask reuses it."""
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
+    pair = tiny_pair("llama")
+    short = cached_profile(pair, max_tokens=4, max_blocks=1, context_len=16, repeats=1)
+    longer = cached_profile(pair, max_tokens=7, max_blocks=2, context_len=16, repeats=1)
+    assert len(short.verify_s) == 4 and len(longer.verify_s) == 7 and len(longer.draft_s) == 2
+    assert cached_profile(pair, max_tokens=5, max_blocks=1, context_len=16, repeats=1) == longer
+    assert len(list((tmp_path / "profiles").glob("*.json"))) == 1
+    assert longer.lookup_s > 0  # a look-up step is measured, not assumed free
+
+
+def test_profile_check_flags_a_profile_from_another_load():
+    from types import SimpleNamespace
+
+    from libraspec.cost import LatencyProfile
+    from libraspec.profiling import profile_check
+
+    profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 25)  # AR step 21 ms
+    ar = [SimpleNamespace(tau=1, measured_s=0.021)] * 10
+    assert profile_check(profile, ar)["ok"]
+    slow = profile_check(profile, [SimpleNamespace(tau=1, measured_s=0.063)] * 10)
+    assert not slow["ok"] and abs(slow["ratio"] - 3.0) < 1e-9
