@@ -1,4 +1,4 @@
-"""Benchmark runner behind `python -m libraspec bench` (DESIGN.md section 9, a contract).
+"""Benchmark runner behind `python -m libraspec bench` (its JSON output is a contract: tests/test_bench.py).
 
 Every prompt is decoded in every requested mode (AR, static length d, LibraSpec, G4,
 FailFast, oracle) on one model pair, interleaved prompt by prompt so that load on the
@@ -6,13 +6,14 @@ machine falls on all modes alike. Symbols follow the LibraSpec paper: n drafts p
 drafter pass, d the speculative length, d_max its cap, alpha the trade-off of
 Algorithm 1, tau = accepted drafts + 1 tokens committed per round, d* the oracle length.
 
-Speedups (DESIGN.md section 5) are totals over prompts: AR seconds per token divided by
+Speedups (docs/ARCHITECTURE.md, "What is timed") are totals over prompts: AR seconds per token divided by
 the mode's seconds per token, AR measured in the same run on the same prompts; the
 modeled speedup uses the latency profile. `mad_vs_oracle` is mean |d - d*| over a
 mode's own rounds, d* from the untimed oracle annotation (DecodeConfig.annotate_oracle).
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -28,15 +29,16 @@ import torch
 
 from .cost import LatencyProfile
 from .drafters import DRAFTERS
+from .driver import decode_grid, mode_job
 from .engine import DecodeConfig, SpeculativeDecoder
 from .files import atomic_write_text
-from .modes import MODES, POLICY_MODES, make_policy
+from .modes import MODES, POLICY_MODES, PolicySettings
 from .profiling import cached_profile, machine_description, profile_check
 from .records import RoundRecord, records_to_frame, summarize, write_parquet
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
 PROMPT_KEYS = ("prompt", "question", "turns")
-FAILFAST = {"threshold": 0.6, "step": 4}  # make_policy's defaults, recorded in the config
+FAILFAST = {"threshold": 0.6, "step": 4}  # PolicySettings' defaults, recorded in the config
 
 
 def read_prompts(path: str | os.PathLike) -> list[str]:
@@ -226,23 +228,30 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     profile = profile or bench_profile(pair, spec)
     decoder = SpeculativeDecoder(pair, profile, drafter=spec.drafter)
     labels = spec.labels(n)
-    encoded = [pair.encode_prompt(p) for p in prompts]
+    jobs = [mode_job(label, mode, _settings(spec, n, length), functools.partial(_config, spec, mode))
+            for label, mode, length in labels]
     records = {label: [] for label, _, _ in labels}
     bar = _progress(len(prompts) * len(labels), progress)
-    for index, ids in enumerate(encoded):
-        for label, mode, length in labels:
-            config = DecodeConfig(max_new_tokens=spec.max_new_tokens, temperature=spec.temperature,
-                                  seed=spec.seed + index, lookahead=spec.d_max,
-                                  annotate_oracle=mode in spec.annotated())
-            policy = None if MODES[mode].factory is None else make_policy(
-                mode, alpha=spec.alpha, d_max=spec.d_max, static_length=length or n, g4_initial=min(n, spec.d_max),
-                failfast_threshold=FAILFAST["threshold"], failfast_step=FAILFAST["step"])
-            bar.set_postfix_str(f"prompt {index}, {label}", refresh=False)
-            records[label].append(list(decoder.run(ids, mode, policy, config)))
-            bar.update(1)
+    for event in decode_grid(decoder, [pair.encode_prompt(p) for p in prompts], jobs):
+        records[event.label].append(event.records)
+        bar.set_postfix_str(f"prompt {event.index}, {event.label}", refresh=False)
+        bar.update(1)
     bar.close()
     summary = _summary(pair, prompts, spec, profile, records, labels, source)
     return BenchResult(summary, records)
+
+
+def _settings(spec: BenchSpec, n: int, length: int | None) -> PolicySettings:
+    """The policy knobs of one label: the static length (n when unset) and FailFast's recorded defaults."""
+    return PolicySettings(alpha=spec.alpha, d_max=spec.d_max, static_length=length or n,
+                          g4_initial=min(n, spec.d_max), failfast_threshold=FAILFAST["threshold"],
+                          failfast_step=FAILFAST["step"])
+
+
+def _config(spec: BenchSpec, mode: str, index: int) -> DecodeConfig:
+    """Prompt `index`'s config: seed + index in every mode, the oracle annotation where asked."""
+    return DecodeConfig(max_new_tokens=spec.max_new_tokens, temperature=spec.temperature, seed=spec.seed + index,
+                        lookahead=spec.d_max, annotate_oracle=mode in spec.annotated())
 
 
 def _progress(total: int, enabled: bool):

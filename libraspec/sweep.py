@@ -5,7 +5,7 @@ annotation (d* over 1..d_max); AR decodes each prompt once for the
 measured speedup. alpha may be "auto": `autoalpha.AutoAlphaLibraSpecPolicy`, which sets
 alpha = T^verify / (tau * c) from the latency profile and the running tau (section 3.4).
 
-Per cell, totals over prompts (DESIGN.md section 5, as in `records.summarize`):
+Per cell, totals over prompts (docs/ARCHITECTURE.md, "What is timed"; as in `records.summarize`):
 speedup_measured = AR seconds per token / cell seconds per token, speedup_modeled the
 same with the latency profile's times, tau = tokens per round, mad_vs_oracle =
 mean |d - d*| over rounds, alpha_used = mean alpha of the rounds (the value itself when
@@ -14,6 +14,7 @@ fixed). Symbols: alpha, d_max, n (block size), d, d*, tau.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 from dataclasses import dataclass
@@ -22,7 +23,9 @@ from typing import Callable, Iterator, Sequence
 import pandas as pd
 
 from .autoalpha import AutoAlphaLibraSpecPolicy
+from .driver import Cancelled, Job, decode_grid
 from .engine import DecodeConfig, SpeculativeDecoder
+from .modes import MODES, PolicySettings
 from .policy import LibraSpecPolicy
 from .records import RoundRecord, summarize
 
@@ -95,7 +98,13 @@ def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRe
 
 
 def _policy(alpha, d_max: int, decoder: SpeculativeDecoder) -> LibraSpecPolicy:
-    return AutoAlphaLibraSpecPolicy(decoder.profile, d_max) if alpha == AUTO else LibraSpecPolicy(alpha, d_max)
+    if alpha == AUTO:
+        return AutoAlphaLibraSpecPolicy(decoder.profile, d_max)
+    return MODES["libraspec"].policy(PolicySettings(alpha=alpha, d_max=d_max))
+
+
+def _cell_config(configs: list[DecodeConfig], d_max: int, index: int) -> DecodeConfig:
+    return dataclasses.replace(configs[index], lookahead=d_max, annotate_oracle=True)
 
 
 def iter_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]], alphas, d_maxes,
@@ -103,9 +112,9 @@ def iter_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]]
     """Run the sweep, yielding a `SweepEvent` after every decoding run.
 
     AR runs first (once per prompt), then the cells row by row (alpha outer, d_max
-    inner), each over every prompt; prompt i uses seed config.seed + i. `cancel` is
-    checked before every run: once set, the last event carries cancelled=True and the
-    cells finished so far.
+    inner), each over every prompt (`driver.decode_grid`, one job per cell); prompt i
+    uses seed config.seed + i. `cancel` is checked before every run: once set, the last
+    event carries cancelled=True and the cells finished so far.
     """
     alphas, d_maxes = parse_alphas(alphas), parse_d_maxes(d_maxes)
     prompts_ids = [list(p) for p in prompts_ids]
@@ -115,35 +124,26 @@ def iter_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]]
     if min(d_maxes) < n:
         raise ValueError(f"LibraSpec needs d_max >= n = {n}; got d_max values {list(d_maxes)}")
     configs = [dataclasses.replace(config, seed=config.seed + i) for i in range(len(prompts_ids))]
-    total = len(prompts_ids) * (1 + len(alphas) * len(d_maxes))
-    done, rows = 0, []
-
-    def event(label: str, cancelled: bool = False) -> SweepEvent:
-        return SweepEvent(done, total, label, pd.DataFrame(rows, columns=COLUMNS), cancelled)
-
+    cells = {f"alpha = {alpha_label(alpha)}, d_max = {d_max}": (alpha, d_max) for alpha in alphas for d_max in d_maxes}
+    jobs = [Job("AR", "ar", None, configs.__getitem__)]
+    jobs += [Job(label, "libraspec", functools.partial(_policy, alpha, d_max, decoder),
+                 functools.partial(_cell_config, configs, d_max)) for label, (alpha, d_max) in cells.items()]
     ar: list[RoundRecord] = []
-    for i, ids in enumerate(prompts_ids):
-        if cancel is not None and cancel.is_set():
-            yield event("cancelled", True)
+    runs: list[list[RoundRecord]] = []
+    rows: list[dict] = []
+    for event in decode_grid(decoder, prompts_ids, jobs, outer="jobs", cancel=cancel):
+        if isinstance(event, Cancelled):
+            yield SweepEvent(event.done, event.total, "cancelled", pd.DataFrame(rows, columns=COLUMNS), True)
             return
-        ar += list(decoder.run(ids, "ar", None, configs[i]))
-        done += 1
-        yield event(f"AR, prompt {i + 1}/{len(prompts_ids)}")
-    for alpha in alphas:
-        for d_max in d_maxes:
-            runs = []
-            for i, ids in enumerate(prompts_ids):
-                if cancel is not None and cancel.is_set():
-                    yield event("cancelled", True)
-                    return
-                policy = _policy(alpha, d_max, decoder)
-                cell = dataclasses.replace(configs[i], lookahead=d_max, annotate_oracle=True)
-                runs.append(list(decoder.run(ids, "libraspec", policy, cell)))
-                done += 1
-                last = i == len(prompts_ids) - 1
-                if last:
-                    rows.append(_cell_row(alpha, d_max, runs, ar))
-                yield event(f"alpha = {alpha_label(alpha)}, d_max = {d_max}, prompt {i + 1}/{len(prompts_ids)}")
+        if event.mode == "ar":
+            ar += event.records
+        else:
+            runs.append(event.records)
+            if event.index == len(prompts_ids) - 1:
+                rows.append(_cell_row(*cells[event.label], runs, ar))
+                runs = []
+        yield SweepEvent(event.done, event.total, f"{event.label}, prompt {event.index + 1}/{len(prompts_ids)}",
+                         pd.DataFrame(rows, columns=COLUMNS))
 
 
 def run_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]], alphas, d_maxes,

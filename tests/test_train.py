@@ -5,6 +5,7 @@ vocab 128), so the batching code sees exactly the shard format the real generato
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -202,3 +203,42 @@ def test_warm_start_into_a_deeper_drafter_starts_as_the_shallow_one(target, pool
     assert deep.layers[1].mlp.down_proj.weight.abs().sum() == 0  # the added layer is the identity
     with pytest.raises(ValueError, match="does not fit"):
         warm_start(shallow, deep.state_dict())
+
+
+def _evaluated(monkeypatch, prompts, d_max, on_prompt=None):
+    """`run_modes` on the tiny pair (n = 7) with a fixed latency profile (none is measured)."""
+    from libraspec import profiling
+    from libraspec.cost import LatencyProfile
+    from libraspec.models.registry import tiny_pair
+    from libraspec.train.evaluate import run_modes
+    profile = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
+    monkeypatch.setattr(profiling, "cached_profile", lambda pair, **kwargs: profile)
+    return run_modes(tiny_pair("llama", seed=3), prompts, 6, 2.2, d_max, on_prompt=on_prompt)
+
+
+def test_evaluation_runs_every_mode_prompt_by_prompt(monkeypatch):
+    seen = []
+    result = _evaluated(monkeypatch, ["Add 2 and 3.", "Say hi."], 12,
+                        on_prompt=lambda partial, done: seen.append((done, len(partial["records"]["libraspec"]))))
+    records = result["records"]
+    assert list(records) == ["ar", "static_7", "static_12", "libraspec"] and result["n"] == 7
+    assert [done for done, _ in seen] == [1, 2] and 0 < seen[0][1] < seen[1][1]  # partial, then all
+    tokens = {name: [t for r in recs for t in r.committed_tokens] for name, recs in records.items()}
+    assert all(out == tokens["ar"] for out in tokens.values()) and len(tokens["ar"]) == 12  # 6 a prompt
+    assert list(_evaluated(monkeypatch, ["Hi."], 7)["records"]) == ["ar", "static_7", "libraspec"]
+
+
+def test_evaluation_refuses_a_lossy_mode(monkeypatch):
+    from libraspec.engine import SpeculativeDecoder
+    honest = SpeculativeDecoder.run
+
+    def lossy(self, prompt_ids, mode, policy, config):  # LibraSpec's last token off by one
+        for record in honest(self, prompt_ids, mode, policy, config):
+            if mode == "libraspec" and record.finished:
+                tokens = record.committed_tokens[:-1] + ((record.committed_tokens[-1] + 1) % 256,)
+                record = dataclasses.replace(record, committed_tokens=tokens)
+            yield record
+
+    monkeypatch.setattr(SpeculativeDecoder, "run", lossy)
+    with pytest.raises(RuntimeError, match="differs from AR on prompt 'Hi.'"):
+        _evaluated(monkeypatch, ["Hi."], 12)

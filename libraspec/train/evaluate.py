@@ -69,30 +69,35 @@ def drafter_calibration(records, d_max: int) -> dict:
 
 
 def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max: int, on_prompt=None) -> dict:
-    """Every mode on every prompt; `on_prompt(result, done)` is called after each prompt (partial results)."""
+    """Every mode on every prompt (`driver.decode_grid`, prompt by prompt); `on_prompt(result, done)`
+    is called after each prompt (partial results)."""
+    from ..driver import decode_grid, mode_job
     from ..engine import DecodeConfig, SpeculativeDecoder
-    from ..policy import LibraSpecPolicy, StaticPolicy
+    from ..modes import PolicySettings
 
     decoder = SpeculativeDecoder(pair, drafter="dflash")  # the trained block drafter is what is judged
     n = decoder.n
-    modes = {"ar": ("ar", None), f"static_{n}": ("static", lambda: StaticPolicy(n)),
-             f"static_{d_max}": ("static", lambda: StaticPolicy(d_max)),
-             "libraspec": ("libraspec", lambda: LibraSpecPolicy(alpha, d_max))}
-    records = {name: [] for name in modes}
     config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=0.0, lookahead=d_max)
-    bar = tqdm(total=len(prompts) * len(modes), unit="run", file=sys.stderr)
-    for done, text in enumerate(prompts, 1):
-        ids = pair.encode_prompt(text)
-        outputs = {}
-        for name, (mode, make_policy) in modes.items():
-            recs = list(decoder.run(ids, mode, make_policy() if make_policy else None, config))
-            records[name].extend(recs)
-            outputs[name] = [t for r in recs for t in r.committed_tokens]
-            bar.update(1)
+    jobs = {}  # by label: with d_max = n the two static labels are one job
+    for label, mode, settings in (("ar", "ar", PolicySettings()),
+                                  (f"static_{n}", "static", PolicySettings(static_length=n)),
+                                  (f"static_{d_max}", "static", PolicySettings(static_length=d_max)),
+                                  ("libraspec", "libraspec", PolicySettings(alpha=alpha, d_max=d_max))):
+        jobs[label] = mode_job(label, mode, settings, config)
+    records = {label: [] for label in jobs}
+    last = list(jobs)[-1]
+    outputs = {}
+    bar = tqdm(total=len(prompts) * len(jobs), unit="run", file=sys.stderr)
+    for event in decode_grid(decoder, [pair.encode_prompt(text) for text in prompts], list(jobs.values())):
+        records[event.label].extend(event.records)
+        outputs[event.label] = [t for r in event.records for t in r.committed_tokens]
+        bar.update(1)
+        if event.label != last:
+            continue
         if any(out != outputs["ar"] for out in outputs.values()):
-            raise RuntimeError(f"greedy speculative output differs from AR on prompt {text[:60]!r}")
+            raise RuntimeError(f"greedy speculative output differs from AR on prompt {prompts[event.index][:60]!r}")
         if on_prompt is not None:
-            on_prompt({"records": records, "profile": decoder.profile, "n": n}, done)
+            on_prompt({"records": records, "profile": decoder.profile, "n": n}, event.index + 1)
     bar.close()
     return {"records": records, "profile": decoder.profile, "n": n}
 

@@ -1,0 +1,119 @@
+"""One driver for every experiment loop: a decoder over prompts x jobs.
+
+Benchmarks (`bench`), the alpha x d_max sweep (`sweep`), the drafter evaluation
+(`train.evaluate`) and the app's fresh calibration run all decode a list of prompts in a
+few jobs. A job is a label, a mode, a policy factory (called once per run, so every run
+starts from a fresh policy) and a `DecodeConfig`, or a function of the prompt index that
+returns one (prompt i with seed + i, for example). `decode_grid` runs every (prompt, job)
+pair in a fixed order and yields a `RunDone` after each run; the caller counts progress
+from it, keeps the records it wants, and stops the grid between runs with `cancel`.
+
+With `rounds=True` the grid also yields a `RoundDone` after every round, so a caller that
+advances the generator under a lock (the app's `Session._steps`) holds the lock for one
+round, not a whole run. Policies come from the mode registry (docs/ARCHITECTURE.md,
+section "Modes"); `mode_job` builds a job whose policy is `MODES[mode].policy(settings)`.
+"""
+from __future__ import annotations
+
+import functools
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+from .engine import DecodeConfig, SpeculativeDecoder
+from .modes import MODES, PolicySettings
+from .policy import LengthPolicy
+from .records import RoundRecord
+
+ORDERS = ("prompts", "jobs")  # the outer loop: every job of a prompt first, or every prompt of a job
+
+
+@dataclass(frozen=True)
+class Job:
+    """One way of decoding every prompt: `policy()` makes a fresh policy for each run (None for AR
+    and the oracle); `config` is one DecodeConfig or a function of the prompt index."""
+
+    label: str
+    mode: str
+    policy: Callable[[], LengthPolicy | None] | None
+    config: DecodeConfig | Callable[[int], DecodeConfig]
+
+    def config_for(self, index: int) -> DecodeConfig:
+        return self.config if isinstance(self.config, DecodeConfig) else self.config(index)
+
+    def new_policy(self) -> LengthPolicy | None:
+        return None if self.policy is None else self.policy()
+
+
+def mode_job(label: str, mode: str, settings: PolicySettings,
+             config: DecodeConfig | Callable[[int], DecodeConfig]) -> Job:
+    """A job whose policy is the registry's: `MODES[mode].policy(settings)`, fresh for every run."""
+    return Job(label, mode, functools.partial(MODES[mode].policy, settings), config)
+
+
+@dataclass(frozen=True)
+class RunDone:
+    """One finished run: prompt `index` decoded by the job `label`; `done` runs of `total` finished."""
+
+    index: int
+    label: str
+    mode: str
+    records: list[RoundRecord]
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class RoundDone:
+    """One round of the run in progress (only with rounds=True); `done` counts finished runs."""
+
+    index: int
+    label: str
+    record: RoundRecord
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """The grid stopped before its next run: `done` runs of `total` had finished."""
+
+    done: int
+    total: int
+
+
+def grid_order(prompts: int, jobs: Sequence[Job], outer: str = "prompts") -> list[tuple[int, Job]]:
+    """(prompt index, job) in the order they run."""
+    if outer not in ORDERS:
+        raise ValueError(f"outer must be one of {', '.join(ORDERS)}, got {outer!r}")
+    if outer == "prompts":
+        return [(index, job) for index in range(prompts) for job in jobs]
+    return [(index, job) for job in jobs for index in range(prompts)]
+
+
+def decode_grid(decoder: SpeculativeDecoder, prompt_ids: Sequence[Sequence[int]], jobs: Sequence[Job], *,
+                outer: str = "prompts", cancel=None, rounds: bool = False) -> Iterator[RunDone | RoundDone | Cancelled]:
+    """Decode every prompt with every job; yields a `RunDone` after each run.
+
+    `outer="prompts"` runs every job on prompt 0, then on prompt 1, ... (load on the machine
+    falls on every job alike); `outer="jobs"` runs job 0 on every prompt, then job 1, ...
+    `cancel` (anything with `is_set()`, e.g. a threading.Event) is checked before every run:
+    once set, the grid yields `Cancelled` and ends. `rounds=True` also yields a `RoundDone`
+    after every round. Labels must be distinct (callers key their records by label).
+    """
+    labels = [job.label for job in jobs]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"job labels must be distinct, got {labels}")
+    plan = grid_order(len(prompt_ids), jobs, outer)
+    total = len(plan)
+    for done, (index, job) in enumerate(plan):
+        if cancel is not None and cancel.is_set():
+            yield Cancelled(done, total)
+            return
+        records: list[RoundRecord] = []
+        with closing(decoder.run(prompt_ids[index], job.mode, job.new_policy(), job.config_for(index))) as run:
+            for record in run:
+                records.append(record)
+                if rounds:
+                    yield RoundDone(index, job.label, record, done, total)
+        yield RunDone(index, job.label, job.mode, records, done + 1, total)
