@@ -22,7 +22,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from libraspec.bench import BenchSpec, read_prompts, records_path, run_bench, write_result  # noqa: E402
+from libraspec.experiments.bench import BenchSpec, read_prompts, records_path, run_bench, write_result  # noqa: E402
 from libraspec.drafters import DRAFTERS  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402

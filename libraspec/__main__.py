@@ -11,9 +11,9 @@ import importlib
 import sys
 
 SUBCOMMANDS = {
-    "bench": "libraspec.bench",
-    "report": "libraspec.report",
-    "sweep": "libraspec.sweep",
+    "bench": "libraspec.experiments.bench",
+    "report": "libraspec.experiments.report",
+    "sweep": "libraspec.experiments.sweep",
 }
 
 

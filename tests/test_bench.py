@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from libraspec import bench, calibration, report, report_md
+from libraspec.analysis import calibration
+from libraspec.experiments import bench, report, report_md
 from libraspec.__main__ import SUBCOMMANDS, build_parser, main
 from libraspec.cost import LatencyProfile
 from libraspec.models.registry import tiny_pair

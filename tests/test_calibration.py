@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libraspec import tuning_plots
-from libraspec.calibration import (BINS, acceptance_by_position, acceptance_samples, bin_edges, bin_index,
+from libraspec.views import tuning_plots
+from libraspec.analysis.calibration import (BINS, acceptance_by_position, acceptance_samples, bin_edges, bin_index,
                                    expected_calibration_error, reliability_table)
 from libraspec.records import RoundRecord
 

@@ -1,4 +1,4 @@
-"""The one experiment driver (`libraspec.driver.decode_grid`): the order of runs, progress
+"""The one experiment driver (`libraspec.experiments.driver.decode_grid`): the order of runs, progress
 counts, cancellation between runs, a fresh policy per run, per-round stepping, closing a
 run left unfinished, and records equal to the engine's own on a tiny pair."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from libraspec.cost import LatencyProfile
-from libraspec.driver import Cancelled, Job, RoundDone, RunDone, decode_grid, grid_order, mode_job
+from libraspec.experiments.driver import Cancelled, Job, RoundDone, RunDone, decode_grid, grid_order, mode_job
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
 from libraspec.modes import PolicySettings

@@ -67,8 +67,8 @@ def test_the_finder_sees_a_cycle():
 
 def test_report_imports_report_md_and_not_the_reverse():
     graph = import_graph()
-    assert "libraspec.report_md" in graph["libraspec.report"]
-    assert "libraspec.report" not in graph["libraspec.report_md"]
+    assert "libraspec.experiments.report_md" in graph["libraspec.experiments.report"]
+    assert "libraspec.experiments.report" not in graph["libraspec.experiments.report_md"]
 
 
 def test_no_import_cycle_in_the_library():

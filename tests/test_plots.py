@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from libraspec import plots
+from libraspec.views import plots
 from libraspec.cost import LatencyProfile
 from libraspec.policy import epsilon_bounds
 from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_frame, write_csv

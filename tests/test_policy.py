@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from libraspec.modes import make_policy
 from libraspec.policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy, epsilon_bounds
-from libraspec.stepper import ArrayBuffer
+from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.records import PolicyStep, RoundRecord
 
 

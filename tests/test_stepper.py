@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libraspec import tuning_plots
+from libraspec.views import tuning_plots
 from libraspec.cost import LatencyProfile
 from libraspec.policy import LibraSpecPolicy, epsilon_bounds
-from libraspec.stepper import ArrayBuffer, algorithm_states, final_length, parse_confidences, synthetic_confidences
+from libraspec.analysis.stepper import ArrayBuffer, algorithm_states, final_length, parse_confidences, synthetic_confidences
 
 
 @st.composite

@@ -9,16 +9,17 @@ import pandas as pd
 import pytest
 import torch
 
-from libraspec import profiling, tuning_plots
+from libraspec import profiling
+from libraspec.views import tuning_plots
 from libraspec.__main__ import main
-from libraspec.autoalpha import AutoAlphaLibraSpecPolicy
+from libraspec.analysis.autoalpha import AutoAlphaLibraSpecPolicy
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
-from libraspec.stepper import ArrayBuffer
+from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.records import RoundRecord
-from libraspec.sweep import COLUMNS, best_cell, parse_alphas, parse_d_maxes, run_sweep
-from libraspec.theory import auto_alpha
+from libraspec.experiments.sweep import COLUMNS, best_cell, parse_alphas, parse_d_maxes, run_sweep
+from libraspec.analysis.theory import auto_alpha
 
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)

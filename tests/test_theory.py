@@ -1,4 +1,4 @@
-"""Tests for libraspec.theory: expectations by exact enumeration and Theorems 3.2-3.6."""
+"""Tests for libraspec.analysis.theory: expectations by exact enumeration and Theorems 3.2-3.6."""
 import itertools
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from libraspec.cost import LatencyProfile
-from libraspec.theory import (alpha_from_costs, auto_alpha, exhaustive_argmax, expected_accepted,
+from libraspec.analysis.theory import (alpha_from_costs, auto_alpha, exhaustive_argmax, expected_accepted,
                               expected_speedup, expected_speedup_curve, expected_tau_curve,
                               is_beneficial, iterate_beneficial, marginal_benefit, objective_curve)
 

@@ -2,7 +2,7 @@
 
 Samples (q_i, accepted_i) come from the round records of the visitor's own races or of
 their last fresh run on the example prompts, kept in the page's `gr.State`
-(`libraspec.calibration`); the figures come from `libraspec.plots`. The fresh run
+(`libraspec.analysis.calibration`); the figures come from `libraspec.views.plots`. The fresh run
 (`Session.static_run`) decodes with a static length d = d_max, so every drafted position
 up to d_max is submitted and labelled. The latency profile's linear fit t0 + c k gives the
 paper's c, and with the runs' mean tau and d the alpha that section 3.4's formula
@@ -15,11 +15,11 @@ import time
 
 import gradio as gr
 
-from libraspec import plots, tuning_plots
-from libraspec.calibration import (acceptance_by_position, acceptance_samples, expected_calibration_error,
+from libraspec.views import plots, tuning_plots
+from libraspec.analysis.calibration import (acceptance_by_position, acceptance_samples, expected_calibration_error,
                                    reliability_table)
 from libraspec.records import RoundRecord
-from libraspec.theory import auto_alpha
+from libraspec.analysis.theory import auto_alpha
 
 from .common import QUEUE, client_key, load_examples
 from .hosting import RACE_MAX_S, gpu

@@ -1,7 +1,7 @@
 """Race and Round-inspector tabs: layout and wiring only (logic lives in `session`, `libraspec`).
 
 Three modes decode the same prompt side by side (static n, LibraSpec alpha / d_max, the
-oracle d*); the inspector shows the same run's figures (`libraspec.plots`). Every model
+oracle d*); the inspector shows the same run's figures (`libraspec.views.plots`). Every model
 call runs in one queue (`concurrency_id="model"`, one at a time).
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import gradio as gr
 
-from libraspec import plots
+from libraspec.views import plots
 from libraspec.models.registry import describe_pair
 from libraspec.records import records_to_frame
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import math
 
-from libraspec.plots import MODE_COLORS, mode_color
+from libraspec.views.plots import MODE_COLORS, mode_color
 from libraspec.records import RoundRecord, RunSummary
 
 TITLES = {"ar": "Autoregressive", "static": "Static", "libraspec": "LibraSpec", "oracle": "Oracle",

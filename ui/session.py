@@ -39,7 +39,7 @@ from libraspec.modes import MODES, PolicySettings
 from libraspec.policy import StaticPolicy
 from libraspec.profiling import cache_root, cached_profile
 from libraspec.records import RoundRecord, RunSummary, records_to_frame, summarize, write_csv, write_parquet
-from libraspec.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
+from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 
 from .render import TextSegments
 from .run_store import RunStore

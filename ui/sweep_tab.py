@@ -1,6 +1,6 @@
 """Sweep tab: LibraSpec over an alpha x d_max grid on a prompt set (layout and wiring only).
 
-`Session.sweep` runs `libraspec.sweep.iter_sweep` (LibraSpec with the oracle annotation per
+`Session.sweep` runs `libraspec.experiments.sweep.iter_sweep` (LibraSpec with the oracle annotation per
 cell, AR once per prompt, alpha "auto" = `AutoAlphaLibraSpecPolicy`); this tab streams
 its progress, draws `tuning_plots.sweep_figure` and offers the table as CSV. A Cancel button
 stops the sweep of the same page (`Session.cancel_sweep`, keyed by the page's gradio session)
@@ -16,9 +16,9 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from libraspec import tuning_plots
-from libraspec.bench import read_prompts
-from libraspec.sweep import COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, parse_alphas, parse_d_maxes
+from libraspec.views import tuning_plots
+from libraspec.experiments.bench import read_prompts
+from libraspec.experiments.sweep import COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, parse_alphas, parse_d_maxes
 
 from .common import QUEUE, client_key, load_examples
 from .hosting import RACE_MAX_S, gpu

@@ -1,8 +1,8 @@
 """Algorithm step-through tab: Algorithm 1 one iteration per click (layout and wiring only).
 
 Confidences q_i come from a LibraSpec round of the visitor's own last race, a synthetic
-profile or a pasted list; `libraspec.stepper` produces the states (the same decisions as
-`LibraSpecPolicy`), `libraspec.plots` draws them, and `libraspec.theory` gives the
+profile or a pasted list; `libraspec.analysis.stepper` produces the states (the same decisions as
+`LibraSpecPolicy`), `libraspec.views.plots` draws them, and `libraspec.analysis.theory` gives the
 expected speedup E[eta_d] under the chosen cost model (Eq. 1). No model work here.
 Paper symbols: alpha, n, d, d_max, B, eps_i, q_i, tau.
 """
@@ -14,10 +14,10 @@ import html
 import gradio as gr
 import numpy as np
 
-from libraspec import tuning_plots
+from libraspec.views import tuning_plots
 from libraspec.cost import LatencyProfile
-from libraspec.stepper import algorithm_states, parse_confidences, synthetic_confidences
-from libraspec.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
+from libraspec.analysis.stepper import algorithm_states, parse_confidences, synthetic_confidences
+from libraspec.analysis.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
 
 from .common import client_key
 from .session import Run, Session

@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     import torch
 
-    from ..calibration import expected_calibration_error
+    from ..analysis.calibration import expected_calibration_error
     from ..engine import DecodeConfig, SpeculativeDecoder
     from ..models.registry import load_pair
 

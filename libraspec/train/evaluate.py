@@ -11,7 +11,7 @@ For each prompt, in one process on one machine: AR, static d = n, static d = d_m
 - a_i = P(draft i accepted | i submitted), i = 1..d_max, from the static d_max rounds;
 - calibration of q_i: a draft token i is judged when every draft before it was accepted
   (i <= accepted + 1); it is correct when i <= accepted. Reliability table over the equal
-  q bins of `libraspec.calibration` and ECE = sum_b (N_b / N) |mean q_b - accuracy_b|;
+  q bins of `libraspec.analysis.calibration` and ECE = sum_b (N_b / N) |mean q_b - accuracy_b|;
 - drafter pass cost as a fraction of one target verification of n + 1 tokens (measured
   rounds of static n: draft_s / blocks over verify_s; and the latency profile's ratio);
 - wall-clock tokens/s of every mode and the measured speedup over AR.
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..calibration import (BINS, acceptance_by_position, acceptance_samples, expected_calibration_error,
+from ..analysis.calibration import (BINS, acceptance_by_position, acceptance_samples, expected_calibration_error,
                            reliability_table)
 from ..files import atomic_write_text
 
@@ -49,7 +49,7 @@ def load_prompts(path, limit: int) -> list[str]:
 
 
 def drafter_calibration(records, d_max: int) -> dict:
-    """JSON-ready calibration of `records` (`libraspec.calibration` does the counting).
+    """JSON-ready calibration of `records` (`libraspec.analysis.calibration` does the counting).
 
     acceptance_by_position: a_i for i = 1..d_max over every submitted draft, None where no
     round submitted draft i; reliability (non-empty bins) and ece: over the judged drafts.
@@ -71,7 +71,7 @@ def drafter_calibration(records, d_max: int) -> dict:
 def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max: int, on_prompt=None) -> dict:
     """Every mode on every prompt (`driver.decode_grid`, prompt by prompt); `on_prompt(result, done)`
     is called after each prompt (partial results)."""
-    from ..driver import decode_grid, mode_job
+    from ..experiments.driver import decode_grid, mode_job
     from ..engine import DecodeConfig, SpeculativeDecoder
     from ..modes import PolicySettings
 

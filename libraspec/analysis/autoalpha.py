@@ -19,7 +19,7 @@ import math
 from libraspec.cost import LatencyProfile
 from libraspec.policy import LibraSpecPolicy
 from libraspec.records import RoundRecord
-from libraspec.theory import auto_alpha
+from libraspec.analysis.theory import auto_alpha
 
 DEFAULT_PRIOR_TAU = 2.0  # one pseudo-round: a drafter that gets about one draft accepted
 DEFAULT_RANGE = (0.1, 20.0)  # the app's alpha slider spans this

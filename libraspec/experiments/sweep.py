@@ -22,12 +22,12 @@ from typing import Callable, Iterator, Sequence
 
 import pandas as pd
 
-from .autoalpha import AutoAlphaLibraSpecPolicy
+from ..analysis.autoalpha import AutoAlphaLibraSpecPolicy
 from .driver import Cancelled, Job, decode_grid
-from .engine import DecodeConfig, SpeculativeDecoder
-from .modes import MODES, PolicySettings
-from .policy import LibraSpecPolicy
-from .records import RoundRecord, summarize
+from ..engine import DecodeConfig, SpeculativeDecoder
+from ..modes import MODES, PolicySettings
+from ..policy import LibraSpecPolicy
+from ..records import RoundRecord, summarize
 
 AUTO = "auto"
 DEFAULT_ALPHAS = (1.6, 2.0, 2.2, 2.6, AUTO)  # around the paper's 2.0 (Fast-dLLM) and 2.2 (DFlash)
@@ -200,9 +200,9 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from .bench import read_prompts, set_threads
-    from .files import atomic_write_text
-    from .models.registry import load_pair
-    from .profiling import cached_profile
+    from ..files import atomic_write_text
+    from ..models.registry import load_pair
+    from ..profiling import cached_profile
     set_threads(args.threads)
     alphas, d_maxes = parse_alphas(args.alphas), parse_d_maxes(args.d_max)
     prompts = read_prompts(args.prompts)

@@ -20,10 +20,10 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
-from .engine import DecodeConfig, SpeculativeDecoder
-from .modes import MODES, PolicySettings
-from .policy import LengthPolicy
-from .records import RoundRecord
+from ..engine import DecodeConfig, SpeculativeDecoder
+from ..modes import MODES, PolicySettings
+from ..policy import LengthPolicy
+from ..records import RoundRecord
 
 ORDERS = ("prompts", "jobs")  # the outer loop: every job of a prompt first, or every prompt of a job
 

@@ -15,14 +15,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from libraspec.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, empty_figure, legend_below
+from libraspec.views.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, empty_figure, legend_below
 
 SWEEP_METRICS = (("speedup_modeled", "modeled speedup (x)"), ("speedup_measured", "measured speedup (x)"),
                  ("tau", "tau (tokens per round)"), ("mad_vs_oracle", "mean |d - d*|"))
 
 
 def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
-    """One state of the Algorithm 1 step-through (`libraspec.stepper.algorithm_states`).
+    """One state of the Algorithm 1 step-through (`libraspec.analysis.stepper.algorithm_states`).
 
     Bars: the bounds eps_i the iteration compared (line 6), the argmin outlined; dashed:
     eps*; solid: the d it was compared with; dotted vertical: the resulting d and d_max;
@@ -71,7 +71,7 @@ def expected_speedup_figure(q, profile: Any, d_max: int, libraspec_d: int, stati
     the objective is unimodal (Theorems 3.5-3.6) single beneficial adjustments reach the
     argmax; a concave measured profile or per-block drafting steps can break that.
     """
-    from libraspec.theory import exhaustive_argmax, expected_speedup_curve
+    from libraspec.analysis.theory import exhaustive_argmax, expected_speedup_curve
     curve = expected_speedup_curve(q, profile, d_max)  # (d_max,)
     best = exhaustive_argmax(q, profile, d_max)
     fig = go.Figure(go.Scatter(x=list(range(1, d_max + 1)), y=curve.tolist(), name="E[eta_d]",
@@ -93,7 +93,7 @@ def expected_speedup_figure(q, profile: Any, d_max: int, libraspec_d: int, stati
 
 
 def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: list[int] | None = None) -> go.Figure:
-    """Heatmaps over the alpha x d_max grid (`libraspec.sweep` rows), best cell outlined in each.
+    """Heatmaps over the alpha x d_max grid (`libraspec.experiments.sweep` rows), best cell outlined in each.
 
     Best: highest modeled / measured speedup and tau, lowest mean |d - d*|. `alphas` and
     `d_maxes` fix the axes while a sweep is still filling the grid.

@@ -27,14 +27,14 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from .cost import LatencyProfile
-from .drafters import DRAFTERS
+from ..cost import LatencyProfile
+from ..drafters import DRAFTERS
 from .driver import decode_grid, mode_job
-from .engine import DecodeConfig, SpeculativeDecoder
-from .files import atomic_write_text
-from .modes import MODES, POLICY_MODES, PolicySettings
-from .profiling import cached_profile, machine_description, profile_check
-from .records import RoundRecord, records_to_frame, summarize, write_parquet
+from ..engine import DecodeConfig, SpeculativeDecoder
+from ..files import atomic_write_text
+from ..modes import MODES, POLICY_MODES, PolicySettings
+from ..profiling import cached_profile, machine_description, profile_check
+from ..records import RoundRecord, records_to_frame, summarize, write_parquet
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
 PROMPT_KEYS = ("prompt", "question", "turns")
@@ -209,7 +209,7 @@ def versions() -> dict:
     except PackageNotFoundError:
         out["libraspec"] = "source tree"
     try:
-        root = Path(__file__).resolve().parents[1]
+        root = Path(__file__).resolve().parents[2]
         out["git_commit"] = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
                                            capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -346,7 +346,7 @@ def set_threads(threads: int | None) -> None:
 
 
 def run(args) -> int:
-    from .models.registry import load_pair
+    from ..models.registry import load_pair
     set_threads(args.threads)
     prompts = read_prompts(args.prompts)
     if args.limit is not None:

@@ -25,11 +25,11 @@ from typing import Callable
 import torch
 
 from .bench import BenchSpec, add_drafter_argument, parse_annotate, read_prompts, run_bench, set_threads, write_result
-from .cost import LatencyProfile
-from .files import atomic_write_text
-from .models.registry import ASSETS
-from .modes import MODES
-from .profiling import cached_profile
+from ..cost import LatencyProfile
+from ..files import atomic_write_text
+from ..models.registry import ASSETS
+from ..modes import MODES
+from ..profiling import cached_profile
 from .report_md import render
 
 SUITES = ("math", "code", "chat")
@@ -213,7 +213,7 @@ def save_figures(figures: dict, folder: str, markdown_dir: str, fmt: str = "auto
 
 def build_figures(data: ReportData) -> dict:
     """One length trajectory per suite (prompt 0, temperature 0) and the latency profile."""
-    from .plots import length_figure, profile_figure
+    from ..views.plots import length_figure, profile_figure
     figures = {"profile": profile_figure(data.profile)}
     for suite in data.plan.suites:
         result = data.main.get((suite, 0.0)) or next(
@@ -285,7 +285,7 @@ def plan_from_args(args) -> ReportPlan:
 
 
 def run(args) -> int:
-    from .models.registry import load_pair
+    from ..models.registry import load_pair
     set_threads(args.threads)
     plan = plan_from_args(args)
     markdown_dir = os.path.dirname(os.path.abspath(args.out))

@@ -18,8 +18,8 @@ import datetime
 import pandas as pd
 
 from .bench import mode_summary
-from .calibration import acceptance_by_position, acceptance_samples, expected_calibration_error, reliability_table
-from .theory import expected_tau_curve
+from ..analysis.calibration import acceptance_by_position, acceptance_samples, expected_calibration_error, reliability_table
+from ..analysis.theory import expected_tau_curve
 
 NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "oracle": "oracle"}
 GOALS = {"oracle_ratio": 0.90, "static_ratio": 1.10, "mad": 2.0, "mad_ratio": 0.3, "measured": 2.0,

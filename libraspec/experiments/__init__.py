@@ -1,0 +1,1 @@
+"""Experiments: the decode driver, benchmarks, sweeps and the report."""

@@ -1,0 +1,1 @@
+"""Views: Plotly figures drawn from round records (the library never imports gradio)."""
