@@ -28,11 +28,9 @@ from ui.teach_tab import TeachTab  # noqa: E402
 
 INTRO = (
     "# LibraSpec Explorer\n"
-    "Speculative decoding: a drafter (block diffusion, look-up in the text so far, or a hybrid of both) "
-    "proposes n tokens per step with confidences q_i, and the target verifies them in one pass. **Static** "
-    "submits d = n, **LibraSpec** grows d while eps* = min_i eps_i says one more draft pays off (Algorithm 1, "
-    "trade-off alpha), **Oracle** takes the best d* in hindsight. All three give the target's own text; they "
-    "differ in speed."
+    "A drafter proposes n tokens per step with confidences q_i and the target verifies them in one pass. "
+    "**Static** submits d = n, **LibraSpec** grows d while eps* = min_i eps_i says a draft pays off "
+    "(Algorithm 1, trade-off alpha), **Oracle** takes the best d* in hindsight: the same text, different speed."
 )
 
 

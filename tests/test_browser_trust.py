@@ -34,9 +34,11 @@ RECORDER = """() => {
     status: document.querySelector('#ls-status').innerText,
     disabled: document.querySelector('#ls-run').disabled,
     settingsShown: !!document.querySelector('#ls-alpha')?.offsetParent,
-    columns: ['static', 'libraspec', 'oracle'].map(m => {
+    columns: ['static', 'libraspec', 'oracle'].map(m => {  // the box a column fills once its text is long
       const r = document.querySelector('#ls-col-' + m).getBoundingClientRect();
-      return [r.top, r.bottom, r.left, r.right];
+      const text = document.querySelector('#ls-col-' + m + ' .ls-text');
+      const full = text.getBoundingClientRect().top + parseFloat(getComputedStyle(text).maxHeight);
+      return [r.top, Math.max(r.bottom, full), r.left, r.right];
     }),
     scrolled: window.scrollY,
   })).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true});
@@ -131,7 +133,8 @@ def test_loading_state_then_ready(server):
         page.wait_for_selector("#ls-status:has-text('Ready')", timeout=TIMEOUT_MS)
         assert page.locator("#ls-run").is_enabled() and page.locator("#ls-run").inner_text() == "Run race"
         assert number(page, "ls-static-length").input_value() == "7" and "allowed 7..64" in info(page, "ls-d-max")
-        assert re.search(r"load times: models [\d.]+ s, latency profile [\d.]+ s", page.locator("#ls-status").inner_text())
+        status = page.locator("#ls-status").inner_text()
+        assert re.search(r"load times: models [\d.]+ s, latency profile [\d.]+ s", status)
 
 
 def choose_drafter(page, name: str) -> None:

@@ -6,7 +6,8 @@ their last fresh run on the example prompts, kept in the page's `gr.State`
 (`Session.static_run`) drafts with the drafter chosen on the race tab and decodes with a
 static length d = d_max, so every drafted position up to d_max is submitted and labelled.
 The latency profile's linear fit t0 + c k gives the paper's c, and with the runs' mean tau
-and d the alpha that section 3.4's formula alpha = T_verify / (tau c) suggests. Paper symbols: q_i, d, d_max, tau, c, alpha.
+and d the alpha that section 3.4's formula alpha = T_verify / (tau c) suggests.
+Paper symbols: q_i, d, d_max, tau, c, alpha.
 """
 from __future__ import annotations
 

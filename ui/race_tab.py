@@ -120,9 +120,9 @@ class RaceTabs:
     def _race_layout(self) -> None:
         n = self.session.n
         with gr.Row(equal_height=True):
-            self.prompt = gr.Textbox(label="Prompt", lines=2, max_lines=6, elem_id="ls-prompt", scale=5,
+            self.prompt = gr.Textbox(label="Prompt", lines=2, max_lines=6, elem_id="ls-prompt", scale=6,
                                      placeholder="Ask something, or pick an example under Settings and examples")
-            with gr.Column(scale=2, min_width=280):
+            with gr.Column(scale=2, min_width=240):
                 offered = self.session.offered
                 self.model = gr.Dropdown([(f"{name}: {describe_pair(name)}", name) for name in offered],
                                          value=self.session.model, label="model pair",
@@ -130,11 +130,10 @@ class RaceTabs:
                 self.drafter = gr.Dropdown([(DRAFTER_LABELS.get(d, d), d) for d in DRAFTERS],
                                            value=self.session.default_drafter or DRAFTERS[0], label="drafter",
                                            elem_id="ls-drafter")
-                with gr.Row():
-                    self.run_button = gr.Button(RUN_LABEL if self.session.loaded else "Loading the model…",
-                                                variant="primary", elem_id="ls-run",
-                                                interactive=self.session.loaded)
-                    self.stop_button = gr.Button("Stop", variant="stop", elem_id="ls-stop")
+            with gr.Column(scale=1, min_width=140):
+                self.run_button = gr.Button(RUN_LABEL if self.session.loaded else "Loading the model…",
+                                            variant="primary", elem_id="ls-run", interactive=self.session.loaded)
+                self.stop_button = gr.Button("Stop", variant="stop", elem_id="ls-stop")
         with gr.Accordion("Settings and examples", open=True, elem_id="ls-settings") as self.settings_box:
             with gr.Row():
                 self.fields = {name: gr.Number(getattr(DEFAULTS, name), label=LABELS[name],

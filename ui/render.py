@@ -21,7 +21,7 @@ from libraspec.records import RoundRecord, RunSummary
 TITLES = {"ar": "Autoregressive", "static": "Static", "libraspec": "LibraSpec", "oracle": "Oracle",
           "g4": "G4", "failfast": "Fail-fast"}
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
-TEXT_HEIGHT = "36vh"  # a column's text scrolls beyond this, so the three columns fit one screen
+TEXT_HEIGHT = "max(10em, calc(100vh - 615px))"  # a column's text scrolls beyond this: the columns fit one screen
 # token origin -> (label, inline style); "draft" is a draft of a run stored before sources were recorded
 ORIGINS = {
     "dflash": ("accepted draft, block diffusion", "background:rgba(86,180,233,0.30)"),
@@ -160,28 +160,28 @@ def column_html(mode: str, segments: TextSegments | None, summary: RunSummary | 
 
 
 def legend_html() -> str:
-    """What the tints mean, with a sample of each."""
-    samples = " &nbsp; ".join(f'<span style="{style};padding:0 2px">{html.escape(label)}</span>'
-                              for origin, (label, style) in ORIGINS.items() if origin != "draft")
-    return (
-        '<div class="ls-legend" style="font-size:0.85em;opacity:0.9">'
-        f'{samples} (plain; one per round, so a tint ends where a round ends). Hover a token for its round. '
-        'Speedups are over autoregressive decoding of the same prompt and settings: measured wall clock '
-        'and the latency-profile model; τ = tokens committed per round.</div>')
+    """What the tints mean, with a sample of each, on one line."""
+    samples = " ".join(f'<span style="{style};padding:0 2px">{html.escape(label)}</span>'
+                       for origin, (label, style) in ORIGINS.items() if origin not in ("draft", "bonus"))
+    return ('<div class="ls-legend" style="font-size:0.85em;opacity:0.9">'
+            f'{samples} · plain: the target\'s own token · hover a token for its round · speedups are over AR '
+            'decoding of the same prompt · τ: tokens per round</div>')
 
 
 def status_html(message: str, prompt: str | None = None, notes: list[str] | tuple[str, ...] = (),
                 progress: str = "", error: bool = False) -> str:
-    """Status line: the message (red when `error`), the progress line, notes and the prompt, all escaped."""
+    """Status: the message (red when `error`); one line with the progress and the prompt; one line of
+    notes. Everything is escaped; the prompt box holds the whole prompt, so its line is cut to fit."""
     colour = ' style="color:#B42318"' if error else ""
     parts = [f'<div class="ls-status{" ls-error" if error else ""}"><b{colour}>{html.escape(message)}</b>']
-    if progress:
-        parts.append(f'<div class="ls-progress" style="font-size:0.9em">{html.escape(progress)}</div>')
-    for note in notes:
-        parts.append(f'<div style="color:#9A6700">⚠ {html.escape(note)}</div>')
-    if prompt:  # one line: the prompt box above holds all of it
+    line = [f'<span class="ls-progress">{html.escape(progress)}</span>'] if progress else []
+    if prompt:
         shown = " ⏎ ".join(prompt.strip().splitlines())
         shown = shown if len(shown) <= 160 else shown[:160] + "…"
-        parts.append(f'<div style="opacity:0.75;font-size:0.85em;white-space:nowrap;overflow:hidden;'
-                     f'text-overflow:ellipsis">Prompt: {html.escape(shown)}</div>')
+        line.append(f'<span style="opacity:0.75">Prompt: {html.escape(shown)}</span>')
+    if line:
+        parts.append('<div style="font-size:0.85em;white-space:nowrap;overflow:hidden;text-overflow:ellipsis">'
+                     + " · ".join(line) + "</div>")
+    if notes:  # one line: each clamp is also written under its field
+        parts.append(f'<div style="color:#9A6700;font-size:0.9em">⚠ {" · ".join(map(html.escape, notes))}</div>')
     return "".join(parts) + "</div>"
