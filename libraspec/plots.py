@@ -29,7 +29,7 @@ MODE_COLORS: dict[str, str] = {name: mode.colour for name, mode in MODES.items()
 MODE_ORDER = tuple(MODE_COLORS)
 FALLBACK_COLOR = "#333333"
 TEMPLATE = "plotly_white"
-HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 640, "speedup": 340, "profile": 360,
+HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 560, "speedup": 340, "profile": 360,
            "stepper": 440, "expected": 380, "sweep": 660, "calibration": 440}
 MIN_LENGTH_AXIS = 24  # an empty figure's length axis shows 0..d_max (paper's DFlash d_max = 24)
 DODGE = 0.18  # horizontal offset between the d* markers of different modes in one round
@@ -203,7 +203,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     if not eps and 0 < d <= len(q):
         eps = epsilon_bounds(q[:d], alpha).tolist()  # modes that record no bounds
     steps = _sequence(record_row, "policy_steps")
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.58, 0.42], vertical_spacing=0.1,
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.64, 0.36], vertical_spacing=0.1,
                         specs=[[{"type": "xy", "secondary_y": True}], [{"type": "table"}]])
     width = max(len(eps), d, 1)
     if eps:
