@@ -28,11 +28,9 @@ from ui.teach_tab import TeachTab  # noqa: E402
 
 INTRO = (
     "# LibraSpec Explorer\n"
-    "Speculative decoding with a block-diffusion (DFlash-style) drafter. Each round the drafter "
-    "proposes blocks of n tokens with confidences q_i; **Static** always submits d = n, **LibraSpec** "
-    "grows d while the bound eps* = min_i eps_i says one more adjustment pays off (Algorithm 1, "
-    "trade-off alpha), and **Oracle** uses the best d* in hindsight. All three produce the same text "
-    "as the target alone; they differ in speed."
+    "A drafter proposes n tokens per step with confidences q_i and the target verifies them in one pass. "
+    "**Static** submits d = n, **LibraSpec** grows d while eps* = min_i eps_i says a draft pays off "
+    "(Algorithm 1, trade-off alpha), **Oracle** takes the best d* in hindsight: the same text, different speed."
 )
 
 
@@ -47,7 +45,7 @@ def build_demo(session: Session | None = None) -> gr.Blocks:
         tabs.build()
         teach.build()
         SweepTab(session).build()
-        CalibrationTab(session).build()
+        CalibrationTab(session, tabs.drafter).build()
         tabs.attach_load(demo)
         teach.attach_load(demo)
     demo.queue(default_concurrency_limit=4)

@@ -1,6 +1,6 @@
 """Screenshot of the running app for the README: one race, then the Round-inspector tab.
 
-    .venv/bin/python scripts/screenshot.py --out assets/screenshot.png
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/screenshot.py --out assets/screenshot.png
 
 Uses the pair LIBRASPEC_MODEL names (default: the embedded SmolLM2 pair) and Debian's
 /usr/bin/chromium through playwright (never `playwright install`). Writes OUT (the race
@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "assets" / "screenshot.png"))
-    parser.add_argument("--example", type=int, default=0, help="index into assets/examples.json")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--example", type=int, default=3, help="index into assets/examples.json")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--timeout-s", type=float, default=1800.0)
     args = parser.parse_args()
     prompt = json.loads((ROOT / "assets" / "examples.json").read_text())[args.example]["prompt"]
@@ -43,15 +43,16 @@ def main() -> None:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
                                                  args=["--no-sandbox", "--disable-background-networking"])
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.goto(url)
             page.wait_for_selector("#ls-status:has-text('Ready')", timeout=timeout_ms)
             page.locator("#ls-prompt textarea").fill(prompt)
             box = page.locator("#ls-max-new input[type=number]")
             box.fill(str(args.max_new_tokens))
-            box.press("Enter")
+            box.press("Tab")
             page.locator("#ls-run").click()
             page.wait_for_selector("#ls-status:has-text('Finished')", timeout=timeout_ms)
+            page.wait_for_selector("#ls-run:not([disabled])", timeout=timeout_ms)
             page.screenshot(path=str(out), full_page=True)
             page.get_by_role("tab", name="Round inspector").click()
             page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)

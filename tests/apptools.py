@@ -46,10 +46,25 @@ def tiny_app(cache_dir):
                 os.environ[key] = value
 
 
+@contextlib.contextmanager
+def neutral_lookup_calibration(folder):
+    """Point the look-up drafter at a calibration with every weight 0 (q = 0.5 for every look-up draft),
+    written by the library itself: app tests of the look-up and hybrid drafters then do not depend on the
+    shipped calibration file, which is fitted (and refitted) separately."""
+    from libraspec.drafters import lookup
+    path = Path(folder) / "lookup_calibration.json"
+    lookup.LookupCalibration((0.0,) * len(lookup.FEATURES), {"fitted_on": "nothing: neutral, for tests"}).save(path)
+    saved, lookup.DEFAULT_CALIBRATION = lookup.DEFAULT_CALIBRATION, path
+    try:
+        yield path
+    finally:
+        lookup.DEFAULT_CALIBRATION = saved
+
+
 def race(client, prompt="Tell me a story.", alpha=2.2, d_max=24, static_length=0, temperature=0.0,
-         max_new_tokens=24, seed=0, model=""):
+         max_new_tokens=24, seed=0, model="", drafter=""):
     """One /race request; returns (static text, LibraSpec text, oracle text, summary)."""
-    return client.predict(prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model,
+    return client.predict(prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model, drafter,
                           api_name="/race")
 
 

@@ -10,12 +10,20 @@ import time
 
 import pytest
 
-from apptools import race
+from apptools import neutral_lookup_calibration, race
 
 pytest.importorskip("gradio_client")
 from gradio_client.exceptions import AppError  # noqa: E402
 
-from libraspec.records import read_trace  # noqa: E402
+from libraspec.records import LIST_COLUMNS, read_trace  # noqa: E402
+
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lookup_calibration(tmp_path_factory):
+    with neutral_lookup_calibration(tmp_path_factory.mktemp("lookup")) as path:
+        yield path
 
 
 def test_named_endpoints(client):
@@ -40,6 +48,8 @@ def test_exported_trace_matches_ar_tokens(client):
     summary = race(client, prompt="Count to ten.", max_new_tokens=20)[3]
     paths = client.predict(summary["run_id"], api_name="/export_trace")
     assert sorted(os.path.splitext(p)[1] for p in paths) == [".csv", ".parquet"]
+    parquet = pq.read_table(next(p for p in paths if p.endswith(".parquet")))  # as any Parquet reader sees it
+    assert all(str(parquet.schema.field(name).type).startswith("list<") for name in LIST_COLUMNS)
     for path in paths:
         frame = read_trace(path)
         assert set(frame["mode"]) == {"ar", "static", "libraspec", "oracle"}
@@ -58,7 +68,7 @@ def test_unknown_run_id_is_refused(client):
 
 
 def test_cancelled_run_leaves_the_app_usable(client):
-    job = client.submit("Write a long essay.", 2.2, 24, 7, 0.0, 400, 0, "libraspec", api_name="/race_live")
+    job = client.submit("Write a long essay.", 2.2, 24, 7, 0.0, 400, 0, "libraspec", "dflash", api_name="/race_live")
     while len(job.outputs()) < 2 and not job.done():
         time.sleep(0.05)
     job.cancel()
@@ -75,3 +85,26 @@ def test_two_clients_see_only_their_own_races(server):
         bob.predict(summary["run_id"], api_name="/export_trace")
     assert alice.predict(False, api_name="/calibration")["samples"] > 0
     assert bob.predict(False, api_name="/calibration")["samples"] == 0
+
+
+def test_the_race_drafts_with_the_chosen_drafter_and_says_which(client):
+    static, libraspec, oracle, summary = race(client, prompt="Count to ten, then back.", max_new_tokens=24,
+                                              drafter="hybrid")
+    assert static == libraspec == oracle and summary["drafter"] == "hybrid" and summary["finished"]
+    assert race(client, prompt="Hi!", max_new_tokens=8)[3]["drafter"] == "dflash"  # "" = the pair's default
+    paths = client.predict(summary["run_id"], api_name="/export_trace")
+    frame = read_trace(next(p for p in paths if p.endswith(".csv")))
+    assert set(frame["drafter"]) == {"hybrid"} and all(p.endswith("-hybrid" + os.path.splitext(p)[1]) for p in paths)
+    sources = {s for row in frame[frame["mode"] != "ar"]["draft_sources"] for s in row}
+    assert sources and sources <= {"dflash", "lookup"}
+
+
+def test_finish_ranks_follow_measured_seconds_and_the_verdict_weighs_noise(client):
+    summary = race(client, prompt="Name three colours.", max_new_tokens=24)[3]
+    modes = summary["modes"]
+    ranked = sorted(modes, key=lambda m: modes[m]["finish_rank"])
+    assert [modes[m]["seconds"] for m in ranked] == sorted(modes[m]["seconds"] for m in modes)
+    tied = {m: set(modes[m]["within_noise_of"]) for m in modes}
+    assert all(m in tied[other] for m in modes for other in tied[m])  # "within noise" goes both ways
+    first = ranked[0]
+    assert summary["verdict"].startswith("No clear winner" if tied[first] else "")

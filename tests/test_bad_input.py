@@ -1,8 +1,10 @@
 """Bad input through the app's API (tiny-llama pair on 127.0.0.1): a clear error or a stated clamp.
 
 Each case sends one race request and expects either a refusal whose message names the
-problem, or an answer with the stated clamp / an inert rendering; the last test checks the
-server still answers a normal request. NaN and infinity cannot travel through gradio_client
+problem (no prompt, a setting that is no number, an unknown model or drafter), or an answer
+whose settings are clamped into range with a note naming the field, the values and the
+allowed range (`ui.settings.check_settings`), or an inert rendering; the last test checks
+the server still answers a normal request. NaN and infinity cannot travel through gradio_client
 (its JSON encoder refuses out-of-range floats), so those cases are sent as a raw HTTP POST
 to /gradio_api/call/race, whose server-side JSON parser accepts the `NaN` literal: the
 server's own check refuses them.
@@ -29,18 +31,10 @@ REFUSED = [
     ("empty", dict(prompt=""), "prompt is empty"),
     ("whitespace only", dict(prompt="  \n\t \u3000 "), "prompt is empty"),
     ("100k characters", dict(prompt="x" * 100_000), "context window is 512 tokens"),
-    ("negative alpha", dict(alpha=-1.5), r"alpha must be > 0 and <= 20, got -1\.5"),
-    ("zero alpha", dict(alpha=0.0), "alpha must be > 0"),
     ("alpha not a number", dict(alpha="abc"), "alpha must be a number, got 'abc'"),
-    ("d_max below n", dict(d_max=3), f"d_max must be at least the block size n = {N}"),
-    ("huge d_max", dict(d_max=10**9), "d_max must be between 1 and 64, got 1000000000"),
-    ("fractional d_max", dict(d_max=24.5), "d_max must be an integer, got 24.5"),
-    ("negative temperature", dict(temperature=-0.1), "temperature must be >= 0"),
-    ("zero max new tokens", dict(max_new_tokens=0), "max new tokens must be between 1 and 512, got 0"),
-    ("max new tokens over the cap", dict(max_new_tokens=100_000), "max new tokens must be between 1 and 512"),
-    ("negative static length", dict(static_length=-2), "static length must be between 1 and 64"),
-    ("negative seed", dict(seed=-1), "seed must be between 0 and"),
+    ("d_max not a number", dict(d_max="many"), "d_max must be a number, got 'many'"),
     ("unknown model", dict(model="gpt-5"), "model pair 'gpt-5' is not offered here; choose one of tiny-llama"),
+    ("unknown drafter", dict(drafter="oracle"), "unknown drafter 'oracle'; choose one of dflash, lookup, hybrid"),
 ]
 
 
@@ -50,9 +44,36 @@ def test_refused_with_a_clear_message(client, override, message):
         race(client, **override)
 
 
+CLAMPED = [
+    ("negative alpha", dict(alpha=-1.5), "alpha", 0.05, "alpha -1.5 -> 0.05 (allowed 0.05..64)"),
+    ("zero alpha", dict(alpha=0.0), "alpha", 0.05, "alpha 0 -> 0.05"),
+    ("d_max below n", dict(d_max=3), "d_max", N, f"d_max 3 -> {N} (allowed {N}..64)"),
+    ("huge d_max", dict(d_max=10**9), "d_max", 64, "d_max 1e+09 -> 64"),
+    ("fractional d_max", dict(d_max=24.5), "d_max", 24, "d_max 24.5 -> 24"),
+    ("negative temperature", dict(temperature=-0.1), "temperature", 0.0, "temperature -0.1 -> 0"),
+    ("zero max new tokens", dict(max_new_tokens=0), "max_new_tokens", 1, "max new tokens 0 -> 1 (allowed 1..512)"),
+    ("negative static length", dict(static_length=-2), "static_length", 1, "static length -2 -> 1"),
+    ("negative seed", dict(seed=-1), "seed", 0, "seed -1 -> 0"),
+]
+
+
+@pytest.mark.parametrize("override, field, value, note", [c[1:] for c in CLAMPED], ids=[c[0] for c in CLAMPED])
+def test_clamped_with_a_stated_note(client, override, field, value, note):
+    static, libraspec, oracle, summary = race(client, **override)
+    assert summary["settings"][field] == value
+    assert [n for n in summary["notes"] if n.startswith(note)] and summary["finished"]
+    assert static == libraspec == oracle
+
+
+def test_max_new_tokens_beyond_the_cap_and_the_context_is_clamped_once_with_the_reason(client):
+    summary = race(client, max_new_tokens=100_000)[3]
+    (note,) = [n for n in summary["notes"] if n.startswith("max new tokens 100000 -> ")]
+    assert "context window" in note and summary["settings"]["max_new_tokens"] < 512
+
+
 def raw_race(server: str, literal: str) -> tuple[str, str]:
     """POST a race whose alpha is a JSON literal (NaN, Infinity); returns (event, data) of the reply."""
-    body = f'{{"data": ["Tell me a story.", {literal}, 24, 0, 0.0, 8, 0, ""]}}'
+    body = f'{{"data": ["Tell me a story.", {literal}, 24, 0, 0.0, 8, 0, "", ""]}}'
     posted = httpx.post(server + "gradio_api/call/race", content=body,
                         headers={"Content-Type": "application/json"}, timeout=30)
     assert posted.status_code == 200, posted.text
@@ -74,9 +95,9 @@ def test_non_finite_alpha_is_refused_by_the_server(server, literal):
 
 def test_long_prompt_is_served_with_a_stated_clamp(client):
     static, libraspec, oracle, summary = race(client, prompt="y" * 420, max_new_tokens=200)
-    clamp = [n for n in summary["notes"] if n.startswith("max new tokens clamped from 200 to ")]
+    clamp = [n for n in summary["notes"] if n.startswith("max new tokens 200 -> ")]
     assert clamp and "context window" in clamp[0]
-    room = int(clamp[0].split(" to ")[1].split()[0])
+    room = int(clamp[0].split(" -> ")[1].split()[0])
     assert summary["settings"]["max_new_tokens"] == room < 200 and summary["ar"]["tokens"] <= room
     assert static == libraspec == oracle and summary["finished"]
 
@@ -88,7 +109,7 @@ def test_emoji_right_to_left_and_control_characters_are_plain_text(client):
 
 def test_html_in_the_prompt_is_rendered_inert(client):
     attack = '<script>alert("x")</script><img src=x onerror=alert(1)> & <b>bold</b>'
-    job = client.submit(attack, 2.2, 24, N, 0.0, 8, 0, "libraspec", api_name="/race_live")
+    job = client.submit(attack, 2.2, 24, N, 0.0, 8, 0, "libraspec", "dflash", api_name="/race_live")
     outputs = job.result(timeout=120)
     status, columns = outputs[0], outputs[1:4]
     assert "Prompt: &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; &amp; " \

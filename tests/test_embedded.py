@@ -8,6 +8,7 @@ damaged drafter file gives a message that says how to repair it.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import warnings
@@ -162,6 +163,18 @@ def test_greedy_speculative_output_equals_ar_and_the_drafter_drafts(decoder):
         assert static == ar and libraspec == ar and len(ar) >= 8
         committed, rounds = committed + len(static), rounds + static_rounds
     assert committed / rounds > 1.2  # tau of static d = n; the held-out evaluation measured 1.73
+
+
+def test_the_apps_math_examples_get_the_right_answers(decoder):
+    """The race tab's examples are chosen so the embedded model answers sensibly; the math ones can be
+    checked (the old ones got a train to travel "at 90% of the speed of light")."""
+    expected = {"What is 7 + 5?": "12", "What is 12 times 3? Answer in one sentence.": "36",
+                "What is half of 50?": "25"}
+    examples = json.loads((Path(__file__).resolve().parents[1] / "assets" / "examples.json").read_text())
+    assert {e["prompt"] for e in examples if e["category"] == "math"} == set(expected)
+    for prompt, answer in expected.items():
+        ar, _ = tokens(decoder, decoder.pair.encode_prompt(prompt), "ar", None)
+        assert answer in decoder.pair.decode(ar), (prompt, decoder.pair.decode(ar))
 
 
 def test_missing_drafter_says_how_to_restore_it(monkeypatch, tmp_path):

@@ -83,11 +83,27 @@ def test_length_figure_traces(frame):
     assert list(traces["libraspec d"].y) == [6, 3, 5, 8]
     assert list(traces["libraspec d*"].y) == [6, 3, 2, 8]
     assert list(traces["static d"].x) == [0, 1, 2]
-    assert traces["static d*"].line.dash == "dash"
     for name, trace in traces.items():
-        assert _line_colour(trace) == plots.MODE_COLORS[name.split()[0]]
-        assert trace.line.shape == "hv"
-    assert fig.layout.yaxis.range[1] >= 24
+        colour = plots.MODE_COLORS[name.split()[0]]
+        if name.endswith("d*"):  # d* as markers
+            assert trace.mode == "markers" and trace.marker.color == colour
+        else:
+            assert _line_colour(trace) == colour and trace.line.shape == "hv"
+
+
+def test_length_figure_axis_spans_the_lengths_drawn(frame):
+    """d <= 8 here: the y axis ends just above 8, not at d_max = 24 (where it was fixed before)."""
+    assert plots.length_figure(frame).layout.yaxis.range[1] == 9
+
+
+def test_length_figure_d_star_markers_of_two_modes_never_coincide(frame):
+    """Static's d* is (5, 6, 2), LibraSpec's (6, 3, 2, 8): in round 2 both are 2, and two dashed lines
+    drawn over each other hid one. Each mode's markers sit at their own x offset, so both stay visible."""
+    traces = _by_name(plots.length_figure(frame))
+    static = set(zip(traces["static d*"].x, traces["static d*"].y))
+    libraspec = set(zip(traces["libraspec d*"].x, traces["libraspec d*"].y))
+    assert not static & libraspec
+    assert sorted(round(x) for x, y in static) == [0, 1, 2] and list(traces["static d*"].customdata) == [0, 1, 2]
 
 
 def test_length_figure_skips_missing_oracle_annotations(frame):
@@ -109,6 +125,22 @@ def test_confidence_heatmap(frame):
     assert list(traces["chosen d"].x) == [6.5, 3.5, 5.5, 8.5]
     assert list(traces["accepted a"].x) == [2.5, 3.5, 1.5, 8.5]
     assert traces["accepted a"].marker.color == plots.MODE_COLORS["libraspec"]
+
+
+def test_confidence_heatmap_axis_spans_the_drafted_positions(frame):
+    """Positions 1..8 drafted, markers up to 8.5: the x axis ends at 9, not at d_max + 1 = 25 as it did."""
+    static = plots.confidence_heatmap(frame, "static")
+    assert list(static.layout.xaxis.range) == [0.5, 7]  # one block of 4; static d* reaches 6
+    assert list(plots.confidence_heatmap(frame, "libraspec").layout.xaxis.range) == [0.5, 9]
+
+
+def test_confidence_heatmap_names_each_drafts_source(frame):
+    rows = frame[frame["mode"] == "libraspec"].copy()
+    rows["draft_sources"] = [("lookup",) * N + ("dflash",) * N, ("dflash",) * N, ("dflash",) * 2 * N,
+                             ("dflash",) * 2 * N]
+    heat = _by_name(plots.confidence_heatmap(rows, "libraspec"))["q_i"]
+    assert list(heat.customdata[0]) == ["look-up"] * N + ["diffusion"] * N
+    assert list(heat.customdata[1]) == ["diffusion"] * N + [""] * N and "drafted by" in heat.hovertemplate
 
 
 def test_confidence_heatmap_without_rows_is_an_empty_figure(frame):

@@ -114,14 +114,16 @@ def test_teach_tab_views_every_source():
     from test_calibration import record
     index, step_fig, curve_fig, text = step_view(Inputs(), 10**6, None)
     assert text.startswith(f"**Step {index} of {index}.**") and "exhaustive argmax" in text
-    q, n, d_max, notes = confidences_for(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=2), None)
-    assert (n, d_max) == (2, 5) and "lowered" in notes[0]
+    source = confidences_for(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=2), None)
+    assert (source.n, source.d_max) == (2, 5) and "lowered" in source.notes[0]
     with pytest.raises(ValueError, match="no race yet"):
         confidences_for(Inputs(source="last race round"), [])
-    run = SimpleNamespace(prompt="Hi", settings=Settings(alpha=2.2, d_max=24),
+    run = SimpleNamespace(prompt="Hi", n=12, settings=Settings(alpha=3.0, d_max=24),
                           records={"libraspec": [record("libraspec", 0, [0.9] * 6 + [0.5] * 6, d=8, accepted=3)]})
-    q, n, d_max, notes = confidences_for(Inputs(source="last race round", round_index=5), [run])
-    assert n == 12 and d_max == 12 and len(q) == 12  # one recorded block of 12 drafts
+    source = confidences_for(Inputs(source="last race round", round_index=5, alpha=1.0, d_max=7), [run])
+    # the race's own settings, not the sliders'; one recorded block of 12 drafts, zeros past it
+    assert (source.n, source.d_max, source.alpha, len(source.q)) == (12, 24, 3.0, 12)
+    assert list(source.padded[12:]) == [0.0] * 12
     with pytest.raises(ValueError, match="not loaded"):
         step_view(Inputs(cost="measured profile"), 0, None)
 

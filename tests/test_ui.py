@@ -1,28 +1,36 @@
-"""The app's view helpers without a server: round-grouped text, escaping, setting checks."""
+"""The app's view helpers without a server: text tinted by token origin, escaping, the settings
+check and its notes, the suggested alpha, finish ranks within noise, the time left."""
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from libraspec.cost import LatencyProfile
 from libraspec.models.registry import ByteTokenizer
 from libraspec.records import RoundRecord, summarize
-from ui.render import TextSegments, column_html, status_html
-from ui.session import D_MAX_CAP, Settings, check_settings
+from libraspec.analysis.theory import auto_alpha
+from ui.render import TextSegments, column_html, eta_text, status_html
+from ui.session import Run
+from ui.settings import (ALPHA_MAX, ALPHA_MIN, D_MAX_CAP, MAX_NEW_TOKENS_CAP, Settings, check_settings,
+                         suggest_alpha)
 
 TOKENIZER = ByteTokenizer()
 
 
-def _record(k: int, committed: list[int], bonus: bool = True) -> RoundRecord:
+def _record(k: int, committed: list[int], bonus: bool = True, sources: tuple[str, ...] = ()) -> RoundRecord:
+    """Round k committing `committed` (its last token the target's bonus unless `bonus` is False)."""
     return RoundRecord(
         mode="libraspec", round_index=k, start_position=0, draft_tokens=(), confidences=(), blocks_drafted=1,
-        policy_steps=(), eps_bounds=(), chosen_length=len(committed), accepted=len(committed) - bonus,
+        policy_steps=(), eps_bounds=(), chosen_length=len(committed) - bonus, accepted=len(committed) - bonus,
         committed_tokens=tuple(committed), bonus_token=committed[-1] if bonus else None, oracle_length=None,
         draft_s=0.01, policy_s=0.0, verify_s=0.02, modeled_s=0.03, cumulative_tokens=0, cumulative_s=0.03 * (k + 1),
-        cumulative_modeled_s=0.03 * (k + 1))
+        cumulative_modeled_s=0.03 * (k + 1), draft_sources=sources)
 
 
 @settings(max_examples=60, deadline=None)
@@ -39,13 +47,36 @@ def test_segments_always_concatenate_to_the_decoded_text(text, cuts):
     assert segments.text == text
 
 
-def test_rounds_are_grouped_and_bonus_tokens_marked():
+def _spans(out: str) -> list[tuple[str, str, str]]:
+    """(origin, style, text) of every token span of a column's HTML."""
+    return [(origin, style, html.unescape(text)) for origin, style, text in
+            re.findall(r'<span class="ls-tok" data-origin="(\w+)"[^>]*style="([^"]*)">([^<]*)</span>', out)]
+
+
+def test_tokens_are_tinted_by_origin_without_splitting_words():
+    """A number whose tokens come from look-up, diffusion and the target reads as one word: unpadded
+    spans, a tint per drafter, the target's token plain (the old view boxed every round with margin,
+    padding and a border, which split "90%" into "9 0 %", and made every bonus token bold magenta)."""
     segments = TextSegments(TOKENIZER.decode)
-    segments.add(_record(0, TOKENIZER.encode("ab")))
-    segments.add(_record(1, TOKENIZER.encode("c")))
-    out = segments.html("libraspec")
-    assert out.count('title="round') == 2
-    assert [p[1] for p in segments.pieces] == ["draft", "bonus", "bonus"]
+    segments.add(_record(0, TOKENIZER.encode("It is 90%"), sources=("dflash",) * 6 + ("lookup",) * 2))
+    segments.add(_record(1, TOKENIZER.encode(".")))  # an AR step: the target's token only
+    spans = _spans(segments.html())
+    assert [(origin, text) for origin, _, text in spans] == [("dflash", "It is "), ("lookup", "90"), ("bonus", "%"),
+                                                           ("bonus", ".")]
+    styles = {origin: style for origin, style, _ in spans}
+    for style in styles.values():
+        assert not re.search(r"margin|padding|border|font-weight", style)
+    assert styles["bonus"] == "" and styles["dflash"] != styles["lookup"] and "underline" in styles["lookup"]
+    assert re.sub(r"<[^>]+>", "", segments.html()) == html.escape("It is 90%.", quote=False)
+
+
+def test_newlines_are_text_between_spans():
+    """No span holds a newline (a tinted newline showed as an empty sliver), yet every newline is kept."""
+    segments = TextSegments(TOKENIZER.decode)
+    segments.add(_record(0, TOKENIZER.encode("def f():\n\n    return 1"), sources=("dflash",) * 23))
+    out = segments.html()
+    assert all("\n" not in text for _, _, text in _spans(out))
+    assert re.sub(r"<[^>]+>", "", out) == "def f():\n\n    return 1"
 
 
 def test_model_text_and_prompt_are_escaped():
@@ -53,9 +84,9 @@ def test_model_text_and_prompt_are_escaped():
     segments = TextSegments(TOKENIZER.decode)
     segments.add(_record(0, TOKENIZER.encode(evil)))
     out = column_html("static", segments, summarize([_record(0, [5, 6])]), rank=1)
-    assert "<script>" not in out and html.escape(evil[:-1]) in out
-    status = status_html("Racing", prompt=evil, notes=[evil])
-    assert "<script>" not in status and status.count(html.escape("<script>")) == 2
+    assert "<script>" not in out and html.escape(evil[:-1], quote=False) in out
+    status = status_html("Racing", prompt=evil, notes=[evil], progress=evil)
+    assert "<script>" not in status and status.count(html.escape("<script>")) == 3
 
 
 def test_column_without_rounds_shows_placeholder():
@@ -65,22 +96,106 @@ def test_column_without_rounds_shows_placeholder():
 
 def test_settings_defaults_and_integral_floats():
     checked = check_settings(Settings(d_max=24.0, max_new_tokens=64.0, seed=3.0), n=15)
-    assert checked.static_length == 15 and checked.d_max == 24 and isinstance(checked.d_max, int)
-    assert check_settings(Settings(static_length=0), n=7).static_length == 7
+    assert checked.notes == {} and checked.settings.static_length == 15
+    assert checked.settings.d_max == 24 and isinstance(checked.settings.d_max, int)
+    assert check_settings(Settings(static_length=0), n=7).settings.static_length == 7
+
+
+@pytest.mark.parametrize("field, value, fixed, note", [
+    ("alpha", 0.0, ALPHA_MIN, "alpha 0 -> 0.05 (allowed 0.05..64)"),
+    ("alpha", 100.0, ALPHA_MAX, "alpha 100 -> 64"),
+    ("d_max", 3, 15, "d_max 3 -> 15 (allowed 15..64)"),
+    ("d_max", 24.5, 24, "d_max 24.5 -> 24"),
+    ("d_max", 10**9, D_MAX_CAP, f"d_max 1e+09 -> {D_MAX_CAP}"),
+    ("static_length", -2, 1, "static length -2 -> 1"),
+    ("temperature", 2.0, 1.5, "temperature 2 -> 1.5"),
+    ("temperature", -0.1, 0.0, "temperature -0.1 -> 0"),
+    ("max_new_tokens", 100_000, MAX_NEW_TOKENS_CAP, "max new tokens 100000 -> 512 (allowed 1..512)"),
+    ("max_new_tokens", 0, 1, "max new tokens 0 -> 1"),
+    ("seed", -1, 0, "seed -1 -> 0"),
+])
+def test_out_of_range_settings_are_clamped_and_the_clamp_is_noted_by_field(field, value, fixed, note):
+    """Every correction is stated for its field (max new tokens 100000 once became 512 silently, alpha 0 became 0.2)."""
+    checked = check_settings(dataclasses.replace(Settings(), **{field: value}), n=15)
+    assert getattr(checked.settings, field) == fixed
+    assert list(checked.notes) == [field] and checked.notes[field].startswith(note)
+
+
+def test_max_new_tokens_is_clamped_to_the_room_the_prompt_leaves():
+    checked = check_settings(Settings(max_new_tokens=500), n=7, context=512, prompt_tokens=400)
+    assert checked.settings.max_new_tokens == 512 - 400 - 24 - 1
+    assert "context window" in checked.notes["max_new_tokens"]
+    with pytest.raises(ValueError, match="no room"):
+        check_settings(Settings(), n=7, context=512, prompt_tokens=500)
 
 
 @pytest.mark.parametrize("bad, message", [
     (dict(alpha=math.nan), "alpha must be a finite"),
     (dict(alpha=math.inf), "alpha must be a finite"),
-    (dict(alpha=0.0), "alpha must be > 0"),
-    (dict(d_max=14), "block size n = 15"),
-    (dict(d_max=D_MAX_CAP + 1), "d_max must be between"),
-    (dict(d_max=24.5), "d_max must be an integer"),
+    (dict(alpha="abc"), "alpha must be a number, got 'abc'"),
+    (dict(d_max=None), "d_max must be a number"),
     (dict(temperature=math.nan), "temperature must be a finite"),
-    (dict(temperature=2.0), "temperature"),
-    (dict(max_new_tokens=None), "max new tokens must be an integer"),
-    (dict(seed=True), "seed must be an integer"),
+    (dict(max_new_tokens=None), "max new tokens must be a number"),
+    (dict(seed=True), "seed must be a number"),
 ])
-def test_settings_out_of_range_are_refused(bad, message):
+def test_settings_that_are_not_numbers_are_refused(bad, message):
     with pytest.raises(ValueError, match=message):
         check_settings(Settings(**bad), n=15)
+
+
+def test_the_alpha_the_app_suggests_is_within_the_allowed_range():
+    """Section 3.4's alpha reaches ~16-24 on CPU profiles; the range must keep it, not clamp it."""
+    assert ALPHA_MAX >= 24 and check_settings(Settings(alpha=24.0), n=7).notes == {}
+    profile = LatencyProfile.from_linear(0.05, 0.001, 0.005, 7, 25)
+    rounds = [_record(k, [5, 6, 7], sources=("dflash",) * 2) for k in range(4)] + [_record(4, [5])]  # + an AR step
+    suggestion = suggest_alpha(rounds, profile)
+    assert (suggestion.rounds, suggestion.tau, suggestion.d) == (4, 3.0, 2)  # rounds that submitted drafts
+    assert suggestion.alpha == pytest.approx(auto_alpha(profile, suggestion.tau, suggestion.d))
+    assert ALPHA_MIN < suggestion.alpha < ALPHA_MAX
+    with pytest.raises(ValueError, match="no round submitted drafts"):
+        suggest_alpha([], profile)
+
+
+def _timed(mode: str, seconds: list[float], modeled: float = 0.05) -> list[RoundRecord]:
+    """Records of a mode whose rounds took `seconds` (measured) against `modeled` each."""
+    total, records = 0.0, []
+    for k, s in enumerate(seconds):
+        total += s
+        records.append(dataclasses.replace(_record(k, [5, 6]), mode=mode, draft_s=0.0, verify_s=s,
+                                           modeled_s=modeled, cumulative_s=total,
+                                           finished=k == len(seconds) - 1))
+    return records
+
+
+def _race(records: dict[str, list[RoundRecord]], order: list[str]) -> Run:
+    run = Run("r1", "p", Settings(), [], [], "tiny-llama", 7, "local", records=records)
+    run.finish_order = order
+    return run
+
+
+def test_ranks_follow_measured_seconds_not_the_order_of_finishing():
+    run = _race({"static": _timed("static", [0.30] * 10), "libraspec": _timed("libraspec", [0.20] * 10),
+                 "oracle": _timed("oracle", [0.25] * 10)}, order=["static", "oracle", "libraspec"])
+    assert [run.rank(m) for m in ("libraspec", "oracle", "static")] == [1, 2, 3]
+    assert run.tied_with("libraspec") == []  # no noise at all: every gap is real
+    assert run.verdict().startswith("LibraSpec was fastest")
+
+
+def test_a_gap_within_the_noise_of_per_round_times_is_no_win():
+    noisy = [0.05, 0.15] * 10  # per-round residuals with a spread of ~0.05 s: totals are ~±0.2 s
+    run = _race({"static": _timed("static", noisy), "libraspec": _timed("libraspec", noisy[1:] + [0.04]),
+                 "oracle": _timed("oracle", [0.5] * 20)}, order=["static", "libraspec", "oracle"])
+    assert run.seconds("libraspec") < run.seconds("static")  # 0.01 s apart: noise
+    assert run.rank("libraspec") == 1 and run.tied_with("libraspec") == ["static"]
+    assert run.tied_with("oracle") == []  # 8 s slower: a real gap
+    assert run.verdict().startswith("No clear winner: LibraSpec, Static")
+    badge = column_html("libraspec", None, run.summary("libraspec"), 1, tied_with=run.tied_with("libraspec"))
+    assert "finished 1st · within noise of Static" in badge
+    report = run.report()
+    assert report["modes"]["static"]["within_noise_of"] == ["libraspec"] and report["verdict"].startswith("No clear")
+
+
+def test_progress_shows_the_time_left():
+    assert eta_text(0, 10, 5.0) == "estimating the time left"
+    assert eta_text(5, 10, 6.0) == "about 6.0 s left"
+    assert eta_text(1, 4, 40.0) == "about 2 min 00 s left"

@@ -3,28 +3,29 @@
 Samples (q_i, accepted_i) come from the round records of the visitor's own races or of
 their last fresh run on the example prompts, kept in the page's `gr.State`
 (`libraspec.analysis.calibration`); the figures come from `libraspec.views.plots`. The fresh run
-(`Session.static_run`) decodes with a static length d = d_max, so every drafted position
-up to d_max is submitted and labelled. The latency profile's linear fit t0 + c k gives the
-paper's c, and with the runs' mean tau and d the alpha that section 3.4's formula
-alpha = T_verify / (tau c) suggests. Paper symbols: q_i, d, d_max, tau, c, alpha.
+(`Session.static_run`) drafts with the drafter chosen on the race tab and decodes with a
+static length d = d_max, so every drafted position up to d_max is submitted and labelled.
+The latency profile's linear fit t0 + c k gives the paper's c, and with the runs' mean tau
+and d the alpha that section 3.4's formula alpha = T_verify / (tau c) suggests.
+Paper symbols: q_i, d, d_max, tau, c, alpha.
 """
 from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 
 import gradio as gr
 
 from libraspec.views import plots, tuning_plots
-from libraspec.analysis.calibration import (acceptance_by_position, acceptance_samples, expected_calibration_error,
-                                   reliability_table)
+from libraspec.analysis.calibration import (EXCLUDED_MODES, acceptance_by_position, acceptance_samples,
+                                   expected_calibration_error, reliability_table)
 from libraspec.records import RoundRecord
-from libraspec.analysis.theory import auto_alpha
 
 from .common import QUEUE, client_key, load_examples
 from .hosting import RACE_MAX_S, gpu
 from .session import Session
-from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP
+from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP, suggest_alpha
 
 SOURCES = ("your races", "fresh run on the example prompts")
 UPDATE_INTERVAL_S = 0.5
@@ -38,23 +39,22 @@ def summarize_calibration(records: list[RoundRecord], tested_only: bool, profile
     figure = tuning_plots.calibration_figure(table, acceptance_by_position(samples), ece)
     if samples.empty:
         return "No submitted drafts yet: run a race, or a fresh run on the example prompts.", figure
-    rounds = samples[["mode", "round_index"]].drop_duplicates().shape[0]
-    lines = [f"**{len(samples)} submitted drafts** from about {rounds} rounds "
-             f"({', '.join(sorted(set(samples['mode'])))}); mean q_i = {samples['q'].mean():.3f}, "
+    # the rounds the samples come from: round indices repeat across prompts and races, so count records
+    sampled = [r for r in records if r.mode not in EXCLUDED_MODES and r.chosen_length > 0]
+    sources = Counter(s for r in sampled for s in r.draft_sources[: r.chosen_length])
+    by_source = f", drafts by source: {', '.join(f'{k} {v}' for k, v in sorted(sources.items()))}" if sources else ""
+    lines = [f"**{len(samples)} submitted drafts** from {len(sampled)} rounds "
+             f"({', '.join(sorted(set(samples['mode'])))}){by_source}; mean q_i = {samples['q'].mean():.3f}, "
              f"acceptance = {samples['accepted'].mean():.3f}, **ECE = {ece:.3f}** "
              "(10 equal-width bins of q, weighted by count)."]
-    drafted = [r for r in records if r.mode not in ("ar", "oracle") and r.chosen_length > 0]
-    if profile is not None and drafted:
+    if profile is not None:
         t0, c = profile.linear_fit()
-        tau = sum(r.tau for r in drafted) / len(drafted)
-        d = max(1, round(sum(r.chosen_length for r in drafted) / len(drafted)))
         line = (f"Latency fit on this machine: T_verify(k) = {1000 * t0:.2f} + {1000 * c:.3f} k ms "
                 f"(c = cost per verified position). ")
-        if c > 0:
-            line += (f"With these rounds' mean tau = {tau:.2f} and mean d = {d}, section 3.4 gives "
-                     f"alpha = T_verify / (tau c) = {auto_alpha(profile, tau, d):.2f}.")
-        else:
-            line += "c is not positive, so the formula for alpha has no finite value here."
+        try:
+            line += f"Section 3.4 gives {suggest_alpha(sampled, profile).explain()}."
+        except ValueError as error:
+            line += f"No alpha from section 3.4's formula: {error}."
         lines.append(line)
     return "\n\n".join(lines), figure
 
@@ -62,8 +62,10 @@ def summarize_calibration(records: list[RoundRecord], tested_only: bool, profile
 class CalibrationTab:
     """The "Calibration" tab inside an open `gr.Blocks`."""
 
-    def __init__(self, session: Session):
+    def __init__(self, session: Session, drafter: gr.Dropdown | None = None):
+        """`drafter`: the race tab's drafter choice, which the fresh run drafts with (None: the pair's default)."""
         self.session = session
+        self.drafter = drafter
 
     def build(self) -> None:
         with gr.Tab("Calibration", id="calibration"):
@@ -79,22 +81,26 @@ class CalibrationTab:
                 self.d_max = gr.Slider(1, D_MAX_CAP, value=24, step=1, label="fresh run: static d = d_max")
             with gr.Row():
                 self.show_button = gr.Button("Show", variant="primary", elem_id="ls-calib-show")
-                self.fresh_button = gr.Button("Fresh run on the example prompts", elem_id="ls-calib-fresh")
+                self.fresh_button = gr.Button("Fresh run on the example prompts (with the drafter chosen on the Race "
+                                              "tab)", elem_id="ls-calib-fresh")
             self.summary = gr.Markdown(elem_id="ls-calib-summary")
-            self.plot = gr.Plot(label="reliability and acceptance by position", elem_id="ls-calib-plot")
-            self.profile_plot = gr.Plot(label="latency profile with its linear fit t0 + c k")
-            self.fresh = gr.State([])  # this page's records of its last fresh run
+            self.plot = gr.Plot(label="reliability and acceptance by position", show_label=False,
+                                elem_id="ls-calib-plot")
+            self.profile_plot = gr.Plot(label="latency profile with its linear fit t0 + c k", show_label=False)
+            self.fresh = gr.State({})  # this page's last fresh run: {"header": what ran, "records": its records}
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
 
     def _wire(self) -> None:
         views = [self.source, self.tested_only, self.fresh]
         outputs = [self.summary, self.plot, self.profile_plot]
         self.show_button.click(self.show, views, outputs, api_visibility="private")
-        self.source.change(self.show, views, outputs, api_visibility="private")
-        self.tested_only.change(self.show, views, outputs, api_visibility="private")
+        # input: the visitor's choices only (a fresh run sets the source itself, with its own view)
+        self.source.input(self.show, views, outputs, api_visibility="private")
+        self.tested_only.input(self.show, views, outputs, api_visibility="private")
         fresh_run = gpu(lambda *args, **named: RACE_MAX_S)(self.fresh_run)  # spaces.GPU on a Space
-        self.fresh_button.click(fresh_run, [self.max_new_tokens, self.d_max, self.tested_only],
-                                [self.source, *outputs, self.fresh], api_visibility="private", **QUEUE)
+        fresh_inputs = [self.max_new_tokens, self.d_max, self.tested_only] + ([self.drafter] if self.drafter else [])
+        self.fresh_button.click(fresh_run, fresh_inputs, [self.source, *outputs, self.fresh], api_visibility="private",
+                                **QUEUE)
         gr.api(self.calibration, api_name="calibration")
 
     def _races(self, owner: str) -> list[RoundRecord]:
@@ -105,24 +111,29 @@ class CalibrationTab:
         summary, figure = summarize_calibration(records, bool(tested_only), profile)
         return summary, figure, plots.profile_figure(profile) if profile is not None else None
 
-    def show(self, request: gr.Request, source: str, tested_only: bool, fresh: list[RoundRecord]):
+    def show(self, request: gr.Request, source: str, tested_only: bool, fresh: dict):
         """The view of this client's races, or of its last fresh run (`fresh`: the page's state)."""
-        records = list(fresh or []) if source == SOURCES[1] else self._races(client_key(request))
-        return self._view(records, tested_only)
+        if source != SOURCES[1]:
+            return self._view(self._races(client_key(request)), tested_only)
+        fresh = fresh or {}
+        summary, *figures = self._view(list(fresh.get("records", [])), tested_only)
+        return (f"{fresh['header']}\n\n{summary}" if fresh.get("header") else summary), *figures
 
-    def fresh_run(self, max_new_tokens, d_max, tested_only):
-        """Decode every example prompt with static d = d_max; stream progress, then show the run
-        and keep its records in the page's state (the last output)."""
+    def fresh_run(self, max_new_tokens, d_max, tested_only, drafter=None):
+        """Decode every example prompt with static d = d_max, drafting with `drafter` (the race tab's
+        choice); stream progress, then show the run and keep its records in the page's state (the
+        last output)."""
         try:
-            records, shown = [], 0.0
+            records, shown, line = [], 0.0, ""
             prompts = [e["prompt"] for e in load_examples()]
-            for line, records in self.session.static_run(prompts, d_max, max_new_tokens):
+            for line, records in self.session.static_run(prompts, d_max, max_new_tokens, drafter):
                 if records is None or time.monotonic() - shown >= UPDATE_INTERVAL_S:
                     shown = time.monotonic()
                     yield gr.skip(), line, gr.skip(), gr.skip(), gr.skip()
         except ValueError as error:
             raise gr.Error(str(error)) from error
-        yield SOURCES[1], *self._view(records, tested_only), records
+        summary, *figures = self._view(records, tested_only)
+        yield SOURCES[1], f"{line}\n\n{summary}", *figures, {"header": line, "records": records}
 
     def calibration(self, request: gr.Request, tested_only: bool = False) -> dict:
         """Calibration of the drafter over this client's races: ECE, reliability bins, acceptance by position."""

@@ -1,16 +1,25 @@
 """Race and Round-inspector tabs: layout and wiring only (logic lives in `session`, `libraspec`).
 
 Three modes decode the same prompt side by side (static n, LibraSpec alpha / d_max, the
-oracle d*); the inspector shows the same run's figures (`libraspec.views.plots`). Every model
+oracle d*) with the drafter chosen next to the model; the inspector shows the same run's
+figures (`libraspec.views.plots`) and what each round drafted, from which source. Every model
 call runs in one queue (`concurrency_id="model"`, one at a time).
+
+The settings are plain number fields: `ui.settings.check_settings` clamps what is out of
+range, and each clamp is written under its field (on leaving the field and when a race
+starts). Run is disabled while a race runs and the settings fold away, so the three columns
+stay in view. A refused input (an empty prompt, a value that is no number) is reported in
+the status line; the previous run's results stay as they were, unmarked.
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import gradio as gr
 
 from libraspec.views import plots
+from libraspec.drafters import DRAFTERS
 from libraspec.models.registry import describe_pair
 from libraspec.records import records_to_frame
 
@@ -18,16 +27,73 @@ from .common import QUEUE, client_key, load_examples
 from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .render import column_html, legend_html, status_html, title
 from .session import RACE_MODES, Run, Session, Snapshot
-from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP, TEMPERATURE_MAX, Settings
+from .settings import FIELDS, NAMES, Settings, allowed, check_settings
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
 EMPTY = records_to_frame([])
+DRAFTER_LABELS = {"dflash": "block diffusion (dflash)", "lookup": "look-up in the text so far (lookup)",
+                  "hybrid": "hybrid: per round the more promising of both"}
+SOURCE_NAMES = {"dflash": "block diffusion", "lookup": "look-up"}
+LABELS = {"alpha": "alpha (LibraSpec trade-off)", "d_max": "d_max (length cap)",
+          "static_length": "static length (0 = n)", "temperature": "temperature (0 = greedy)",
+          "max_new_tokens": "max new tokens", "seed": "seed"}
+DEFAULTS = Settings(static_length=0)
+ELEM_IDS = {name: f"ls-{name.replace('_', '-')}" for name in FIELDS} | {"max_new_tokens": "ls-max-new"}
+RUN_LABEL = "Run race"
 
 
 def _race_gpu_seconds(owner=None, prompt=None, alpha=None, d_max=None, static_length=None, temperature=None,
                       max_new_tokens=128, *rest, **named) -> int:
     """GPU seconds a Space reserves for one race call (same arguments as `_race_live` and `_race`)."""
     return race_seconds(named.get("max_new_tokens", max_new_tokens))
+
+
+def field_info(name: str, n: int | None, note: str | None = None) -> str:
+    """The line under a settings field (plain text): the allowed range, or what the check changed."""
+    if note:
+        return f"⚠ corrected: {note}"
+    low, high = allowed(name, n)
+    if name == "d_max":
+        return (f"allowed {n}..{high:d} (Algorithm 1 starts at d = n = {n})" if n else
+                f"allowed n..{high:d}; n, the block size, is known once the model has loaded")
+    if name == "static_length":
+        return f"0 = n{f' = {n}' if n else ''}; allowed {low:d}..{high:d}"
+    return f"allowed {low:g}..{high:g}" if isinstance(low, float) else f"allowed {low:d}..{high:d}"
+
+
+def _example_label(example: dict) -> str:
+    """"category: prompt", cut at a word beyond 60 characters."""
+    prompt = example["prompt"]
+    if len(prompt) > 60:
+        prompt = prompt[:60].rsplit(" ", 1)[0] + " …"
+    return f"{example['category']}: {prompt}"
+
+
+def round_info(run: Run, mode: str, round_index: int) -> str:
+    """One round in words: what was drafted from which source, what Algorithm 1 did, d, a, d*."""
+    records = [r for r in run.records.get(mode, []) if r.round_index == round_index]
+    if not records:
+        return f"No round {round_index} for {title(mode)} in this run."
+    r = records[0]
+    head = f"**Round {r.round_index} · {title(mode)} · drafter {run.drafter}.**"
+    if r.chosen_length == 0 and not any(r.confidences):
+        return (f"{head} The drafter had nothing to offer, so this round was an AR step (d = 0): the target "
+                "produced one token on its own.")
+    spans, start = [], 0
+    sources = list(r.draft_sources) or ["dflash"] * len(r.confidences)
+    for k in range(1, len(sources) + 1):
+        if k == len(sources) or sources[k] != sources[start]:
+            spans.append(f"{start + 1}–{k}: {SOURCE_NAMES.get(sources[start], sources[start])}")
+            start = k
+    steps = len(r.policy_steps)
+    algorithm = (f" Algorithm 1 ran {steps} iteration{'s' if steps != 1 else ''}"
+                 f"{' (the last a rollback)' if steps and r.policy_steps[-1].rollback else ''}." if mode == "libraspec"
+                 else "")
+    bonus = " and then added its own token" if r.bonus_token is not None else ""
+    oracle = f"; oracle d* = {r.oracle_length}" if r.oracle_length is not None and mode != "oracle" else ""
+    return (f"{head} Drafted {r.blocks_drafted} step{'s' if r.blocks_drafted != 1 else ''} of n = {run.n} "
+            f"(positions {'; '.join(spans)}).{algorithm} Submitted d = {r.chosen_length}; the target accepted "
+            f"{r.accepted}{bonus}{oracle}.")
 
 
 class RaceTabs:
@@ -43,7 +109,8 @@ class RaceTabs:
     # -- layout -------------------------------------------------------------------------------
 
     def build(self) -> None:
-        self.status = gr.HTML(status_html("Model loads on first use."), elem_id="ls-status")
+        self.status = gr.HTML(status_html("Loading the model…" if not self.session.loaded else "Ready."),
+                              elem_id="ls-status")
         with gr.Tab("Race", id="race"):
             self._race_layout()
         with gr.Tab("Round inspector", id="inspector"):
@@ -51,148 +118,244 @@ class RaceTabs:
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
 
     def _race_layout(self) -> None:
-        with gr.Row():
-            with gr.Column(scale=3):
-                self.prompt = gr.Textbox(label="Prompt", lines=3, max_lines=8, elem_id="ls-prompt",
-                                         placeholder="Ask something, or pick an example below")
-                examples = load_examples()
-                gr.Examples([[e["prompt"]] for e in examples], inputs=[self.prompt],
-                            example_labels=[f"{e['category']}: {e['prompt'][:48]}…" for e in examples],
-                            label="Examples (math, code, chat)")
-            with gr.Column(scale=2):
-                self.alpha = gr.Slider(0.2, 6.0, value=2.2, step=0.1, label="alpha (LibraSpec trade-off)")
-                self.d_max = gr.Slider(1, D_MAX_CAP, value=24, step=1, label="d_max (length cap, >= n)")
-                self.static_length = gr.Slider(1, D_MAX_CAP, value=15, step=1,
-                                               label="static length (default n, the block size)")
-                self.temperature = gr.Slider(0.0, TEMPERATURE_MAX, value=0.0, step=0.05,
-                                             label="temperature (0 = greedy)")
-                self.max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS_CAP, value=128, step=1, label="max new tokens",
-                                                elem_id="ls-max-new")
-                self.seed = gr.Number(value=0, precision=0, minimum=0, label="seed")
+        n = self.session.n
+        with gr.Row(equal_height=True):
+            self.prompt = gr.Textbox(label="Prompt", lines=2, max_lines=6, elem_id="ls-prompt", scale=6,
+                                     placeholder="Ask something, or pick an example under Settings and examples")
+            with gr.Column(scale=2, min_width=240):
                 offered = self.session.offered
                 self.model = gr.Dropdown([(f"{name}: {describe_pair(name)}", name) for name in offered],
                                          value=self.session.model, label="model pair",
                                          elem_id="ls-model") if len(offered) > 1 else None
-                with gr.Row():
-                    self.run_button = gr.Button("Run race", variant="primary", elem_id="ls-run")
-                    self.stop_button = gr.Button("Stop", variant="stop")
+                self.drafter = gr.Dropdown([(DRAFTER_LABELS.get(d, d), d) for d in DRAFTERS],
+                                           value=self.session.default_drafter or DRAFTERS[0], label="drafter",
+                                           elem_id="ls-drafter")
+            with gr.Column(scale=1, min_width=140):
+                self.run_button = gr.Button(RUN_LABEL if self.session.loaded else "Loading the model…",
+                                            variant="primary", elem_id="ls-run", interactive=self.session.loaded)
+                self.stop_button = gr.Button("Stop", variant="stop", elem_id="ls-stop")
+        with gr.Accordion("Settings and examples", open=True, elem_id="ls-settings") as self.settings_box:
+            with gr.Row():
+                self.fields = {name: gr.Number(getattr(DEFAULTS, name), label=LABELS[name],
+                                               info=field_info(name, n), elem_id=ELEM_IDS[name],
+                                               step=0.1 if name in ("alpha", "temperature") else 1,
+                                               min_width=150)
+                               for name in FIELDS}
+            with gr.Row():
+                self.suggest_button = gr.Button("Use suggested alpha", size="sm", elem_id="ls-suggest", scale=0)
+                gr.Markdown("Sets alpha to section 3.4's T_verify / (tau c) from this machine's latency profile "
+                            "and your last race's LibraSpec rounds.")
+            examples = load_examples()
+            gr.Examples([[e["prompt"]] for e in examples], inputs=[self.prompt],
+                        example_labels=[_example_label(e) for e in examples],
+                        label="Examples (math, code, chat)")
         gr.HTML(legend_html())
         with gr.Row(equal_height=False):
             self.columns = [gr.HTML(column_html(mode, None, None, None, "press Run race"),
                                     elem_id=f"ls-col-{mode}") for mode in RACE_MODES]
         with gr.Accordion("Downloads: this run's round records", open=False):
             self.run_id = gr.Textbox(label="run id", interactive=False, elem_id="ls-run-id")
-            self.files = gr.File(label="round records (CSV, Parquet)", file_count="multiple", interactive=False)
+            self.files = gr.File(label="round records (CSV, Parquet)", file_count="multiple", interactive=False,
+                                 elem_id="ls-files")
 
     def _inspector_layout(self) -> None:
-        gr.Markdown("Figures of the last race. Solid: chosen length d; dashed: the oracle's d* "
-                    "for the same round state.")
+        gr.Markdown("Figures of your last race. Lines: the chosen length d of each mode; diamonds: the "
+                    "oracle's d* for the same round state.")
         with gr.Row():
-            self.length_plot = gr.Plot(plots.length_figure(EMPTY), label="chosen vs oracle length")
-            self.speedup_plot = gr.Plot(plots.speedup_figure(EMPTY, None, None),
-                                        label="cumulative speedup")
+            self.length_plot = gr.Plot(plots.length_figure(EMPTY), label="chosen vs oracle length",
+                                       show_label=False, elem_id="ls-length-plot")
+            self.speedup_plot = gr.Plot(plots.speedup_figure(EMPTY, None, None), label="cumulative speedup",
+                                        show_label=False, elem_id="ls-speedup-plot")
         with gr.Row():
             self.inspect_mode = gr.Dropdown([(title(m), m) for m in RACE_MODES], value="libraspec",
-                                            label="mode to inspect")
-            self.round = gr.Slider(0, 1, value=0, step=1, label="round (eps_i figure)")
+                                            label="mode to inspect", elem_id="ls-inspect-mode")
+            self.round = gr.Slider(0, 1, value=0, step=1, label="round", elem_id="ls-round")
+        self.round_text = gr.Markdown("Run a race to inspect its rounds.", elem_id="ls-round-info")
         with gr.Row():
-            self.heatmap_plot = gr.Plot(plots.confidence_heatmap(EMPTY), label="confidences q_i")
-            self.eps_plot = gr.Plot(None, label="eps_i bounds and Algorithm 1 steps")
+            self.heatmap_plot = gr.Plot(plots.confidence_heatmap(EMPTY), label="confidences q_i",
+                                        show_label=False, elem_id="ls-heatmap-plot")
+            self.eps_plot = gr.Plot(None, label="eps_i bounds and Algorithm 1 steps", show_label=False,
+                                   elem_id="ls-eps-plot")
         with gr.Accordion("Latency profile of this machine", open=False):
-            self.profile_plot = gr.Plot(None, label="latency profile")
+            self.profile_plot = gr.Plot(None, label="latency profile", show_label=False)
 
     # -- wiring -------------------------------------------------------------------------------
 
     def _wire(self) -> None:
-        inputs = [self.prompt, self.alpha, self.d_max, self.static_length, self.temperature,
-                  self.max_new_tokens, self.seed, self.inspect_mode] + ([self.model] if self.model else [])
+        fields = [self.fields[name] for name in FIELDS]
+        inputs = [self.prompt, *fields, self.inspect_mode, self.drafter] + ([self.model] if self.model else [])
         outputs = [self.status, *self.columns, self.run_id, self.length_plot, self.speedup_plot,
-                   self.heatmap_plot, self.eps_plot, self.round, self.profile_plot]
-        click = self.run_button.click(self.race_live, inputs, outputs, api_visibility="undocumented",
-                                      show_progress="minimal", **QUEUE)
-        submit = self.prompt.submit(self.race_live, inputs, outputs, api_visibility="undocumented",
-                                    show_progress="minimal", **QUEUE)
-        self.stop_button.click(None, cancels=[click, submit]).then(
-            lambda: status_html("Stopped. The next run starts cleanly."), None, [self.status], queue=False,
-            api_visibility="private")
+                   self.heatmap_plot, self.eps_plot, self.round, self.profile_plot, self.round_text, *fields]
+        races = []
+        for trigger, api in ((self.run_button.click, dict(api_name="race_live", api_visibility="undocumented")),
+                             (self.prompt.submit, dict(api_visibility="private"))):
+            started = trigger(self.lock, None, [self.run_button, self.settings_box], queue=False,
+                              api_visibility="private")
+            race = started.then(self.race_live, inputs, outputs, show_progress="hidden", **api, **QUEUE)
+            race.then(self.unlock, None, [self.run_button], queue=False, api_visibility="private")
+            races.append(race)
+        self.stop_button.click(None, cancels=races).then(
+            lambda: (status_html("Stopped. The next run starts cleanly."), gr.Button(RUN_LABEL, interactive=True)),
+            None, [self.status, self.run_button], queue=False, api_visibility="private")
+        for name, field in self.fields.items():  # only the field left: another may be in the middle of an edit
+            for event in (field.blur, field.submit):
+                event(functools.partial(self.check_field, name), fields, [field], queue=False,
+                      api_visibility="private")
+        self.suggest_button.click(self.use_suggested_alpha, None, [self.fields["alpha"]], queue=False,
+                                  api_visibility="private")
         self.run_id.change(self.export_trace, [self.run_id], [self.files], api_name="export_trace")
         self.inspect_mode.change(self.inspect_mode_changed, [self.run_id, self.inspect_mode],
-                                 [self.heatmap_plot, self.eps_plot, self.round], api_visibility="private")
-        self.round.release(self.inspect_round, [self.run_id, self.inspect_mode, self.round], [self.eps_plot],
-                           api_visibility="private")
+                                 [self.heatmap_plot, self.eps_plot, self.round, self.round_text],
+                                 api_visibility="private")
+        # input: every change the visitor makes (dragging, arrow keys, typing), never the race's own updates
+        self.round.input(self.inspect_round, [self.run_id, self.inspect_mode, self.round],
+                         [self.eps_plot, self.round_text], api_visibility="private", trigger_mode="always_last")
         gr.api(self.race, api_name="race", **QUEUE)
         if self.model is not None:
             self.model.change(self._warm_up_gpu, [self.model], self._warm_outputs(), api_visibility="private",
                               show_progress="hidden", **QUEUE)
 
+    @staticmethod
+    def lock():
+        """A race starts: Run is disabled and the settings fold away, so the columns are in view."""
+        return gr.Button("Running…", interactive=False), gr.Accordion(open=False)
+
+    @staticmethod
+    def unlock():
+        return gr.Button(RUN_LABEL, interactive=True)
+
+    def page_opened(self):
+        """A page opens: Ready at once when the pair is loaded and profiled, else the loading state
+        (Run disabled until `warm_up` has loaded the pair)."""
+        if self.session.ready:
+            return self._ready()
+        return (status_html(f"Loading {self.session.model} (first use only)…"), gr.skip(), gr.skip(), gr.skip(),
+                gr.skip(), gr.Button("Loading the model…", interactive=False))
+
     def warm_up(self, model: str | None = None):
-        """Page load or a model choice: load the models once (status shown meanwhile), then set
-        the n-dependent controls."""
+        """After the page opens or a model is chosen: load the models once (status shown meanwhile),
+        then set the n-dependent fields and the pair's default drafter, and enable Run. Nothing
+        changes when the pair was ready already (`page_opened` showed it)."""
+        if self.session.ready and model in (None, "", self.session.model):
+            yield (gr.skip(),) * len(self._warm_outputs())
+            return
+        loading = gr.Button("Loading the model…", interactive=False)
         try:
             self.session.select(model)
             for line in self.session.load():
-                yield status_html(line), gr.skip(), gr.skip(), gr.skip()
+                yield status_html(line), gr.skip(), gr.skip(), gr.skip(), gr.skip(), loading
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
-            yield status_html(f"Could not load the model: {error}"), gr.skip(), gr.skip(), gr.skip()
-            raise gr.Error(f"could not load the model: {error}") from error
-        n = self.session.n
-        yield (status_html(f"Ready: {self.session.describe()}"),
-               plots.profile_figure(self.session.profile()),
-               gr.Slider(minimum=n), gr.Slider(value=n, label=f"static length (default n = {n})"))
+            yield (status_html(f"Could not load the model: {error}", error=True), gr.skip(), gr.skip(), gr.skip(),
+                   gr.skip(), gr.Button(RUN_LABEL, interactive=True))
+            return
+        yield self._ready()
+
+    def _ready(self) -> tuple:
+        n, times = self.session.n, self.session.load_seconds
+        took = ", ".join(f"{step} {seconds:.1f} s" for step, seconds in times.items())
+        return (status_html(f"Ready: {self.session.describe()}", progress=f"load times: {took}" if took else ""),
+                plots.profile_figure(self.session.profile()),
+                gr.Number(info=field_info("d_max", n)),
+                gr.Number(value=n, info=field_info("static_length", n)),
+                gr.Dropdown(value=self.session.default_drafter), gr.Button(RUN_LABEL, interactive=True))
 
     def _warm_outputs(self) -> list:
-        return [self.status, self.profile_plot, self.d_max, self.static_length]
+        return [self.status, self.profile_plot, self.fields["d_max"], self.fields["static_length"], self.drafter,
+                self.run_button]
 
     def attach_load(self, demo: gr.Blocks) -> None:
-        demo.load(self._warm_up_gpu, None, self._warm_outputs(), api_visibility="private", show_progress="hidden",
-                  **QUEUE)
+        outputs = self._warm_outputs()
+        demo.load(self.page_opened, None, outputs, queue=False, api_visibility="private", show_progress="hidden") \
+            .then(self._warm_up_gpu, None, outputs, api_visibility="private", show_progress="hidden", **QUEUE)
 
     # -- callbacks ----------------------------------------------------------------------------
 
+    def check_field(self, name: str, *values):
+        """Leaving field `name`: its corrected value and what was corrected, or its allowed range."""
+        n = self.session.n
+        try:
+            checked = check_settings(Settings(*values), n or 1)
+        except ValueError as error:
+            return gr.Number(info=field_info(name, n, str(error))) if str(error).startswith(NAMES[name] + " ") \
+                else gr.skip()
+        info = field_info(name, n, checked.notes.get(name))
+        if name == "static_length" and values[FIELDS.index(name)] in (0, None):
+            return gr.Number(info=info)  # 0 stays 0 ("= n")
+        return gr.Number(value=getattr(checked.settings, name), info=info)
+
+    @staticmethod
+    def _field_updates(settings: Settings, notes: dict[str, str], n: int | None, keep_static: bool = False) -> tuple:
+        """Each field's checked value and its line: what was corrected, or the allowed range."""
+        updates = []
+        for name in FIELDS:
+            value = getattr(settings, name)
+            if name == "static_length" and keep_static:
+                value = gr.skip()  # 0 stays 0 ("= n")
+            updates.append(gr.Number(value=value, info=field_info(name, n, notes.get(name))))
+        return tuple(updates)
+
+    def use_suggested_alpha(self, request: gr.Request):
+        """Set alpha to what section 3.4 suggests for this visitor's last race; the reason when it cannot."""
+        try:
+            alpha, how = self.session.suggested_alpha(client_key(request))
+        except ValueError as error:
+            return gr.Number(info=f"⚠ no suggestion yet: {error}")
+        checked = check_settings(Settings(alpha=alpha, d_max=self.session.n), self.session.n)
+        note = checked.notes.get("alpha")
+        return gr.Number(value=round(checked.settings.alpha, 2),
+                         info=f"suggested: {how}" + (f" ⚠ {note}" if note else ""))
+
     def race_live(self, request: gr.Request, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
-                  inspect_mode, model=None):
+                  inspect_mode, drafter=None, model=None):
         """Stream the race: columns at most 4 times a second, figures once a second, always the end."""
         yield from self._race_live_gpu(client_key(request), prompt, alpha, d_max, static_length, temperature,
-                                       max_new_tokens, seed, inspect_mode, model)
+                                       max_new_tokens, seed, inspect_mode, drafter, model)
 
     def _race_live(self, owner, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
-                   inspect_mode, model):
+                   inspect_mode, drafter, model):
         settings = Settings(alpha, d_max, static_length, temperature, max_new_tokens, seed)
-        skip = (gr.skip(),) * 7  # run id and the six figure outputs
+        skip = (gr.skip(),) * 8  # run id, the six figure outputs and the round text
+        same_fields = (gr.skip(),) * len(FIELDS)
         figures_at = 0.0
         try:
             self.session.select(model)
-            for snap in self.session.stream(prompt, settings, owner):
+            for snap in self.session.stream(prompt, settings, owner, drafter):
+                fields = same_fields if snap.checked is None else self._field_updates(
+                    snap.checked.settings, snap.checked.notes, self.session.n, keep_static=static_length in (0, None))
                 if snap.run is None:
                     columns = [column_html(m, None, None, None, "waiting for the AR baseline…")
                                for m in RACE_MODES] if snap.phase == "baseline" else [gr.skip()] * 3
-                    yield (status_html(snap.status, prompt), *columns, *skip)
+                    yield (status_html(snap.status, prompt, progress=snap.progress), *columns, *skip, *fields)
                     continue
                 due = snap.final or time.monotonic() - figures_at >= FIGURE_INTERVAL_S
                 figures = self._figures(snap.run, inspect_mode, snap.final) if due else skip
                 figures_at = time.monotonic() if due else figures_at
-                yield (self._status(snap), *self._columns(snap.run), *figures)
+                yield (self._status(snap), *self._columns(snap.run), *figures, *fields)
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
-            raise gr.Error(str(error)) from error
+            # not a gr.Error: that would mark every output, the previous run's results included, with an error
+            yield (status_html(f"Not run: {error}", prompt, error=True), *[gr.skip()] * 3, *skip,
+                   *(gr.skip(),) * len(FIELDS))
 
     def race(self, request: gr.Request, prompt: str, alpha: float = 2.2, d_max: int = 24, static_length: int = 0,
              temperature: float = 0.0, max_new_tokens: int = 128,
-             seed: int = 0, model: str = "") -> tuple[str, str, str, dict]:
+             seed: int = 0, model: str = "", drafter: str = "") -> tuple[str, str, str, dict]:
         """Race static, LibraSpec and oracle on one prompt (static_length 0 = n; model "" = the
-        app's current pair, else one of the pairs the app offers).
+        app's current pair, else one of the pairs the app offers; drafter "" = the pair's default,
+        else dflash, lookup or hybrid).
 
-        Returns the three output texts and a summary: settings, notes on clamped values, and
-        per mode tokens, rounds, tau, tokens/s, speedups over AR (measured, modeled), finish rank.
+        Returns the three output texts and a summary: settings, notes on clamped values, the drafter,
+        per mode tokens, rounds, tau, tokens/s, speedups over AR (measured, modeled), finish rank by
+        measured time and the modes within timing noise of it, and a verdict on the winner.
         """
         return self._race_gpu(client_key(request), prompt, alpha, d_max, static_length, temperature,
-                              max_new_tokens, seed, model)
+                              max_new_tokens, seed, model, drafter)
 
-    def _race(self, owner, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model):
+    def _race(self, owner, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model, drafter):
         snap = None
         try:
             self.session.select(model)
             for snap in self.session.stream(prompt, Settings(alpha, d_max, static_length, temperature,
-                                                            max_new_tokens, seed), owner):
+                                                            max_new_tokens, seed), owner, drafter):
                 pass
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             raise gr.Error(str(error)) from error
@@ -212,13 +375,16 @@ class RaceTabs:
     def inspect_mode_changed(self, request: gr.Request, run_id: str, mode: str):
         run = self._stored(run_id, client_key(request))
         if run is None:
-            return gr.skip(), gr.skip(), gr.skip()
-        return (plots.confidence_heatmap(run.frame(with_ar=False), mode), self._eps(run, mode, 0),
-                self._round_slider(run, mode, 0))
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        first = self._first_round(run, mode)
+        return (plots.confidence_heatmap(run.frame(with_ar=False), mode), self._eps(run, mode, first),
+                self._round_slider(run, mode, first), round_info(run, mode, first))
 
     def inspect_round(self, request: gr.Request, run_id: str, mode: str, round_index: float):
         run = self._stored(run_id, client_key(request))
-        return gr.skip() if run is None else self._eps(run, mode, int(round_index))
+        if run is None or round_index is None:
+            return gr.skip(), gr.skip()
+        return self._eps(run, mode, int(round_index)), round_info(run, mode, int(round_index))
 
     # -- views --------------------------------------------------------------------------------
 
@@ -231,11 +397,20 @@ class RaceTabs:
     def _status(self, snap: Snapshot) -> str:
         run = snap.run
         ar_s, _ = run.ar_per_token()
-        ar = f" · AR baseline {1.0 / ar_s:.1f} tok/s" if ar_s else ""
-        return status_html(f"{snap.status} {self.session.describe()}{ar}", run.prompt, run.notes)
+        details = (f"{self.session.describe()} · drafter {run.drafter}"
+                   + (f" · AR baseline {1.0 / ar_s:.1f} tok/s" if ar_s else ""))
+        message = snap.status
+        if snap.final and run.verdict():
+            message += " " + run.verdict()
+        return status_html(message, run.prompt, run.notes, progress=snap.progress or details)
 
     def _columns(self, run: Run) -> list[str]:
-        return [column_html(m, run.segments.get(m), run.summary(m), run.rank(m)) for m in RACE_MODES]
+        return [column_html(m, run.segments.get(m), run.summary(m), run.rank(m), tied_with=run.tied_with(m))
+                for m in RACE_MODES]
+
+    @staticmethod
+    def _first_round(run: Run, mode: str) -> int:
+        return next((r.round_index for r in run.records.get(mode, []) if r.chosen_length > 0), 0)
 
     @staticmethod
     def _round_slider(run: Run, mode: str, value: int):
@@ -253,8 +428,8 @@ class RaceTabs:
     def _figures(self, run: Run, mode: str, final: bool) -> tuple:
         frame = run.frame(with_ar=False)
         ar_s, ar_modeled = run.ar_per_token()
-        last = 0 if final else run.last_drafted_round(mode)  # live: newest decision; done: the start
+        shown = self._first_round(run, mode) if final else run.last_drafted_round(mode)  # live: newest decision
         return (run.run_id if final else gr.skip(), plots.length_figure(frame),
                 plots.speedup_figure(frame, ar_s, ar_modeled), plots.confidence_heatmap(frame, mode),
-                self._eps(run, mode, last), self._round_slider(run, mode, last),
-                plots.profile_figure(self.session.profile()) if final else gr.skip())
+                self._eps(run, mode, shown), self._round_slider(run, mode, shown),
+                plots.profile_figure(self.session.profile()) if final else gr.skip(), round_info(run, mode, shown))

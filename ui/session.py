@@ -1,6 +1,10 @@
 """The app's model session: lazy loading, input checks, the AR baseline cache, the live race,
 sweeps, calibration runs and the latency profile.
 
+Drafters: the pair loads once; each drafter (`libraspec.drafters.DRAFTERS`) gets its own
+`SpeculativeDecoder` over it, made on first use (`decoder_for`, through
+`drafter_with_fallback`, whose note a run then carries) and sharing the pair's profile.
+
 No gradio here: the tabs turn `ValueError`s into `gr.Error`s. Every model call of the app
 goes through this class (the tabs never hold the decoder or the models); the decoding itself
 is `libraspec`'s (`SpeculativeDecoder.run`, `race`, `iter_sweep`). Paper symbols: alpha
@@ -32,6 +36,7 @@ from typing import Iterator
 import pandas as pd
 
 from libraspec.cost import LatencyProfile
+from libraspec.drafters import DRAFTERS, drafter_with_fallback
 from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
 from libraspec.device import free_memory, on_zero_gpu
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
@@ -41,14 +46,16 @@ from libraspec.profiling import cache_root, cached_profile
 from libraspec.records import RoundRecord, RunSummary, records_to_frame, summarize, write_csv, write_parquet
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 
-from .render import TextSegments
+from .render import TextSegments, duration, eta_text, title
 from .run_store import RunStore
-from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP, Settings, check_settings, integer_setting
+from .settings import (D_MAX_CAP, MAX_NEW_TOKENS_CAP, Checked, Settings, check_settings, integer_setting,
+                       suggest_alpha)
 
 RACE_MODES = ("static", "libraspec", "oracle")
 UPDATE_INTERVAL_S = 0.25  # the race view refreshes at most 4 times a second
 KEPT_RUNS = 8
 LOCAL = "local"  # the owner of runs made outside the app
+NOISE_Z = 2.0  # two totals closer than this many standard deviations of their noise are a tie
 
 
 @dataclass
@@ -63,6 +70,7 @@ class Run:
     model: str  # the pair's name
     n: int  # the pair's drafts per step
     owner: str  # who may list, inspect and export it (see the module docstring)
+    drafter: str = "dflash"  # the drafter every mode drafted with (after any fallback)
     records: dict[str, list[RoundRecord]] = field(default_factory=dict)
     segments: dict[str, TextSegments] = field(default_factory=dict)
     finish_order: list[str] = field(default_factory=list)
@@ -72,13 +80,60 @@ class Run:
         records = self.records.get(mode)
         return summarize(records, self.ar_records) if records else None
 
+    def seconds(self, mode: str) -> float:
+        """The mode's measured seconds so far (drafting, policy and verification of every round)."""
+        return self.records[mode][-1].cumulative_s
+
+    def noise_s(self, mode: str) -> float:
+        """Standard deviation of the mode's measured total that timing noise alone explains.
+
+        Per round, the measured time minus the latency profile's time for the same round
+        leaves what the round's work (d, blocks drafted) does not explain; the spread of these
+        residuals over the rounds, times sqrt(rounds), is the noise of their sum. 0 with one round.
+        """
+        residuals = [r.measured_s - r.modeled_s for r in self.records[mode]]
+        if len(residuals) < 2:
+            return 0.0
+        mean = sum(residuals) / len(residuals)
+        variance = sum((x - mean) ** 2 for x in residuals) / (len(residuals) - 1)
+        return math.sqrt(variance * len(residuals))
+
+    def within_noise(self, a: str, b: str) -> bool:
+        """Whether modes a and b finished closer than NOISE_Z standard deviations of their noise."""
+        spread = math.hypot(self.noise_s(a), self.noise_s(b))
+        return abs(self.seconds(a) - self.seconds(b)) <= NOISE_Z * spread
+
+    def _finished(self) -> list[str]:
+        """The finished modes, fastest measured total first."""
+        return sorted(self.finish_order, key=self.seconds)
+
     def rank(self, mode: str) -> int | None:
         """Place among the finished modes by final measured time (not by event order: the race
         picks the next mode by its clock before a round, so a last round can overtake)."""
+        finished = self._finished()
+        return finished.index(mode) + 1 if mode in finished else None
+
+    def tied_with(self, mode: str) -> list[str]:
+        """The other finished modes whose measured total is within noise of this one's."""
         if mode not in self.finish_order:
+            return []
+        return [m for m in self._finished() if m != mode and self.within_noise(mode, m)]
+
+    def verdict(self) -> str | None:
+        """Who was fastest, or that no mode was faster beyond noise; None before two modes finish."""
+        finished = self._finished()
+        if len(finished) < 2:
             return None
-        finished = sorted(self.finish_order, key=lambda m: self.records[m][-1].cumulative_s)
-        return finished.index(mode) + 1
+        first, second = finished[:2]
+        noise = NOISE_Z * math.hypot(self.noise_s(first), self.noise_s(second))
+        gap = self.seconds(second) - self.seconds(first)
+        if gap > noise:
+            return (f"{title(first)} was fastest: {duration(self.seconds(first))} vs "
+                    f"{duration(self.seconds(second))} for {title(second)}, a gap beyond the timing "
+                    f"noise of ±{duration(noise)}.")
+        tied = [first] + self.tied_with(first)
+        return (f"No clear winner: {', '.join(title(m) for m in tied)} finished within the timing noise "
+                f"of each other ({', '.join(duration(self.seconds(m)) for m in tied)}; noise ±{duration(noise)}).")
 
     def last_drafted_round(self, mode: str) -> int:
         """Index of the mode's last round that submitted drafts (d >= 1); 0 if none."""
@@ -86,10 +141,13 @@ class Run:
         return rounds[-1] if rounds else 0
 
     def frame(self, with_ar: bool = True) -> pd.DataFrame:
+        """Every round record as one row (`records_to_frame`), plus the run's drafter in column `drafter`."""
         records = list(self.ar_records) if with_ar else []
         for mode in RACE_MODES:
             records += self.records.get(mode, [])
-        return records_to_frame(records)
+        frame = records_to_frame(records)
+        frame["drafter"] = self.drafter
+        return frame
 
     def ar_per_token(self) -> tuple[float | None, float | None]:
         """AR measured and modeled seconds per token (the speedup denominators' numerators)."""
@@ -103,7 +161,8 @@ class Run:
         return segments.text if segments is not None else ""
 
     def report(self) -> dict:
-        """JSON-ready summary: settings, notes, and per-mode totals (non-finite numbers -> None)."""
+        """JSON-ready summary: settings, notes, the drafter, per-mode totals and finish ranks with
+        the modes each is within noise of, and the verdict (non-finite numbers -> None)."""
         def clean(summary: RunSummary | None) -> dict | None:
             if summary is None:
                 return None
@@ -113,11 +172,13 @@ class Run:
         for mode in RACE_MODES:
             entry = clean(self.summary(mode)) or {}
             entry["finish_rank"] = self.rank(mode)
+            entry["within_noise_of"] = self.tied_with(mode)
+            entry["noise_s"] = self.noise_s(mode) if self.records.get(mode) else None
             modes[mode] = entry
         ar = clean(summarize(self.ar_records)) if self.ar_records else None
-        return {"run_id": self.run_id, "model": self.model, "n": self.n,
+        return {"run_id": self.run_id, "model": self.model, "n": self.n, "drafter": self.drafter,
                 "settings": dataclasses.asdict(self.settings), "notes": list(self.notes),
-                "finished": self.finished, "modes": modes, "ar": ar}
+                "finished": self.finished, "verdict": self.verdict(), "modes": modes, "ar": ar}
 
 
 @dataclass(frozen=True)
@@ -128,6 +189,8 @@ class Snapshot:
     run: Run | None
     final: bool = False
     phase: str = "race"  # "load" | "baseline" | "race"
+    progress: str = ""  # tokens per mode so far and the time left, while decoding
+    checked: Checked | None = None  # the settings the run uses and what their check changed (once, first)
 
 
 class Session:
@@ -145,6 +208,9 @@ class Session:
         self._model_lock = threading.Lock()
         self._active: Iterator | None = None
         self._cancels: dict[str, threading.Event] = {}  # owner -> the cancel event of its running sweep
+        self._decoders: dict[str, tuple[SpeculativeDecoder, str | None]] = {}  # drafter -> (decoder, note)
+        self.load_seconds: dict[str, float] = {}  # loading step -> seconds, of the last load
+        self._profiled = False
         self._ar_cache: OrderedDict[tuple, list[RoundRecord]] = OrderedDict()
         self._runs: OrderedDict[str, Run] = OrderedDict()
         if runs_dir is None and on_zero_gpu():
@@ -161,19 +227,34 @@ class Session:
         """Load the pair and measure its latency profile once; yields a status line first.
 
         No lock is held across a yield, so a client that goes away mid-load blocks nobody.
+        `load_seconds` then says how long each step took.
         """
-        if self.decoder is not None:
+        if self.ready:
             return
-        yield f"Loading {self.model} and measuring its latency profile (first use only)…"
-        self.load_models()
+        if self.decoder is None:
+            yield f"Loading {self.model} and measuring its latency profile (first use only)…"
+            self.load_models()
+        else:
+            yield f"Measuring the latency profile of {self.model} (first use only)…"
+        start = time.perf_counter()
         self.profile()  # measured (or read from the disk cache) now, not during a race
+        self.load_seconds["latency profile"] = time.perf_counter() - start
+        self._profiled = True
+
+    @property
+    def ready(self) -> bool:
+        """Whether the pair is loaded and its latency profile known (a race can start at once)."""
+        return self.decoder is not None and self._profiled
 
     def load_models(self) -> None:
         """Load the selected pair without profiling it (a ZeroGPU Space does this at start-up)."""
         with self._load_lock:
             if self.decoder is None:
+                start = time.perf_counter()
                 pair = load_pair(self.model)
                 self.pair, self.decoder = pair, SpeculativeDecoder(pair)
+                self._decoders = {"dflash": (self.decoder, None)}
+                self.load_seconds = {"models": time.perf_counter() - start}
 
     def select(self, name: str | None) -> None:
         """Switch to another offered pair ("" or None keeps the current one); the old one is freed."""
@@ -184,14 +265,36 @@ class Session:
         self._activate(None)
         with self._load_lock:
             self.pair = self.decoder = None
+            self._decoders, self._profiled = {}, False
             self.model = name
         free_memory()
+
+    def decoder_for(self, drafter: str | None) -> tuple[SpeculativeDecoder, str | None]:
+        """The loaded pair's decoder that drafts with `drafter` ("" or None: the pair's default), made
+        on first use and kept, sharing the pair's latency profile. The second value is a note when
+        the drafter could not be made and the block-diffusion drafter stands in (`drafter_with_fallback`)."""
+        pair = self.pair
+        name = drafter or pair.default_drafter
+        if name not in DRAFTERS:
+            raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
+        profile = self.profile()
+        with self._load_lock:
+            if name not in self._decoders:
+                made, note = drafter_with_fallback(name, pair)
+                self._decoders[name] = (SpeculativeDecoder(pair, profile, drafter=made), note)
+            return self._decoders[name]
 
     @property
     def n(self) -> int | None:
         """n of the loaded pair (None before loading)."""
         pair = self.pair
         return pair.n if pair is not None else None
+
+    @property
+    def default_drafter(self) -> str | None:
+        """The loaded pair's default drafter (None before loading)."""
+        pair = self.pair
+        return pair.default_drafter if pair is not None else None
 
     def profile(self) -> LatencyProfile | None:
         """The loaded pair's latency profile (None before loading); measured once, under the model lock."""
@@ -206,24 +309,27 @@ class Session:
             return "model not loaded yet"
         return f"{self.pair.description} · n = {self.pair.n} · context {self.pair.max_context}"
 
+    def suggested_alpha(self, owner: str = LOCAL) -> tuple[float, str]:
+        """Section 3.4's alpha = T_verify / (tau c) from this machine's latency profile and the mean tau
+        and d of `owner`'s last race's LibraSpec rounds: (alpha, how it was computed)."""
+        profile = self.profile()
+        if profile is None:
+            raise ValueError("the model is not loaded yet: wait until the status says Ready")
+        runs = [run for run in self.runs(owner) if run.records.get("libraspec")]
+        if not runs:
+            raise ValueError("no race yet: the suggestion needs the mean tau and d of your LibraSpec rounds, "
+                             "so run one race first")
+        suggestion = suggest_alpha(runs[-1].records["libraspec"], profile)
+        return suggestion.alpha, f"{suggestion.explain()} of your last race"
+
     # -- runs ---------------------------------------------------------------------------------
 
-    def prepare(self, prompt: str, settings: Settings) -> tuple[list[int], Settings, list[str]]:
-        """Encode the prompt and check the settings; clamps that change a value are noted."""
+    def prepare(self, prompt: str, settings: Settings) -> tuple[list[int], Checked]:
+        """Encode the prompt and check the settings (`check_settings`: clamps, each noted by field)."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty: type a question or instruction")
         ids = self.pair.encode_prompt(prompt)
-        checked = check_settings(settings, self.pair.n)
-        notes = []
-        room = self.pair.max_context - len(ids) - checked.d_max - 1
-        if room < 1:
-            raise ValueError(f"the prompt is {len(ids)} tokens long; with d_max = {checked.d_max} it leaves "
-                             f"no room in the {self.pair.max_context}-token context window")
-        if checked.max_new_tokens > room:
-            notes.append(f"max new tokens clamped from {checked.max_new_tokens} to {room} so that prompt + "
-                         f"output + look-ahead fit the {self.pair.max_context}-token context window")
-            checked = dataclasses.replace(checked, max_new_tokens=room)
-        return ids, checked, notes
+        return ids, check_settings(settings, self.pair.n, self.pair.max_context, len(ids))
 
     def _step(self, iterator: Iterator):
         """Advance the active iterator by one step under the lock; None when exhausted or superseded."""
@@ -265,20 +371,28 @@ class Session:
             self._ar_cache.popitem(last=False)
         yield -1, records
 
-    def stream(self, prompt: str, settings: Settings, owner: str = LOCAL) -> Iterator[Snapshot]:
-        """Race static, LibraSpec and oracle on one prompt for `owner`; snapshots at most every 0.25 s."""
+    def stream(self, prompt: str, settings: Settings, owner: str = LOCAL,
+               drafter: str | None = None) -> Iterator[Snapshot]:
+        """Race static, LibraSpec and oracle on one prompt for `owner`, drafting with `drafter`
+        (None or "": the pair's default); snapshots at most every 0.25 s, each with a progress line."""
         for line in self.load():
             yield Snapshot(line, None, phase="load")
-        ids, settings, notes = self.prepare(prompt, settings)
+        ids, checked = self.prepare(prompt, settings)
+        settings = checked.settings
+        decoder, fallback = self.decoder_for(drafter)
+        yield Snapshot("Starting…", None, phase="baseline", checked=checked)
         ar_records: list[RoundRecord] = []
-        last = 0.0
+        last, started = 0.0, time.monotonic()
         for done, ar_records in self._ar_baseline(ids, prompt, settings):
             if done >= 0 and time.monotonic() - last >= UPDATE_INTERVAL_S:
                 last = time.monotonic()
-                yield Snapshot(f"Measuring the autoregressive baseline: {done}/{settings.max_new_tokens} "
-                               "tokens (once per prompt and settings)…", None, phase="baseline")
-        run = Run(uuid.uuid4().hex[:12], prompt, settings, notes, ar_records, self.pair.name, self.pair.n,
-                  owner)
+                progress = (f"autoregressive baseline {done}/{settings.max_new_tokens} tokens · "
+                            f"{eta_text(done, settings.max_new_tokens, last - started)} for the baseline, "
+                            "then the race")
+                yield Snapshot("Measuring the autoregressive baseline (once per prompt and settings)…", None,
+                               phase="baseline", progress=progress)
+        run = Run(uuid.uuid4().hex[:12], prompt, settings, checked.note_list + ([fallback] if fallback else []),
+                  ar_records, self.pair.name, self.pair.n, owner, decoder.drafter.name)
         for mode in RACE_MODES:
             # the tokenizer's decode, not the pair's: a stored run must not keep a switched-out pair's
             # weights alive (a GPU holds one pair at a time)
@@ -289,8 +403,8 @@ class Session:
         entries = {mode: (mode, MODES[mode].policy(knobs)) for mode in RACE_MODES}
         config = DecodeConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
                               seed=settings.seed, lookahead=settings.d_max, annotate_oracle=True)
-        iterator = race(self.decoder, ids, entries, config)
-        last = 0.0
+        iterator = race(decoder, ids, entries, config)
+        last, started = 0.0, time.monotonic()
         for mode, record in self._steps(iterator):
             run.records.setdefault(mode, []).append(record)
             run.segments[mode].add(record)
@@ -298,7 +412,7 @@ class Session:
                 run.finish_order.append(mode)
             if record.finished or time.monotonic() - last >= UPDATE_INTERVAL_S:
                 last = time.monotonic()
-                yield Snapshot("Racing…", run)
+                yield Snapshot("Racing…", run, progress=_race_progress(run, last - started))
         run.finished = len(run.finish_order) == len(RACE_MODES)
         if self._store is not None:
             self._store.save(run)
@@ -347,20 +461,26 @@ class Session:
                                      max_blocks=max(2, -(-longest // pair.n)))
         return SpeculativeDecoder(pair, profile)
 
-    def static_run(self, prompts: list[str], d, max_new_tokens) -> Iterator[tuple[str, list[RoundRecord] | None]]:
-        """Decode each prompt with the static length d (prompt k with seed k), so that every drafted
-        position up to d is submitted and judged; yields (status line, None) while loading, then
-        (status line, the records so far) after each prompt."""
+    def static_run(self, prompts: list[str], d, max_new_tokens,
+                   drafter: str | None = None) -> Iterator[tuple[str, list[RoundRecord] | None]]:
+        """Decode each prompt with the static length d (prompt k with seed k) drafting with `drafter`
+        (None or "": the pair's default), so that every drafted position up to d is submitted and
+        judged; yields (status line, None) while loading, then (status line, the records so far)
+        after each prompt. Each status line names the drafter (and a fallback, if one happened)."""
         d = integer_setting(d, "d_max", 1, D_MAX_CAP)
         max_new = integer_setting(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP)
         for line in self.load():
             yield line, None
+        decoder, fallback = self.decoder_for(drafter)
+        used = decoder.drafter.name + (f" ({fallback})" if fallback else "")
         records: list[RoundRecord] = []
         for k, prompt in enumerate(prompts):
             config = DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d)
-            iterator = self.decoder.run(self.pair.encode_prompt(prompt), "static", StaticPolicy(d), config)
+            iterator = decoder.run(self.pair.encode_prompt(prompt), "static", StaticPolicy(d), config)
             records += self._steps(iterator)
-            yield f"Fresh run: prompt {k + 1}/{len(prompts)} decoded…", records
+            done = f"all {len(prompts)} prompts decoded." if k + 1 == len(prompts) else \
+                f"prompt {k + 1}/{len(prompts)} decoded…"
+            yield f"Fresh run with the {used} drafter: {done}", records
 
     # -- stored runs --------------------------------------------------------------------------
 
@@ -388,12 +508,29 @@ class Session:
         return [run for run in kept if _owned(run, owner)]
 
     def export(self, run_id: str, owner: str = LOCAL) -> list[str]:
-        """`owner`'s run's round records (AR baseline included) as CSV and Parquet files."""
+        """`owner`'s run's round records (AR baseline included) as CSV and Parquet files named after
+        the run and its drafter (the schema: README.md, "Exported round records")."""
         run = self.get_run(run_id, owner)
         folder = tempfile.mkdtemp(prefix="libraspec-trace-")
         frame = run.frame()
-        stem = os.path.join(folder, f"libraspec-{run.run_id}")
+        stem = os.path.join(folder, f"libraspec-{run.run_id}-{run.drafter}")
         return [write_csv(frame, stem + ".csv"), write_parquet(frame, stem + ".parquet")]
+
+
+def _race_progress(run: Run, elapsed_s: float) -> str:
+    """Tokens per mode against the AR baseline's length (the length greedy decoding reaches; an
+    estimate when sampling), and the time left at the pace so far."""
+    expected = sum(r.tau for r in run.ar_records) or run.settings.max_new_tokens
+    done = total = 0
+    parts = []
+    for mode in RACE_MODES:
+        records = run.records.get(mode, [])
+        tokens = records[-1].cumulative_tokens if records else 0
+        finished = mode in run.finish_order
+        target = tokens if finished else max(expected, tokens)
+        done, total = done + tokens, total + target
+        parts.append(f"{title(mode)} {tokens}/{target}{' ✓' if finished else ''}")
+    return f"{' · '.join(parts)} tokens · {eta_text(done, total, elapsed_s)}"
 
 
 def _owned(run: Run | None, owner: str) -> bool:

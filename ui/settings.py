@@ -1,68 +1,157 @@
-"""The race settings a visitor chooses, their caps, and the range checks with messages that name the limit.
+"""The race settings a visitor chooses, their allowed ranges, and the one check that clamps them.
 
-No gradio here: a failed check raises `ValueError`, which the tabs show as a `gr.Error`.
+No gradio here. `check_settings` is the one place the app corrects a setting: the policy
+knobs (alpha, d_max, static length) through `libraspec.modes.PolicySettings.checked`, the
+decoding knobs (temperature, max new tokens, seed) with the same rule and wording, and max
+new tokens once more to the room the prompt leaves in the context window. A value out of
+range is clamped, never refused, and every change comes back as a note keyed by its field,
+so the race tab states it next to that field and the API returns it with the run. A value
+that is not a number at all (text, None, NaN, infinity) raises ValueError.
 Paper symbols: alpha (LibraSpec trade-off), n (block size), d_max (length cap).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from libraspec.cost import LatencyProfile
+from libraspec.modes import ALPHA_RANGE, PolicySettings
+from libraspec.records import RoundRecord
+from libraspec.analysis.theory import auto_alpha
 
 MAX_NEW_TOKENS_CAP = 512
 D_MAX_CAP = 64
 TEMPERATURE_MAX = 1.5
-ALPHA_MAX = 20.0
+ALPHA_MIN, ALPHA_MAX = ALPHA_RANGE
 SEED_MAX = 2**31 - 1
+FIELDS = ("alpha", "d_max", "static_length", "temperature", "max_new_tokens", "seed")
+NAMES = {"alpha": "alpha", "d_max": "d_max", "static_length": "static length", "temperature": "temperature",
+         "max_new_tokens": "max new tokens", "seed": "seed"}  # as the notes name them
 
 
 @dataclass(frozen=True)
 class Settings:
     alpha: float = 2.2
     d_max: int = 24
-    static_length: int | None = None  # None: n, the drafter's block size
+    static_length: int | None = None  # None or 0: n, the drafter's block size
     temperature: float = 0.0
     max_new_tokens: int = 128
     seed: int = 0
 
 
-def _number(value, name: str, kind: str) -> float:
-    """float(value), with a message naming the setting when it is not a number at all."""
+@dataclass(frozen=True)
+class Checked:
+    """Settings a run can use, and what the check changed: field name -> note."""
+
+    settings: Settings
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def note_list(self) -> list[str]:
+        return [self.notes[name] for name in FIELDS if name in self.notes]
+
+
+def allowed(name: str, n: int | None) -> tuple[float, float]:
+    """The range `check_settings` keeps field `name` in (n None: not loaded yet, d_max from 1)."""
+    return {"alpha": (ALPHA_MIN, ALPHA_MAX), "d_max": (n or 1, D_MAX_CAP), "static_length": (1, D_MAX_CAP),
+            "temperature": (0.0, TEMPERATURE_MAX), "max_new_tokens": (1, MAX_NEW_TOKENS_CAP),
+            "seed": (0, SEED_MAX)}[name]
+
+
+def _number(value, name: str) -> float:
+    """float(value), refusing what is not a finite number with a message naming the setting."""
     if isinstance(value, bool) or value is None:
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
+        raise ValueError(f"{name} must be a number, got {value!r}")
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be {kind}, got {value!r}") from None
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return number
+
+
+def _clamp(name: str, value, low, high, notes: dict, key: str, integer: bool = True):
+    """`value` rounded (integers) and clamped to low..high; a change is noted like PolicySettings.checked does."""
+    number = _number(value, name)
+    fixed = min(max(round(number) if integer else number, low), high)
+    if fixed != number:
+        notes[key] = f"{name} {number:g} -> {fixed:g} (allowed {low:g}..{high:g})"
+    return int(fixed) if integer else float(fixed)
 
 
 def integer_setting(value, name: str, low: int, high: int) -> int:
-    number = _number(value, name, "an integer")
-    if not math.isfinite(number) or number != int(number):
+    """An integer within low..high, or ValueError naming the limit (the sweep and calibration inputs)."""
+    number = _number(value, name)
+    if number != int(number):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if not low <= number <= high:
         raise ValueError(f"{name} must be between {low} and {high}, got {int(number)}")
     return int(number)
 
 
-def _real(value, name: str, low: float, high: float, low_open: bool = False) -> float:
-    number = _number(value, name, "a number")
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if number > high or number < low or (low_open and number == low):
-        side = f"> {low:g}" if low_open else f">= {low:g}"
-        raise ValueError(f"{name} must be {side} and <= {high:g}, got {number:g}")
-    return number
+def check_settings(settings: Settings, n: int, context: int | None = None, prompt_tokens: int = 0) -> Checked:
+    """Clamp every setting to what a drafter with n drafts per step can run; notes say what changed.
+
+    `context` (the target's context window) and `prompt_tokens` bound max new tokens so that
+    prompt + output + the d_max look-ahead fit. `static_length` None or 0 means n (not a change).
+    """
+    notes: dict[str, str] = {}
+    raw = {name: getattr(settings, name) for name in ("alpha", "d_max")}
+    static = settings.static_length
+    raw["static_length"] = n if static is None or (not isinstance(static, bool) and static == 0) else static
+    for name, value in raw.items():
+        _number(value, NAMES[name])  # PolicySettings.checked only says "finite number"; name the field the same way
+    policy, policy_notes = PolicySettings(**{k: float(v) if k == "alpha" else v for k, v in raw.items()}) \
+        .checked(n, limit=D_MAX_CAP)
+    for key in ("alpha", "d_max", "static_length"):  # notes on knobs the race does not use are left out
+        notes.update({key: note for note in policy_notes if note.startswith(NAMES[key] + " ")})
+    temperature = _clamp("temperature", settings.temperature, 0.0, TEMPERATURE_MAX, notes, "temperature",
+                         integer=False)
+    max_new = _clamp("max new tokens", settings.max_new_tokens, 1, MAX_NEW_TOKENS_CAP, notes, "max_new_tokens")
+    seed = _clamp("seed", settings.seed, 0, SEED_MAX, notes, "seed")
+    if context is not None:
+        room = context - prompt_tokens - policy.d_max - 1
+        if room < 1:
+            raise ValueError(f"the prompt is {prompt_tokens} tokens long; with d_max = {policy.d_max} it leaves "
+                             f"no room in the {context}-token context window")
+        if max_new > room:
+            notes["max_new_tokens"] = (f"max new tokens {_number(settings.max_new_tokens, 'max new tokens'):g} -> "
+                                       f"{room} (prompt + output + d_max look-ahead must fit the {context}-token "
+                                       "context window)")
+            max_new = room
+    return Checked(Settings(alpha=policy.alpha, d_max=policy.d_max, static_length=policy.static_length,
+                            temperature=temperature, max_new_tokens=max_new, seed=seed), notes)
 
 
-def check_settings(settings: Settings, n: int) -> Settings:
-    """Range checks with messages naming the limit; `static_length=None` becomes n."""
-    alpha = _real(settings.alpha, "alpha", 0.0, ALPHA_MAX, low_open=True)
-    d_max = integer_setting(settings.d_max, "d_max", 1, D_MAX_CAP)
-    if d_max < n:
-        raise ValueError(f"d_max must be at least the block size n = {n} (Algorithm 1 starts at d = n), "
-                         f"got {d_max}")
-    static = n if settings.static_length in (None, 0) else settings.static_length
-    return Settings(alpha=alpha, d_max=d_max, static_length=integer_setting(static, "static length", 1, D_MAX_CAP),
-                    temperature=_real(settings.temperature, "temperature", 0.0, TEMPERATURE_MAX),
-                    max_new_tokens=integer_setting(settings.max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP),
-                    seed=integer_setting(settings.seed, "seed", 0, SEED_MAX))
+@dataclass(frozen=True)
+class Suggestion:
+    """Section 3.4's alpha = T_verify(d) / (tau c) and what it was computed from."""
+
+    alpha: float
+    tau: float  # mean tokens committed per round
+    d: int  # mean submitted length, rounded
+    c_ms: float  # the latency fit's cost per verified position
+    rounds: int
+
+    def explain(self) -> str:
+        return (f"alpha = T_verify / (tau c) = {self.alpha:.2f}, with T_verify at d = {self.d} and c = "
+                f"{self.c_ms:.3f} ms per verified position from this machine's latency fit, and mean tau = "
+                f"{self.tau:.2f}, mean d = {self.d} over the {self.rounds} rounds that submitted drafts")
+
+
+def suggest_alpha(records: list[RoundRecord], profile: LatencyProfile) -> Suggestion:
+    """The alpha section 3.4 suggests for rounds like `records` (those with d >= 1) on `profile`.
+
+    Raises ValueError when no round submitted drafts or the profile's cost does not grow with d.
+    """
+    drafted = [r for r in records if r.chosen_length > 0]
+    if not drafted:
+        raise ValueError("no round submitted drafts, so there is no mean tau to suggest alpha from")
+    tau = sum(r.tau for r in drafted) / len(drafted)
+    d = max(1, round(sum(r.chosen_length for r in drafted) / len(drafted)))
+    _, c = profile.linear_fit()
+    if c <= 0:
+        raise ValueError("this machine's verification cost does not grow with d (c <= 0), so the formula "
+                         "alpha = T_verify / (tau c) has no finite value")
+    return Suggestion(auto_alpha(profile, tau, d), tau, d, 1000 * c, len(drafted))

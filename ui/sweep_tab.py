@@ -84,7 +84,7 @@ class SweepTab:
             self.status = gr.HTML(status_html("Set the grid and press Run sweep."), elem_id="ls-sweep-status")
             empty = tuning_plots.sweep_figure(pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS],
                                        list(DEFAULT_D_MAXES))
-            self.plot = gr.Plot(empty, label="sweep heatmaps",
+            self.plot = gr.Plot(empty, label="sweep heatmaps", show_label=False,
                                 elem_id="ls-sweep-plot")
             self.table = gr.Dataframe(pd.DataFrame(columns=COLUMNS), label="one row per cell", interactive=False)
             self.csv = gr.File(label="sweep CSV", interactive=False)

@@ -1,9 +1,11 @@
 """Algorithm step-through tab: Algorithm 1 one iteration per click (layout and wiring only).
 
-Confidences q_i come from a LibraSpec round of the visitor's own last race, a synthetic
-profile or a pasted list; `libraspec.analysis.stepper` produces the states (the same decisions as
-`LibraSpecPolicy`), `libraspec.views.plots` draws them, and `libraspec.analysis.theory` gives the
-expected speedup E[eta_d] under the chosen cost model (Eq. 1). No model work here.
+Confidences q_i come from a LibraSpec round of the visitor's own last race (replayed with
+that race's alpha, n and d_max from its first drafted block, so the steps are the round's
+own, and a replay that differed would say so), a synthetic profile or a pasted list;
+`libraspec.analysis.stepper` produces the states (the same decisions as `LibraSpecPolicy`),
+`libraspec.views.plots` draws them, and `libraspec.analysis.theory` gives the expected speedup E[eta_d]
+under the chosen cost model (Eq. 1). No model work here.
 Paper symbols: alpha, n, d, d_max, B, eps_i, q_i, tau.
 """
 from __future__ import annotations
@@ -16,12 +18,13 @@ import numpy as np
 
 from libraspec.views import tuning_plots
 from libraspec.cost import LatencyProfile
+from libraspec.records import RoundRecord
 from libraspec.analysis.stepper import algorithm_states, parse_confidences, synthetic_confidences
 from libraspec.analysis.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
 
 from .common import client_key
 from .session import Run, Session
-from .settings import D_MAX_CAP
+from .settings import ALPHA_MAX, ALPHA_MIN, D_MAX_CAP
 
 SOURCES = ("synthetic", "last race round", "pasted list")
 COSTS = ("measured profile", "linear t0 + c*d")
@@ -47,22 +50,59 @@ class Inputs:
     draft_ms: float = 5.0
 
 
-def confidences_for(inputs: Inputs, runs: list[Run] | None) -> tuple[np.ndarray, int, int, list[str]]:
-    """(q, n, d_max, notes) for the chosen source (`runs`: the client's races, oldest first); d_max
-    shrinks to the confidences available."""
-    n, d_max, notes = int(inputs.n), int(inputs.d_max), []
+@dataclasses.dataclass(frozen=True)
+class Confidences:
+    """What a step-through runs on: the known q_i, n, d_max, alpha, notes, and the race round replayed."""
+
+    q: np.ndarray  # (known,) q_1.. of the positions drafted or given
+    n: int
+    d_max: int
+    alpha: float
+    notes: tuple[str, ...]
+    record: RoundRecord | None = None  # the race round replayed (source "last race round")
+
+    @property
+    def padded(self) -> np.ndarray:
+        """q with zeros up to d_max: positions a replayed round never drafted, which the policy never reads."""
+        return np.pad(self.q, (0, max(0, self.d_max - self.q.size)))
+
+    @property
+    def horizon(self) -> int:
+        """The longest d whose q_1..q_d are all known (the expected-speedup curve stops there)."""
+        return min(self.d_max, int(self.q.size))
+
+
+def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
+    """A LibraSpec round of the visitor's last race, with that race's alpha, n and d_max, so the
+    replay starts from the same first block and takes the same decisions (Algorithm 1 line 3)."""
+    runs = [r for r in runs or [] if r.records.get("libraspec")]
+    if not runs:
+        raise ValueError("no race yet: run one on the Race tab, or pick synthetic / pasted confidences")
+    run, records = runs[-1], runs[-1].records["libraspec"]
+    wanted = min(max(int(inputs.round_index), 0), records[-1].round_index)
+    record = next(r for r in records if r.round_index >= wanted)
+    if record.chosen_length == 0 and not record.policy_steps and not any(record.confidences):
+        drafted = [r.round_index for r in records if any(r.confidences)]
+        raise ValueError(f"LibraSpec round {record.round_index} of the last race was an AR step: the drafter had "
+                         "nothing to offer, so Algorithm 1 did not run. Rounds with drafts: "
+                         f"{', '.join(map(str, drafted[:20]))}{' …' if len(drafted) > 20 else ''}")
+    alpha = record.alpha if record.alpha is not None else run.settings.alpha
+    n, d_max = run.n, run.settings.d_max
+    notes = (f"Replay of LibraSpec round {record.round_index} of the last race (\"{run.prompt[:60]}\") with its "
+             f"own alpha = {alpha:g}, n = {n} and d_max = {d_max} (the sliders apply to synthetic and pasted "
+             f"confidences): the race drafted {record.blocks_drafted} block(s) and chose d = "
+             f"{record.chosen_length} after {len(record.policy_steps)} iteration(s). Positions past the "
+             f"{len(record.confidences)} drafted have no q_i; the policy never reads them.",)
+    return Confidences(np.asarray(record.confidences, dtype=np.float64), n, d_max, float(alpha), notes, record)
+
+
+def confidences_for(inputs: Inputs, runs: list[Run] | None) -> Confidences:
+    """The confidences, n, d_max and alpha for the chosen source (`runs`: the client's races, oldest
+    first). A race round keeps its race's settings; pasted confidences lower d_max to their count."""
     if inputs.source == "last race round":
-        runs = [r for r in runs or [] if r.records.get("libraspec")]
-        if not runs:
-            raise ValueError("no race yet: run one on the Race tab, or pick synthetic / pasted confidences")
-        rounds = [r for r in runs[-1].records["libraspec"] if r.blocks_drafted > 0]
-        record = rounds[min(max(int(inputs.round_index), 0), len(rounds) - 1)]
-        q = np.asarray(record.confidences)
-        n = len(q) // record.blocks_drafted
-        notes.append(f"LibraSpec round {record.round_index} of the last race (\"{runs[-1].prompt[:60]}\"): "
-                     f"{record.blocks_drafted} block(s) of n = {n} drafted, d = {record.chosen_length} chosen "
-                     f"with alpha = {runs[-1].settings.alpha:g}, d_max = {runs[-1].settings.d_max}.")
-    elif inputs.source == "pasted list":
+        return _race_round(inputs, runs)
+    n, d_max, notes = int(inputs.n), int(inputs.d_max), []
+    if inputs.source == "pasted list":
         q = parse_confidences(inputs.pasted)
     elif inputs.source == "synthetic":
         q = synthetic_confidences(-(-d_max // n) * n, float(inputs.start), float(inputs.decay),
@@ -77,7 +117,22 @@ def confidences_for(inputs: Inputs, runs: list[Run] | None) -> tuple[np.ndarray,
     if q.size < d_max:
         notes.append(f"d_max lowered from {d_max} to {q.size}: only {q.size} confidences are known.")
         d_max = int(q.size)
-    return q, n, d_max, notes
+    return Confidences(q, n, d_max, float(inputs.alpha), tuple(notes))
+
+
+def replay_check(source: Confidences, states: list) -> str | None:
+    """For a replayed race round: a warning when the step-through's decision differs from the record."""
+    record = source.record
+    if record is None:
+        return None
+    steps = tuple(s.step for s in states[1:])
+    if steps != record.policy_steps or states[-1].blocks != record.blocks_drafted:
+        return (f"⚠ This replay differs from the recorded round: the race recorded {len(record.policy_steps)} "
+                f"iteration(s) and {record.blocks_drafted} block(s), the replay {len(steps)} and {states[-1].blocks}.")
+    if states[-1].d != record.chosen_length:
+        return (f"The race submitted d = {record.chosen_length}, not {states[-1].d}: max new tokens left room for "
+                f"only {record.chosen_length} more draft(s) in that round.")
+    return None
 
 
 def cost_profile(inputs: Inputs, n: int, d_max: int,
@@ -106,24 +161,35 @@ def cost_profile(inputs: Inputs, n: int, d_max: int,
 def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measured: LatencyProfile | None = None):
     """(clamped index, step figure, expected-speedup figure, markdown) for one state; `runs` and
     `measured` (the loaded pair's latency profile) serve the last-race source and the measured cost."""
-    q, n, d_max, notes = confidences_for(inputs, runs)
-    states = algorithm_states(q, n, float(inputs.alpha), d_max)
+    source = confidences_for(inputs, runs)
+    q, n, d_max, horizon = source.q, source.n, source.d_max, source.horizon
+    states = algorithm_states(source.padded, n, source.alpha, d_max)
     index = min(max(int(index), 0), len(states) - 1)
     profile, cost_note = cost_profile(inputs, n, d_max, measured)
     final = states[-1].d
-    best = exhaustive_argmax(q, profile, d_max)
+    best = exhaustive_argmax(q[:horizon], profile, horizon)
     lines = [f"**Step {index} of {len(states) - 1}.** {html.escape(states[index].message)}", ""]
     lines += [f"{k}. {html.escape(s.message)}" for k, s in enumerate(states[1:index], start=1)] if index > 1 else []
     lines += ["", f"Run to the end, LibraSpec submits d = {final}; the exhaustive argmax of E[eta_d] over "
-                  f"1..{d_max} is d = {best} ({cost_note})."]
-    _, c = profile.linear_fit()
-    if c > 0:
-        tau = float(expected_tau_curve(q, final)[-1])
-        lines.append(f"Section 3.4: these costs and E[tau] = {tau:.2f} at d = {final} suggest alpha = "
-                     f"T_verify / (tau c) = {auto_alpha(profile, tau, final):.2f} (you chose {inputs.alpha:g}).")
-    lines += [f"_{html.escape(note)}_" for note in notes]
+                  f"1..{horizon} is d = {best} ({cost_note})."]
+    suggestion = suggested_alpha(q, final, profile)
+    if suggestion is not None:
+        lines.append(f"Section 3.4: these costs and E[tau] = {suggestion[1]:.2f} at d = {final} suggest alpha = "
+                     f"T_verify / (tau c) = {suggestion[0]:.2f} (this step-through uses {source.alpha:g}).")
+    check = replay_check(source, states)
+    lines += [f"_{html.escape(note)}_" for note in source.notes] + ([html.escape(check)] if check else [])
     return (index, tuning_plots.stepper_figure(states, index, q, d_max),
-            tuning_plots.expected_speedup_figure(q, profile, d_max, final, n), "\n".join(lines))
+            tuning_plots.expected_speedup_figure(q[:horizon], profile, horizon, final, n), "\n".join(lines))
+
+
+def suggested_alpha(q: np.ndarray, d: int, profile: LatencyProfile) -> tuple[float, float] | None:
+    """(alpha, E[tau]) that section 3.4 suggests for confidences q at length d; None when the
+    profile's cost does not grow with d."""
+    _, c = profile.linear_fit()
+    if c <= 0:
+        return None
+    tau = float(expected_tau_curve(q, d)[-1])
+    return auto_alpha(profile, tau, d), tau
 
 
 class TeachTab:
@@ -140,17 +206,23 @@ class TeachTab:
             defaults = Inputs()
             with gr.Row():
                 with gr.Column():
-                    self.source = gr.Radio(list(SOURCES), value=defaults.source, label="confidences q_i from")
+                    self.source = gr.Radio(list(SOURCES), value=defaults.source, label="confidences q_i from",
+                                           elem_id="ls-teach-source")
                     self.start = gr.Slider(0.0, 1.0, value=defaults.start, step=0.01,
                                            label="synthetic: q_1 (start level)")
                     self.decay = gr.Slider(0.0, 0.3, value=defaults.decay, step=0.005,
                                            label="synthetic: decay per position (q_i = q_1 (1 - decay)^(i-1))")
                     self.noise = gr.Slider(0.0, 0.3, value=defaults.noise, step=0.01, label="synthetic: noise (std)")
                     self.seed = gr.Number(value=0, precision=0, minimum=0, label="synthetic: seed")
-                    self.round = gr.Number(value=0, precision=0, minimum=0, label="last race: LibraSpec round")
+                    self.round = gr.Number(value=0, precision=0, minimum=0, elem_id="ls-teach-round",
+                                           label="last race: LibraSpec round (as numbered in the inspector)")
                     self.pasted = gr.Textbox(label="pasted list", placeholder="0.98, 0.95, 0.9, 0.7, ...", lines=2)
                 with gr.Column():
-                    self.alpha = gr.Slider(0.2, 6.0, value=defaults.alpha, step=0.1, label="alpha")
+                    with gr.Row():
+                        self.alpha = gr.Slider(ALPHA_MIN, ALPHA_MAX, value=defaults.alpha, step=0.05, label="alpha",
+                                               elem_id="ls-teach-alpha", scale=4)
+                        self.suggest = gr.Button("Use suggested alpha", size="sm", elem_id="ls-teach-suggest",
+                                                 scale=1)
                     self.n = gr.Slider(1, 32, value=defaults.n, step=1,
                                        label="n (block size; a race round has its own)")
                     self.d_max = gr.Slider(1, D_MAX_CAP, value=defaults.d_max, step=1, label="d_max")
@@ -167,8 +239,9 @@ class TeachTab:
             self.index = gr.State(0)
             self.text = gr.Markdown(elem_id="ls-teach-text")
             with gr.Row():
-                self.step_plot = gr.Plot(label="eps_i bounds at this step", elem_id="ls-teach-step")
-                self.expected_plot = gr.Plot(label="expected speedup vs d", elem_id="ls-teach-expected")
+                self.step_plot = gr.Plot(label="eps_i bounds at this step", show_label=False, elem_id="ls-teach-step")
+                self.expected_plot = gr.Plot(label="expected speedup vs d", show_label=False,
+                                             elem_id="ls-teach-expected")
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
 
     def _wire(self) -> None:
@@ -181,6 +254,8 @@ class TeachTab:
         for control in controls:
             event = control.release if isinstance(control, gr.Slider) else control.change
             event(self.restart, [self.index, *controls], outputs, api_visibility="private")
+        self.suggest.click(self.use_suggested_alpha, [self.index, *controls], [self.alpha], api_visibility="private") \
+            .then(self.restart, [self.index, *controls], outputs, api_visibility="private")
         gr.api(self.algorithm_steps, api_name="algorithm_steps")
 
     def attach_load(self, demo: gr.Blocks) -> None:
@@ -196,6 +271,22 @@ class TeachTab:
             return step_view(inputs, index, runs, measured)
         except ValueError as error:
             raise gr.Error(str(error)) from error
+
+    def use_suggested_alpha(self, request: gr.Request, index, *values):
+        """Set alpha to the value section 3.4 suggests for the state shown (see the text under the figures)."""
+        inputs = Inputs(*values)
+        runs = self.session.runs(client_key(request)) if inputs.source == SOURCES[1] else None
+        try:
+            source = confidences_for(inputs, runs)
+            profile, _ = cost_profile(inputs, source.n, source.d_max,
+                                      self.session.profile() if inputs.cost == COSTS[0] else None)
+            final = algorithm_states(source.padded, source.n, source.alpha, source.d_max)[-1].d
+        except ValueError as error:
+            raise gr.Error(str(error)) from error
+        suggestion = suggested_alpha(source.q, final, profile)
+        if suggestion is None:
+            raise gr.Error("this cost model's verification cost does not grow with d (c <= 0): no finite alpha")
+        return gr.Slider(value=round(min(max(suggestion[0], ALPHA_MIN), ALPHA_MAX), 2))
 
     def opening(self, request: gr.Request):
         return self.restart(request, 0, *dataclasses.astuple(Inputs()))
@@ -215,9 +306,9 @@ class TeachTab:
     def algorithm_steps(self, confidences: str, n: int = 8, alpha: float = 2.2, d_max: int = 24) -> list[dict]:
         """Algorithm 1 over pasted confidences: every state (d, B, blocks, eps*, step, message)."""
         try:
-            q, n, d_max, _ = confidences_for(Inputs(source="pasted list", pasted=confidences, n=int(n),
-                                                    d_max=int(d_max)), None)
-            states = algorithm_states(q, n, float(alpha), d_max)
+            source = confidences_for(Inputs(source="pasted list", pasted=confidences, n=int(n), d_max=int(d_max)),
+                                     None)
+            states = algorithm_states(source.q, source.n, float(alpha), source.d_max)
         except (TypeError, ValueError) as error:
             raise gr.Error(str(error)) from error
         return [{"index": s.index, "d": s.d, "budget": s.budget, "blocks": s.blocks, "eps": list(s.eps),

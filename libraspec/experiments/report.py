@@ -224,7 +224,7 @@ def build_figures(data: ReportData) -> dict:
         frame = result.frame()
         keep = frame["label"].isin([best, "libraspec", "oracle"]) & (frame["prompt_index"] == 0)
         fig = length_figure(frame[keep])
-        fig.update_layout(title=dict(text=f"{suite}, prompt 0: d per round (dashed: d*)"))
+        fig.update_layout(title=dict(text=f"{suite}, prompt 0: d per round (diamonds: d*)"))
         figures[f"trajectory-{suite}"] = fig
     return figures
 

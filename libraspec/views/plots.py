@@ -7,8 +7,10 @@ confidence of draft i), eps_i (Algorithm 1 bound, eq. in line 6), B (draft budge
 n (block size), alpha, tau (tokens committed per round).
 
 Conventions shared by every figure: one colour per mode (`MODE_COLORS`), a fixed height,
-fixed axis ranges where the data allow it, and a constant `uirevision` per figure kind
-so a user's zoom survives live updates.
+axes that span the data shown (a length axis reaches the longest d or d* drawn, not d_max),
+a title short enough for half a laptop screen with the legend at the bottom of the figure,
+where it cannot cover the title, and a constant `uirevision` per figure kind so a user's
+zoom survives live updates.
 """
 from __future__ import annotations
 
@@ -27,9 +29,11 @@ MODE_COLORS: dict[str, str] = {name: mode.colour for name, mode in MODES.items()
 MODE_ORDER = tuple(MODE_COLORS)
 FALLBACK_COLOR = "#333333"
 TEMPLATE = "plotly_white"
-HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 640, "speedup": 340, "profile": 360,
+HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 560, "speedup": 340, "profile": 360,
            "stepper": 440, "expected": 380, "sweep": 660, "calibration": 440}
-MIN_LENGTH_AXIS = 24  # d axes show at least 0..d_max (paper's DFlash d_max = 24)
+MIN_LENGTH_AXIS = 24  # an empty figure's length axis shows 0..d_max (paper's DFlash d_max = 24)
+DODGE = 0.18  # horizontal offset between the d* markers of different modes in one round
+SOURCE_NAMES = {"dflash": "diffusion", "lookup": "look-up"}  # RoundRecord.draft_sources, as figures name them
 
 
 def mode_color(mode: str) -> str:
@@ -44,13 +48,16 @@ def _modes(frame: pd.DataFrame) -> list[str]:
 
 
 def apply_layout(fig: go.Figure, kind: str, title: str, **extra: Any) -> go.Figure:
+    """Template, height, title at the top left and legend at the bottom of the figure (below the
+    axis title, in a margin of its own), so neither covers the other."""
     fig.update_layout(
         template=TEMPLATE,
         height=HEIGHTS[kind],
         uirevision=kind,
-        title=dict(text=title, x=0.01, font=dict(size=15)),
-        margin=dict(l=60, r=20, t=50, b=45),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+        title=dict(text=title, x=0.01, xanchor="left", y=0.985, yanchor="top", yref="container",
+                   font=dict(size=14)),
+        margin=dict(l=60, r=20, t=44, b=96),
+        legend=dict(orientation="h", x=0.0, xanchor="left", y=0.0, yanchor="bottom", yref="container"),
         **extra,
     )
     return fig
@@ -59,13 +66,6 @@ def apply_layout(fig: go.Figure, kind: str, title: str, **extra: Any) -> go.Figu
 def empty_figure(fig: go.Figure, message: str) -> go.Figure:
     fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper",
                        x=0.5, y=0.5, font=dict(size=14, color="#888888"))
-    return fig
-
-
-def legend_below(fig: go.Figure) -> go.Figure:
-    """Legend under the plot, where it cannot cover subplot titles or line labels."""
-    fig.update_layout(legend=dict(orientation="h", x=0.0, xanchor="left", y=-0.2, yanchor="top"),
-                      margin=dict(b=95))
     return fig
 
 
@@ -79,10 +79,14 @@ def _present(value: Any) -> bool:
 
 
 def length_figure(frame: pd.DataFrame) -> go.Figure:
-    """Chosen length d per round for each mode (solid steps) and each round's d* (dashed)."""
+    """Chosen length d per round for each mode (solid steps) and each round's d* (open diamonds,
+    each mode's shifted sideways, so equal d* of two modes in one round do not hide each other).
+
+    The y axis spans the longest d or d* drawn.
+    """
     fig = go.Figure()
-    top = MIN_LENGTH_AXIS
-    last_round = 0
+    top, last_round = 1, 0
+    annotated = [m for m in _modes(frame) if m not in ("ar", "oracle")]
     for mode in _modes(frame):
         rows = _rows(frame, mode)
         if mode == "ar" or rows.empty:
@@ -99,40 +103,54 @@ def length_figure(frame: pd.DataFrame) -> go.Figure:
         if mode != "oracle" and oracle:
             ox, oy = zip(*oracle)
             top = max(top, int(max(oy)))
+            shift = DODGE * (annotated.index(mode) - (len(annotated) - 1) / 2)
             fig.add_trace(go.Scatter(
-                x=list(ox), y=[int(v) for v in oy], name=f"{mode} d*", mode="lines+markers",
-                line=dict(color=mode_color(mode), shape="hv", dash="dash", width=1.5),
-                marker=dict(size=5, symbol="diamond-open"), legendgroup=mode,
-                hovertemplate=f"{mode}<br>round %{{x}}<br>d* = %{{y}}<extra></extra>"))
+                x=[r + shift for r in ox], y=[int(v) for v in oy], name=f"{mode} d*", mode="markers",
+                marker=dict(size=7, symbol="diamond-open", color=mode_color(mode), line=dict(width=1.5)),
+                legendgroup=mode, customdata=list(ox),
+                hovertemplate=f"{mode}<br>round %{{customdata}}<br>d* = %{{y}}<extra></extra>"))
     if not fig.data:
         empty_figure(fig, "no rounds yet")
+        top = MIN_LENGTH_AXIS
     return apply_layout(
-        fig, "length", "Speculative length d per round (dashed: oracle d*)",
+        fig, "length", "Length d per round (diamonds: oracle d*)",
         xaxis=dict(title="round", range=[-0.5, max(last_round, 10) + 0.5], zeroline=False),
-        yaxis=dict(title="d (draft tokens)", range=[0, top + 1.5]))
+        yaxis=dict(title="d (draft tokens)", range=[0, top + 1], dtick=max(1, -(-top // 8))))
+
+
+def _source_text(sources) -> str:
+    """The drafters named in `sources` (one per draft), in words: "diffusion", "look-up + diffusion"."""
+    names = list(dict.fromkeys(SOURCE_NAMES.get(s, s) for s in sources))
+    return " + ".join(names)
 
 
 def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figure:
     """Rounds x draft positions, colour = q_i; markers at the chosen d and the accepted a.
 
     A marker sits on the boundary after the last position it covers (x = d + 0.5,
-    x = a + 0.5), so the cells left of it are the submitted / accepted drafts.
+    x = a + 0.5), so the cells left of it are the submitted / accepted drafts. Hovering a
+    cell names the drafter that proposed it. The x axis spans the drafted positions and the
+    markers, nothing more.
     """
     rows = _rows(frame, mode) if "mode" in frame else frame.iloc[0:0]
     fig = go.Figure()
     width = max((len(q) for q in rows["confidences"]), default=0) if not rows.empty else 0
     if rows.empty or width == 0:
         empty_figure(fig, f"no drafted rounds for {mode}")
-        return apply_layout(fig, "heatmap", f"Drafter confidence q_i ({mode})",
-                            xaxis=dict(range=[0, MIN_LENGTH_AXIS + 1]), yaxis=dict(range=[0, 10]))
+        return apply_layout(fig, "heatmap", f"Confidence q_i per round ({mode})",
+                            xaxis=dict(range=[0.5, MIN_LENGTH_AXIS + 0.5]), yaxis=dict(range=[0, 10]))
     rounds = rows["round_index"].tolist()
     z = np.full((len(rows), width), np.nan)  # (rounds, positions)
-    for k, q in enumerate(rows["confidences"]):
+    origin = np.full((len(rows), width), "", dtype=object)  # (rounds, positions)
+    sources = rows["draft_sources"] if "draft_sources" in rows else [()] * len(rows)
+    for k, (q, drafted_by) in enumerate(zip(rows["confidences"], sources)):
         z[k, : len(q)] = q
+        origin[k, : len(drafted_by)] = [SOURCE_NAMES.get(s, s) for s in drafted_by]
     fig.add_trace(go.Heatmap(
         z=z, x=list(range(1, width + 1)), y=rounds, zmin=0.0, zmax=1.0, colorscale="Viridis",
-        name="q_i", colorbar=dict(title="q_i", thickness=12, len=0.9),
-        hovertemplate="round %{y}<br>position i = %{x}<br>q_i = %{z:.3f}<extra></extra>"))
+        name="q_i", colorbar=dict(title="q_i", thickness=12, len=0.9), customdata=origin,
+        hovertemplate="round %{y}<br>position i = %{x}<br>q_i = %{z:.3f}<br>drafted by %{customdata}"
+                      "<extra></extra>"))
     fig.add_trace(go.Scatter(
         x=[d + 0.5 for d in rows["chosen_length"]], y=rounds, name="chosen d", mode="markers",
         marker=dict(symbol="square", size=7, color="#FFFFFF", line=dict(width=1.5, color="#000000")),
@@ -144,8 +162,10 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figur
                     line=dict(width=1, color="#FFFFFF")),
         customdata=rows["accepted"].tolist(),
         hovertemplate="round %{y}<br>accepted a = %{customdata}<extra></extra>"))
+    right = max(width, int(rows["chosen_length"].max()), int(rows["accepted"].max()))
     oracle = [(r, v) for r, v in zip(rounds, rows["oracle_length"]) if _present(v)]
     if oracle:
+        right = max(right, max(int(v) for _, v in oracle))
         fig.add_trace(go.Scatter(
             x=[int(v) + 0.5 for _, v in oracle], y=[r for r, _ in oracle], name="oracle d*",
             mode="markers", marker=dict(symbol="diamond-open", size=9,
@@ -153,8 +173,8 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figur
             customdata=[int(v) for _, v in oracle],
             hovertemplate="round %{y}<br>d* = %{customdata}<extra></extra>"))
     return apply_layout(
-        fig, "heatmap", f"Drafter confidence q_i per round ({mode})",
-        xaxis=dict(title="draft position i", range=[0, max(width, MIN_LENGTH_AXIS) + 1]),
+        fig, "heatmap", f"Confidence q_i per round ({mode})",
+        xaxis=dict(title="draft position i", range=[0.5, right + 1], dtick=max(1, -(-right // 12))),
         yaxis=dict(title="round", autorange="reversed"))
 
 
@@ -183,7 +203,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     if not eps and 0 < d <= len(q):
         eps = epsilon_bounds(q[:d], alpha).tolist()  # modes that record no bounds
     steps = _sequence(record_row, "policy_steps")
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.58, 0.42], vertical_spacing=0.1,
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.64, 0.36], vertical_spacing=0.1,
                         specs=[[{"type": "xy", "secondary_y": True}], [{"type": "table"}]])
     width = max(len(eps), d, 1)
     if eps:
@@ -208,6 +228,8 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
             hovertemplate="i = %{x}<br>q_i = %{y:.3f}<extra></extra>"),
             row=1, col=1, secondary_y=True)
     header = ["iter", "d before", "eps*", "d after", "B", "blocks", "rollback"]
+    if not steps:  # a policy without Algorithm 1 (static, oracle) or a round it did not run in
+        header[0] = "no Algorithm 1 iterations"
     cells = [
         list(range(1, len(steps) + 1)),
         [s["d_before"] for s in steps], [s["eps_star"] for s in steps],
@@ -219,14 +241,15 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
         cells=dict(values=cells, align="center", height=22), name="Algorithm 1 steps"),
         row=2, col=1)
     top = max(eps + [d, 1])
-    fig.update_xaxes(title_text="draft position i", range=[0.5, width + 0.5], row=1, col=1)
+    fig.update_xaxes(title_text="draft position i", range=[0.5, width + 0.5], dtick=max(1, -(-width // 12)),
+                     row=1, col=1)
     fig.update_yaxes(title_text="eps_i", range=[0, top * 1.15 + 1], row=1, col=1)
     fig.update_yaxes(title_text="q_i", range=[0, 1.05], showgrid=False,
                      row=1, col=1, secondary_y=True)
     round_index = _record_value(record_row, "round_index")
-    note = "" if steps else " (no Algorithm 1 iterations recorded for this mode)"
-    return apply_layout(fig, "epsilon",
-                        f"Round {round_index} ({mode}): eps_i bounds, alpha = {alpha:g}{note}",
+    drafted_by = _source_text(_sequence(record_row, "draft_sources")[: max(d, 1)])
+    source = f", {drafted_by} drafts" if drafted_by else ""
+    return apply_layout(fig, "epsilon", f"Round {round_index} ({mode}{source}): eps_i, alpha = {alpha:g}",
                         barmode="overlay")
 
 
@@ -264,7 +287,7 @@ def speedup_figure(frame: pd.DataFrame, ar_seconds_per_token: float | None,
     fig.add_hline(y=1.0, line=dict(color=MODE_COLORS["ar"], width=1, dash="dot"),
                   annotation_text="AR", annotation_position="bottom right")
     return apply_layout(
-        fig, "speedup", "Cumulative speedup over AR (solid: measured, dashed: modeled)",
+        fig, "speedup", "Speedup over AR (solid: measured, dashed: modeled)",
         xaxis=dict(title="generated tokens", range=[0, right * 1.02]),
         yaxis=dict(title="speedup (x)", range=[0, top * 1.1]))
 

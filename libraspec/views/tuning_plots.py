@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from libraspec.views.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, empty_figure, legend_below
+from libraspec.views.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, empty_figure
 
 SWEEP_METRICS = (("speedup_modeled", "modeled speedup (x)"), ("speedup_measured", "measured speedup (x)"),
                  ("tau", "tau (tokens per round)"), ("mad_vs_oracle", "mean |d - d*|"))
@@ -59,9 +59,8 @@ def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
     fig.update_yaxes(title_text="eps_i", range=[0, top], secondary_y=False)
     fig.update_yaxes(title_text="q_i", range=[0, 1.05], showgrid=False, secondary_y=True)
     label = "start" if state.index == 0 else f"iteration {state.index}"
-    apply_layout(fig, "stepper", f"Step {index}/{len(states) - 1} ({label}): d = {state.d}, B = {state.budget}, "
-                                 f"blocks drafted = {state.blocks}", barmode="overlay")
-    return legend_below(fig)
+    return apply_layout(fig, "stepper", f"Step {index}/{len(states) - 1} ({label}): d = {state.d}, "
+                                        f"B = {state.budget}, blocks drafted = {state.blocks}", barmode="overlay")
 
 
 def expected_speedup_figure(q, profile: Any, d_max: int, libraspec_d: int, static_length: int) -> go.Figure:
@@ -161,5 +160,4 @@ def calibration_figure(bins: pd.DataFrame, by_position: pd.DataFrame, ece: float
     if bins.empty or bins["count"].sum() == 0:
         empty_figure(fig, "no submitted drafts yet")
     text = "n/a" if not math.isfinite(ece) else f"{ece:.3f}"
-    apply_layout(fig, "calibration", f"Drafter calibration: expected calibration error {text} ({len(bins)} bins)")
-    return legend_below(fig)
+    return apply_layout(fig, "calibration", f"Drafter calibration: expected calibration error {text} ({len(bins)} bins)")

@@ -1,0 +1,289 @@
+"""The app at 1440x900 in a real browser (Debian chromium through playwright, tiny-llama pair,
+n = 7), point by point: the loading state, a readable race with the drafter chosen, stated
+clamps and the suggested alpha, a refused prompt that leaves the last results alone, the
+inspector's axes, markers, titles and keyboard-driven round, the step-through replaying a
+race round, and the calibration tab's fresh run. Never runs `playwright install`.
+
+The module gets an app of its own (tests/conftest.py), so its first page sees the pair load.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+
+from apptools import neutral_lookup_calibration  # noqa: E402
+
+VIEWPORT = {"width": 1440, "height": 900}
+TIMEOUT_MS = 180_000
+MODES = ("static", "libraspec", "oracle")
+PROMPT = "Count to ten, then back to one.\nThen say 90% of it."
+# every DOM change during a race: status, whether Run is disabled, the columns' boxes, the scroll
+RECORDER = """() => {
+  window.lsLog = [];
+  new MutationObserver(() => window.lsLog.push({
+    status: document.querySelector('#ls-status').innerText,
+    disabled: document.querySelector('#ls-run').disabled,
+    settingsShown: !!document.querySelector('#ls-alpha')?.offsetParent,
+    columns: ['static', 'libraspec', 'oracle'].map(m => {  // the box a column fills once its text is long
+      const r = document.querySelector('#ls-col-' + m).getBoundingClientRect();
+      const text = document.querySelector('#ls-col-' + m + ' .ls-text');
+      const full = text.getBoundingClientRect().top + parseFloat(getComputedStyle(text).maxHeight);
+      return [r.top, Math.max(r.bottom, full), r.left, r.right];
+    }),
+    scrolled: window.scrollY,
+  })).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true});
+}"""
+# the plotly figure of a gr.Plot: axis ranges, traces, and whether its title is visible and uncovered
+FIGURE = """(id) => {
+  const gd = document.querySelector('#' + id + ' .js-plotly-plot');
+  gd.scrollIntoView({block: 'center'});
+  const box = gd.getBoundingClientRect();
+  const title = gd.querySelector('.gtitle').getBoundingClientRect();
+  const legend = gd.querySelector('.legend')?.getBoundingClientRect();
+  // anything else drawn over the title: in the plot's block, outside the figure, not one of its containers
+  const shown = e => {
+    for (let x = e; x && !x.contains(gd); x = x.parentElement) {
+      const c = getComputedStyle(x);
+      if (c.opacity === '0' || c.visibility === 'hidden' || c.display === 'none') return false;
+    }
+    return true;
+  };
+  const covered = [...gd.closest('.block').querySelectorAll('*')].filter(e => {
+    if (gd.contains(e) || e.contains(gd) || !shown(e)) return false;
+    const r = e.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && r.left < title.right && r.right > title.left && r.top < title.bottom
+      && r.bottom > title.top;
+  }).map(e => e.tagName + '.' + e.className);
+  const overlaps = !!legend && legend.width > 0 && !(legend.bottom <= title.top || legend.top >= title.bottom
+    || legend.right <= title.left || legend.left >= title.right);
+  return {
+    x: gd._fullLayout.xaxis.range, y: gd._fullLayout.yaxis.range, title: gd._fullLayout.title.text,
+    traces: gd.data.map(t => ({name: t.name, type: t.type, mode: t.mode, x: Array.from(t.x || []),
+                               y: Array.from(t.y || [])})),
+    titleInside: title.left >= box.left && title.right <= box.right && title.width > 0,
+    covered, overlaps,
+  };
+}"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lookup_calibration(tmp_path_factory):
+    with neutral_lookup_calibration(tmp_path_factory.mktemp("lookup")) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                              args=["--no-sandbox", "--disable-background-networking"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def ready(page, url: str):
+    page.goto(url)
+    page.wait_for_selector("#ls-status:has-text('Ready')", timeout=TIMEOUT_MS)
+    return page
+
+
+def number(page, elem_id: str):
+    return page.locator(f"#{elem_id} input[type=number]")
+
+
+def info(page, elem_id: str) -> str:
+    return page.locator(f"#{elem_id} .info-text").inner_text()
+
+
+def type_into(page, elem_id: str, value) -> None:
+    box = number(page, elem_id)
+    box.fill(str(value))
+    box.press("Tab")  # leaving the field checks it
+
+
+def test_loading_state_then_ready(server):
+    """While the pair loads (its queue held back here), Run is disabled and the n-dependent fields say
+    that n is not known yet, instead of a static length of 15 and a d_max that allows 1."""
+    with browser() as chromium:
+        page = chromium.new_page(viewport=VIEWPORT)
+        held = []
+        page.route(re.compile(r".*/queue/join.*"), lambda route: held.append(route))
+        page.goto(server)
+        page.wait_for_selector("#ls-status:has-text('Loading')", timeout=TIMEOUT_MS)
+        assert page.locator("#ls-run").is_disabled() and "Loading" in page.locator("#ls-run").inner_text()
+        assert number(page, "ls-static-length").input_value() == "0" and "0 = n" in info(page, "ls-static-length")
+        assert "allowed n..64" in info(page, "ls-d-max")
+        page.wait_for_timeout(500)
+        assert held and page.locator("#ls-run").is_disabled()  # still loading: the load is held back
+        for route in held:
+            route.continue_()
+        page.unroute(re.compile(r".*/queue/join.*"))
+        page.wait_for_selector("#ls-status:has-text('Ready')", timeout=TIMEOUT_MS)
+        assert page.locator("#ls-run").is_enabled() and page.locator("#ls-run").inner_text() == "Run race"
+        assert number(page, "ls-static-length").input_value() == "7" and "allowed 7..64" in info(page, "ls-d-max")
+        status = page.locator("#ls-status").inner_text()
+        assert re.search(r"load times: models [\d.]+ s, latency profile [\d.]+ s", status)
+
+
+def choose_drafter(page, name: str) -> None:
+    page.locator("#ls-drafter input").click()
+    page.get_by_role("option", name=re.compile(rf"\({name}\)|^{name}")).click()
+
+
+def race(page, prompt: str, drafter: str, max_new_tokens: int) -> list[dict]:
+    """Race `prompt` with `drafter`; returns the DOM log of the race."""
+    choose_drafter(page, drafter)
+    page.locator("#ls-prompt textarea").fill(prompt)
+    type_into(page, "ls-max-new", max_new_tokens)
+    page.evaluate(RECORDER)
+    page.locator("#ls-run").click()
+    page.wait_for_function("window.lsLog.some(e => e.disabled) && !document.querySelector('#ls-run').disabled"
+                           " && document.querySelector('#ls-status').innerText.startsWith('Finished')",
+                           timeout=TIMEOUT_MS)  # this race's end, not the last one's status
+    return page.evaluate("window.lsLog")
+
+
+def test_race_inspector_step_through_and_calibration_at_1440x900(server):
+    with browser() as chromium:
+        page = ready(chromium.new_page(viewport=VIEWPORT), server)
+
+        # settings: every clamp is stated next to its field; alpha's range holds what the app suggests
+        page.locator("#ls-suggest").click()
+        page.wait_for_selector("#ls-alpha .info-text:has-text('no suggestion yet')", timeout=TIMEOUT_MS)
+        type_into(page, "ls-max-new", 100000)
+        page.wait_for_selector("#ls-max-new .info-text:has-text('corrected')", timeout=TIMEOUT_MS)
+        assert "max new tokens 100000 -> 512 (allowed 1..512)" in info(page, "ls-max-new")
+        assert number(page, "ls-max-new").input_value() == "512"
+        type_into(page, "ls-alpha", 0)
+        page.wait_for_selector("#ls-alpha .info-text:has-text('corrected')", timeout=TIMEOUT_MS)
+        assert "alpha 0 -> 0.05" in info(page, "ls-alpha") and number(page, "ls-alpha").input_value() == "0.05"
+        type_into(page, "ls-alpha", 24)
+        page.wait_for_selector("#ls-alpha .info-text:has-text('allowed 0.05..64')", timeout=TIMEOUT_MS)
+        type_into(page, "ls-alpha", 2.2)
+
+        # a race you can read: Run disabled, settings folded, columns in view, progress with the time left
+        log = race(page, PROMPT, "hybrid", 300)
+        racing = [entry for entry in log if "Racing" in entry["status"]]
+        assert racing, "the race was never seen streaming"
+        for entry in racing:
+            assert entry["disabled"] and not entry["settingsShown"] and entry["scrolled"] == 0
+            for top, bottom, left, right in entry["columns"]:
+                assert 0 <= top and bottom <= VIEWPORT["height"] and right <= VIEWPORT["width"]
+        assert any(re.search(r"Static \d+/\d+.*LibraSpec \d+/\d+.*Oracle \d+/\d+ tokens · (about .* left|"
+                             r"estimating the time left|almost done)", entry["status"]) for entry in racing)
+        assert page.locator("#ls-run").is_enabled()
+        status = page.locator("#ls-status").inner_text()
+        assert "drafter hybrid" in status and re.search(r"was fastest|No clear winner", status)
+        texts = [page.locator(f"#ls-col-{m} .ls-text").inner_text() for m in MODES]
+        assert texts[0] == texts[1] == texts[2] and texts[0].strip()
+        spans = page.evaluate("""() => [...document.querySelectorAll('#ls-col-libraspec .ls-tok')].map(s => {
+            const c = getComputedStyle(s);
+            return {origin: s.dataset.origin, text: s.textContent, weight: c.fontWeight, background: c.backgroundColor,
+                    line: c.textDecorationLine, box: [c.marginLeft, c.marginRight, c.paddingLeft, c.paddingRight,
+                                                      c.borderLeftWidth, c.borderRightWidth]};
+        })""")
+        assert {s["origin"] for s in spans} >= {"bonus", "lookup"}  # the repeated count is looked up
+        for span in spans:
+            assert span["box"] == ["0px"] * 6 and "\n" not in span["text"]
+            assert span["weight"] in ("400", "normal")
+        bonus = [s for s in spans if s["origin"] == "bonus"]
+        assert all(s["background"] == "rgba(0, 0, 0, 0)" and s["line"] == "none" for s in bonus)
+        assert all(s["line"] == "underline" for s in spans if s["origin"] == "lookup")
+        for mode in MODES:
+            assert re.search(r"finished (1st|2nd|3rd)", page.locator(f"#ls-col-{mode}").inner_text())
+        page.get_by_text("Downloads: this run's round records").click()
+        page.wait_for_selector("#ls-files:has-text('.parquet')", timeout=TIMEOUT_MS)
+        assert re.search(r"libraspec-\w+-hybrid\s*\.parquet", page.locator("#ls-files").inner_text())
+
+        # the suggested alpha, from this race
+        page.get_by_text("Settings and examples").click()
+        page.locator("#ls-suggest").click()
+        page.wait_for_selector("#ls-alpha .info-text:has-text('suggested')", timeout=TIMEOUT_MS)
+        assert "alpha = T_verify / (tau c)" in info(page, "ls-alpha")
+        assert 0.05 <= float(number(page, "ls-alpha").input_value()) <= 64
+
+        # a race with the block-diffusion drafter, whose random drafts keep d <= n = 7 and d* = 0: the figures
+        # below are of this race
+        race(page, "Name three colours.", "dflash", 48)
+        texts = [page.locator(f"#ls-col-{m} .ls-text").inner_text() for m in MODES]
+
+        # a refused prompt: the status says so, no error badges over the last run's results
+        page.locator("#ls-prompt textarea").fill("")
+        page.locator("#ls-run").click()
+        page.wait_for_selector("#ls-status:has-text('Not run: the prompt is empty')", timeout=TIMEOUT_MS)
+        assert "Finished" not in page.locator("#ls-status").inner_text()
+        badges = page.evaluate("() => [...document.querySelectorAll('.wrap .error')].filter(e => e.offsetParent)"
+                               ".length")
+        assert badges == 0 and page.locator("#ls-col-libraspec .ls-text").inner_text() == texts[1]
+        page.wait_for_selector("#ls-run:not([disabled])", timeout=TIMEOUT_MS)
+
+        # the inspector: axes span the data, d* markers of two modes never coincide, titles are not covered
+        page.get_by_role("tab", name="Round inspector").click()
+        for elem_id in ("ls-length-plot", "ls-heatmap-plot", "ls-speedup-plot", "ls-eps-plot"):
+            page.wait_for_selector(f"#{elem_id} .js-plotly-plot .gtitle", timeout=TIMEOUT_MS)
+        figures = {name: page.evaluate(FIGURE, name) for name in
+                   ("ls-length-plot", "ls-heatmap-plot", "ls-speedup-plot", "ls-eps-plot")}
+        for name, figure in figures.items():
+            assert figure["titleInside"] and not figure["covered"] and not figure["overlaps"], (name, figure)
+        length = {t["name"]: t for t in figures["ls-length-plot"]["traces"]}
+        longest = max(max(t["y"]) for t in length.values())
+        assert longest <= 7 and longest < figures["ls-length-plot"]["y"][1] <= longest + 1.5  # not d_max + 1
+        stars = [t for name, t in length.items() if name.endswith("d*")]
+        assert all(t["mode"] == "markers" for t in stars)
+        points = [set(zip(t["x"], t["y"])) for t in stars]
+        by_round = [{(round(x), y) for x, y in p} for p in points]
+        assert len(points) == 2 and by_round[0] & by_round[1]  # some round has the same d* in both modes...
+        assert not points[0] & points[1]  # ...and still two visible markers
+        heat = next(t for t in figures["ls-heatmap-plot"]["traces"] if t["type"] == "heatmap")
+        markers = [x for t in figures["ls-heatmap-plot"]["traces"] if t["type"] == "scatter" for x in t["x"]]
+        assert len(heat["x"]) == 7 and figures["ls-heatmap-plot"]["x"][1] <= max(len(heat["x"]), max(markers)) + 1
+
+        # the round: arrow keys and typing redraw the figure and the round's description
+        first = int(re.search(r"Round (\d+)", page.locator("#ls-round-info").inner_text()).group(1))
+        page.locator("#ls-round input[type=range]").focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_selector(f"#ls-round-info:has-text('Round {first + 1} ·')", timeout=TIMEOUT_MS)
+        page.wait_for_function(f"document.querySelector('#ls-eps-plot .gtitle').textContent.startsWith("
+                               f"'Round {first + 1} (')", timeout=TIMEOUT_MS)
+        box = number(page, "ls-round")
+        box.fill("0")
+        box.press("Enter")
+        page.wait_for_selector("#ls-round-info:has-text('Round 0 ·')", timeout=TIMEOUT_MS)
+        page.wait_for_function("document.querySelector('#ls-eps-plot .gtitle').textContent.startsWith('Round 0 (')",
+                               timeout=TIMEOUT_MS)
+        round0 = page.locator("#ls-round-info").inner_text()
+        assert re.search(r"positions 1–\d+: (block diffusion|look-up)", round0)
+        chosen = int(re.search(r"Submitted d = (\d+)", round0).group(1))
+        iterations = int(re.search(r"Algorithm 1 ran (\d+) iteration", round0).group(1))
+
+        # the step-through replays round 0 exactly
+        page.get_by_role("tab", name="Algorithm step-through").click()
+        page.locator("#ls-teach-source").get_by_text("last race round").click()
+        page.wait_for_selector("#ls-teach-text:has-text('Replay of LibraSpec round 0')", timeout=TIMEOUT_MS)
+        page.get_by_role("button", name="Run to end").click()
+        page.wait_for_selector(f"#ls-teach-text:has-text('Step {iterations} of {iterations}.')", timeout=TIMEOUT_MS)
+        text = page.locator("#ls-teach-text").inner_text()
+        assert f"LibraSpec submits d = {chosen}" in text and "never runs" not in text and "differs" not in text
+
+        # calibration: the fresh run drafts with the drafter chosen on the race tab and counts its rounds
+        page.get_by_role("tab", name="Race").click()
+        choose_drafter(page, "hybrid")
+        page.get_by_role("tab", name="Calibration").click()
+        type_into(page, "ls-calib-max-new", 16)
+        page.locator("#ls-calib-fresh").click()
+        page.wait_for_selector("#ls-calib-summary:has-text('all 9 prompts decoded')", timeout=TIMEOUT_MS)
+        summary = page.locator("#ls-calib-summary").inner_text()
+        assert "Fresh run with the hybrid drafter" in summary and "about" not in summary
+        assert int(re.search(r"from (\d+) rounds", summary).group(1)) >= 9

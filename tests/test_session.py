@@ -1,0 +1,136 @@
+"""The app's session on real races (tiny-llama pair, n = 7): the step-through replays each race
+round exactly, every drafter races (with its note when it falls back), exports name the drafter
+and keep list columns, finish ranks follow the measured seconds, and the calibration summary
+counts the rounds it samples."""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from libraspec.analysis.calibration import EXCLUDED_MODES
+from libraspec.drafters import lookup
+from libraspec.records import LIST_COLUMNS
+from libraspec.analysis.stepper import algorithm_states
+from ui.calibration_tab import summarize_calibration
+from ui.session import RACE_MODES, Session, Settings
+from ui.teach_tab import Inputs, confidences_for, step_view
+
+from apptools import neutral_lookup_calibration
+
+PROMPT = "Count to ten, then count back to one."
+N = 7
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lookup_calibration(tmp_path_factory):
+    with neutral_lookup_calibration(tmp_path_factory.mktemp("lookup")) as path:
+        yield path
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    torch.set_num_threads(1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LIBRASPEC_CACHE", str(tmp_path_factory.mktemp("cache")))
+        session = Session(offered=["tiny-llama"])
+        for _ in session.load():
+            pass
+        yield session
+
+
+def race(session, drafter="dflash", owner="local", **settings):
+    settings = {"max_new_tokens": 40, **settings}
+    return list(session.stream(PROMPT, Settings(**settings), owner, drafter))[-1].run
+
+
+@pytest.mark.parametrize("drafter, alpha, temperature, kind", [
+    ("dflash", 2.2, 0.0, (False, True)),  # weak drafts: one iteration that rolls back, d < n
+    ("lookup", 16.0, 0.0, (True, True)),  # several iterations, more blocks drafted, then a rollback
+    ("lookup", 64.0, 0.0, (False, False)),  # one iteration straight to d_max; the last round's d cut by the room
+    ("hybrid", 8.0, 0.9, None),  # sampling
+])
+def test_the_step_through_replays_every_round_of_a_real_race(session, drafter, alpha, temperature, kind):
+    """Each LibraSpec round, replayed with the race's d_max and alpha from its first block, takes the
+    recorded iterations, drafts the recorded blocks and ends at the recorded d (the step-through used
+    to lower d_max to the known confidences, and replayed a one-rollback round as "the loop never runs").
+    `kind`: (more than one iteration, ended by a rollback), a case the race must contain."""
+    run = race(session, drafter, alpha=alpha, temperature=temperature)
+    rounds = [r for r in run.records["libraspec"] if r.policy_steps]
+    assert rounds and run.drafter == drafter
+    for record in rounds:
+        inputs = Inputs(source="last race round", round_index=record.round_index)
+        source = confidences_for(inputs, [run])
+        states = algorithm_states(source.padded, source.n, source.alpha, source.d_max)
+        assert tuple(s.step for s in states[1:]) == record.policy_steps, record.round_index
+        assert states[-1].blocks == record.blocks_drafted
+        text = step_view(inputs, 10**6, [run])[3]
+        assert "differs" not in text
+        if states[-1].d != record.chosen_length:  # the last round: max new tokens left less room than d
+            assert record.finished and "left room for only" in text
+    assert kind is None or kind in {(len(r.policy_steps) > 1, r.policy_steps[-1].rollback) for r in rounds}
+
+
+def test_an_ar_step_round_is_not_replayed_as_if_algorithm_1_ran(session):
+    run = race(session, "lookup")
+    empty = next(r for r in run.records["libraspec"] if r.chosen_length == 0 and not r.policy_steps)
+    with pytest.raises(ValueError, match=f"round {empty.round_index} of the last race was an AR step"):
+        confidences_for(Inputs(source="last race round", round_index=empty.round_index), [run])
+
+
+def test_each_drafter_races_and_the_run_names_it(session):
+    for drafter in ("dflash", "lookup", "hybrid"):
+        run = race(session, drafter, max_new_tokens=16)
+        assert run.finished and run.drafter == drafter
+        assert run.text("static") == run.text("libraspec") == run.text("oracle")  # greedy: the target's text
+        assert run.report()["drafter"] == drafter
+        sources = {s for m in RACE_MODES for r in run.records[m] for s in r.draft_sources}
+        assert sources <= {"dflash", "lookup"} and (drafter == "hybrid" or sources == {drafter})
+    assert race(session, "").drafter == session.pair.default_drafter
+    with pytest.raises(ValueError, match="unknown drafter 'magic'"):
+        race(session, "magic")
+
+
+def test_a_missing_lookup_calibration_falls_back_with_a_note(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(lookup, "DEFAULT_CALIBRATION", tmp_path / "missing.json")
+    fresh = Session(offered=["tiny-llama"])
+    run = race(fresh, "lookup", max_new_tokens=8)
+    assert run.drafter == "dflash" and any("Using the block-diffusion drafter" in note for note in run.notes)
+    line = [line for line, _ in fresh.static_run(["Hi"], 7, 8, "lookup")][-1]
+    assert "dflash (" in line and "missing" in line
+
+
+def test_the_parquet_export_keeps_list_columns_and_names_the_drafter(session):
+    run = race(session, "hybrid", max_new_tokens=16)
+    csv_path, parquet_path = session.export(run.run_id)
+    assert parquet_path.endswith(f"{run.run_id}-hybrid.parquet")
+    table = pq.read_table(parquet_path)
+    for name in LIST_COLUMNS:
+        assert str(table.schema.field(name).type).startswith("list<"), name
+    rows = table.to_pylist()
+    assert {row["drafter"] for row in rows} == {"hybrid"}
+    drafted = [row for row in rows if row["mode"] != "ar"]
+    assert all(isinstance(row[name], list) for row in drafted for name in LIST_COLUMNS)
+    assert all(len(row["draft_sources"]) == len(row["confidences"]) for row in drafted)
+    assert any(row["policy_steps"] and isinstance(row["policy_steps"][0], dict) for row in drafted)
+
+
+def test_finish_ranks_follow_the_measured_seconds(session):
+    report = race(session, max_new_tokens=24).report()
+    modes = report["modes"]
+    by_seconds = sorted(RACE_MODES, key=lambda m: modes[m]["seconds"])
+    assert [modes[m]["finish_rank"] for m in by_seconds] == [1, 2, 3]
+    assert report["verdict"] and all(isinstance(modes[m]["within_noise_of"], list) for m in RACE_MODES)
+
+
+def test_the_calibration_summary_counts_the_rounds_of_every_prompt(session):
+    """Round indices restart with every prompt: counting distinct (mode, round index) pairs said
+    "from about 12 rounds" for a fresh run over 9 prompts."""
+    prompts = ["Hi!", "Count to five.", "Name a colour."]
+    records = [r for _, r in session.static_run(prompts, 7, 12, "dflash")][-1]
+    rounds = sum(1 for r in records if r.mode not in EXCLUDED_MODES and r.chosen_length > 0)
+    assert rounds > max(r.round_index for r in records) + 1  # more rounds than any one prompt's indices
+    text, _ = summarize_calibration(records, False, session.profile())
+    assert f"from {rounds} rounds" in text and "drafts by source: dflash" in text
