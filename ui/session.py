@@ -41,7 +41,7 @@ from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
 from libraspec.device import free_memory, on_zero_gpu
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
 from libraspec.modes import MODES, PolicySettings
-from libraspec.policy import StaticPolicy
+from libraspec.experiments.driver import RunDone, decode_grid, mode_job
 from libraspec.profiling import cache_root, cached_profile
 from libraspec.records import RoundRecord, RunSummary, records_to_frame, summarize, write_csv, write_parquet
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
@@ -473,14 +473,16 @@ class Session:
             yield line, None
         decoder, fallback = self.decoder_for(drafter)
         used = decoder.drafter.name + (f" ({fallback})" if fallback else "")
+        job = mode_job("static", "static", PolicySettings(static_length=d),
+                       lambda k: DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d))
+        ids = [self.pair.encode_prompt(p) for p in prompts]
         records: list[RoundRecord] = []
-        for k, prompt in enumerate(prompts):
-            config = DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d)
-            iterator = decoder.run(self.pair.encode_prompt(prompt), "static", StaticPolicy(d), config)
-            records += self._steps(iterator)
-            done = f"all {len(prompts)} prompts decoded." if k + 1 == len(prompts) else \
-                f"prompt {k + 1}/{len(prompts)} decoded…"
-            yield f"Fresh run with the {used} drafter: {done}", records
+        for event in self._steps(decode_grid(decoder, ids, [job], rounds=True)):  # one round per lock
+            if isinstance(event, RunDone):
+                records += event.records
+                done = f"all {len(prompts)} prompts decoded." if event.done == len(prompts) else \
+                    f"prompt {event.done}/{len(prompts)} decoded…"
+                yield f"Fresh run with the {used} drafter: {done}", records
 
     # -- stored runs --------------------------------------------------------------------------
 
