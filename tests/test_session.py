@@ -4,6 +4,10 @@ and keep list columns, finish ranks follow the measured seconds, and the calibra
 counts the rounds it samples."""
 from __future__ import annotations
 
+import dataclasses
+import re
+from types import SimpleNamespace
+
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -14,7 +18,7 @@ from libraspec.records import LIST_COLUMNS
 from libraspec.analysis.stepper import algorithm_states
 from ui.calibration_tab import summarize_calibration
 from ui.session import RACE_MODES, Session, Settings
-from ui.teach_tab import Inputs, confidences_for, step_view
+from ui.teach_tab import Inputs, TeachTab, confidences_for, step_view
 
 from apptools import neutral_lookup_calibration
 
@@ -134,3 +138,12 @@ def test_the_calibration_summary_counts_the_rounds_of_every_prompt(session):
     assert rounds > max(r.round_index for r in records) + 1  # more rounds than any one prompt's indices
     text, _ = summarize_calibration(records, False, session.profile())
     assert f"from {rounds} rounds" in text and "drafts by source: dflash" in text
+
+
+def test_the_step_through_sets_the_alpha_its_text_suggests(session):
+    inputs = Inputs(alpha=1.0)
+    text = step_view(inputs, 0)[3]
+    suggested = float(re.search(r"suggest alpha = T_verify / \(tau c\) = ([\d.]+)", text).group(1))
+    slider = TeachTab(session).use_suggested_alpha(SimpleNamespace(session_hash="teacher"), 0,
+                                                   *dataclasses.astuple(inputs))
+    assert slider.value == pytest.approx(suggested, abs=0.005) and suggested != 1.0
