@@ -80,6 +80,11 @@ def row(path: Path) -> dict:
             "totals": {label: [m["wall_s"], m["modeled_s"], m["tokens"]] for label, m in modes.items()}}
 
 
+def _load(r: dict) -> str:
+    before, after = r["load_before"][0], r["load_after"][0]
+    return "not recorded" if before != before else f"{before:.1f} / {after:.1f}"
+
+
 def table(args) -> str:
     """The Markdown report from every row file present."""
     rows = [row(p) for suite in SUITES for drafter in args.drafters.split(",")
@@ -99,7 +104,7 @@ def table(args) -> str:
                      f"{r['speedup_modeled']:.2f}x | {r['static_n']:.2f}x | {r['best_static']} "
                      f"{r['best_static_modeled']:.2f}x | {r['dstar_ge3']:.0%} | {r['extends']:.0%} | "
                      f"{r['rolls_back']:.0%} | {r['ar_steps']:.0%} | {r['max_d']} | {r['profile_ar_ratio']:.2f} | "
-                     f"{r['load_before'][0]:.1f} / {r['load_after'][0]:.1f} |")
+                     f"{_load(r)} |")
         for label, got in r["totals"].items():
             acc = pooled.setdefault((r["drafter"], label), [0.0, 0.0, 0, 0, 0])
             for i in range(3):
