@@ -18,7 +18,8 @@ from apptools import tiny_app
 LAYERS = ("unit", "app", "e2e")
 FILE_LAYERS = {
     "test_app.py": "app", "test_bad_input.py": "app", "test_run_store.py": "app", "test_ui.py": "app",
-    "test_browser.py": "e2e", "test_embedded.py": "e2e", "test_load.py": "e2e", "test_memory.py": "e2e",
+    "test_clients.py": "app", "test_session.py": "app", "test_hosting.py": "app",
+    "test_browser.py": "e2e", "test_browser_trust.py": "e2e", "test_embedded.py": "e2e", "test_load.py": "e2e", "test_memory.py": "e2e",
     "test_setup_scripts.py": "e2e",
 }
 
@@ -48,3 +49,20 @@ def server(tmp_path_factory):
 def client(server):
     gradio_client = pytest.importorskip("gradio_client")
     return gradio_client.Client(server, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    """A loaded app Session on the tiny-llama pair, with its own cache folder (ui/ is imported
+    here, not at the top, so that unit tests never import gradio)."""
+    import torch
+
+    from ui.session import Session
+
+    torch.set_num_threads(1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LIBRASPEC_CACHE", str(tmp_path_factory.mktemp("cache")))
+        session = Session(offered=["tiny-llama"])
+        for _ in session.load():
+            pass
+        yield session

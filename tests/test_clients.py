@@ -10,29 +10,16 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 gr = pytest.importorskip("gradio")
 
 from ui.calibration_tab import SOURCES, CalibrationTab  # noqa: E402
 from ui.race_tab import RaceTabs  # noqa: E402
-from ui.session import Session  # noqa: E402
 from ui.sweep_tab import EXAMPLES, SweepTab  # noqa: E402
 from ui.teach_tab import Inputs, TeachTab  # noqa: E402
 
 ALICE, BOB = SimpleNamespace(session_hash="alice"), SimpleNamespace(session_hash="bob")
 SWEEP = ("2.2", "7, 8", EXAMPLES, 1, 8)  # two cells on one prompt: an AR run, then two LibraSpec runs
-
-
-@pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    torch.set_num_threads(1)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LIBRASPEC_CACHE", str(tmp_path_factory.mktemp("cache")))
-        session = Session(offered=["tiny-llama"])
-        for _ in session.load():
-            pass
-        yield session
 
 
 def sweep_until_running(tab: SweepTab, request) -> tuple:

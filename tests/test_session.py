@@ -32,17 +32,6 @@ def lookup_calibration(tmp_path_factory):
         yield path
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    torch.set_num_threads(1)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LIBRASPEC_CACHE", str(tmp_path_factory.mktemp("cache")))
-        session = Session(offered=["tiny-llama"])
-        for _ in session.load():
-            pass
-        yield session
-
-
 def race(session, drafter="dflash", owner="local", **settings):
     settings = {"max_new_tokens": 40, **settings}
     return list(session.stream(PROMPT, Settings(**settings), owner, drafter))[-1].run
