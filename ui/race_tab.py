@@ -336,7 +336,7 @@ class RaceTabs:
             yield (status_html(f"Not run: {error}", prompt, error=True), *[gr.skip()] * 3, *skip,
                    *(gr.skip(),) * len(FIELDS))
 
-    def race(self, request: gr.Request, prompt: str, alpha: float = 2.2, d_max: int = 24, static_length: int = 0,
+    def race(self, request: gr.Request, prompt: str, alpha: float = 8.0, d_max: int = 24, static_length: int = 0,
              temperature: float = 0.0, max_new_tokens: int = 128,
              seed: int = 0, model: str = "", drafter: str = "") -> tuple[str, str, str, dict]:
         """Race static, LibraSpec and oracle on one prompt (static_length 0 = n; model "" = the

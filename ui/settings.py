@@ -31,7 +31,7 @@ NAMES = {"alpha": "alpha", "d_max": "d_max", "static_length": "static length", "
 
 @dataclass(frozen=True)
 class Settings:
-    alpha: float = 2.2
+    alpha: float = 8.0  # measured on the embedded pair: look-up drafts are long, so LibraSpec extends and rolls back
     d_max: int = 24
     static_length: int | None = None  # None or 0: n, the drafter's block size
     temperature: float = 0.0
