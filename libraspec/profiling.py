@@ -21,7 +21,7 @@ import torch
 
 from .cost import LatencyProfile
 from .drafters.block import BlockDiffusionDrafter
-from .drafters.lookup import FEATURES, LookupCalibration, LookupDrafter
+from .drafters.lookup import LookupCalibration, LookupDrafter
 from .models.target import crop_cache
 from .verify import SamplingConfig
 
@@ -88,7 +88,7 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
         drafter.start_round(dcontext, context, SamplingConfig(), None).extend(blocks)
 
     # a look-up step over text that repeats itself, so it finds and follows matches
-    lookup = LookupDrafter(drafter.n, target.vocab_size, LookupCalibration((0.0,) * len(FEATURES), {}))
+    lookup = LookupDrafter(drafter.n, target.vocab_size, LookupCalibration.neutral())
     repeated = (context[:32] * (context_len // 32 + 1))[:context_len]
     index = lookup.new_context()
     lookup.fit_context(index, repeated, None, 0)

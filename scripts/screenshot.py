@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 from pathlib import Path
+
+from browser import page_at, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -29,22 +30,14 @@ def main() -> None:
     prompt = json.loads((ROOT / "assets" / "examples.json").read_text())[args.example]["prompt"]
 
     import torch
-    from playwright.sync_api import sync_playwright
 
     import app
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    _, url, _ = app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    url = serve(app.demo)
     timeout_ms = args.timeout_s * 1000
     out = Path(args.out)
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                                 args=["--no-sandbox", "--disable-background-networking"])
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
-            page.goto(url)
+        with page_at(url) as page:
             page.wait_for_selector("#ls-status:has-text('Ready')", timeout=timeout_ms)
             page.locator("#ls-prompt textarea").fill(prompt)
             box = page.locator("#ls-max-new input[type=number]")
@@ -58,7 +51,6 @@ def main() -> None:
             page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=60_000)
             page.wait_for_timeout(1500)
             page.screenshot(path=str(out.with_name(out.stem + "-inspector" + out.suffix)), full_page=True)
-            browser.close()
     finally:
         app.demo.close()
     print(out)

@@ -17,11 +17,12 @@ import argparse
 import json
 import os
 import re
-import socket
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from browser import page_at, serve
 
 START = time.perf_counter()
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,23 +52,14 @@ def main() -> None:
     mark("import app")
     demo = app.build_demo()
     mark("build_demo")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    url = serve(demo)
     mark("serving")
-    from playwright.sync_api import sync_playwright
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                                 args=["--no-sandbox", "--disable-background-networking"])
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
-            page.goto(url)
+        with page_at(url) as page:
             mark("page open")
             page.wait_for_selector("#ls-status:has-text('Ready')", timeout=args.timeout_s * 1000)
             mark("Ready")
             status = page.locator("#ls-status").inner_text()
-            browser.close()
     finally:
         demo.close()
     reported = {k: float(v) for k, v in re.findall(r"(models|latency profile) ([\d.]+) s", status)}

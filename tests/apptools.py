@@ -53,7 +53,7 @@ def neutral_lookup_calibration(folder):
     shipped calibration file, which is fitted (and refitted) separately."""
     from libraspec.drafters import lookup
     path = Path(folder) / "lookup_calibration.json"
-    lookup.LookupCalibration((0.0,) * len(lookup.FEATURES), {"fitted_on": "nothing: neutral, for tests"}).save(path)
+    lookup.LookupCalibration.neutral().save(path)
     saved, lookup.DEFAULT_CALIBRATION = lookup.DEFAULT_CALIBRATION, path
     try:
         yield path

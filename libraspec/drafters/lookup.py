@@ -57,6 +57,11 @@ class LookupCalibration:
         return 1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0)))
 
     @classmethod
+    def neutral(cls) -> "LookupCalibration":
+        """Every weight 0: q = 0.5 for every draft (for fitting, timing and tests, never for serving)."""
+        return cls((0.0,) * len(FEATURES), {"fitted_on": "nothing: neutral"})
+
+    @classmethod
     def load(cls, path: str | Path | None = None) -> "LookupCalibration":
         """Read a fitted calibration (default: the shipped one); a missing or damaged file raises
         LookupCalibrationError saying how to repair it."""

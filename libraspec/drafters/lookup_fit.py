@@ -17,11 +17,11 @@ import sys
 import numpy as np
 
 from .lookup_corpus import fit_prompts
-from .lookup import (DEFAULT_CALIBRATION, FEATURES, LookupCalibration, LookupDraft, SuffixIndex, feature_vector,
+from .lookup import (DEFAULT_CALIBRATION, LookupCalibration, LookupDraft, SuffixIndex, feature_vector,
                      load_corpus)
 from ..verify import SamplingConfig
 
-UNFITTED = LookupCalibration((0.0,) * len(FEATURES), {})
+UNFITTED = LookupCalibration.neutral()
 
 
 def trajectory_samples(ids: list[int], prompt_len: int, depth: int,
