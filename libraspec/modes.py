@@ -89,7 +89,6 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("oracle", "oracle", "#009E73", "oracle"),
 )}
 POLICY_MODES = tuple(name for name, m in MODES.items() if m.kind == "policy")
-DRAFTING_MODES = tuple(name for name, m in MODES.items() if m.needs_drafter)  # policy modes and the oracle
 
 
 def get_mode(name: str) -> Mode:
