@@ -156,6 +156,16 @@ def test_the_alpha_the_app_suggests_is_within_the_allowed_range():
         suggest_alpha([], profile)
 
 
+def test_a_flat_latency_profile_suggests_the_top_of_the_alpha_range():
+    """c = 0 (a tiny model, or a measurement whose load fell while it ran) makes section 3.4's alpha
+    unbounded: the app suggests ALPHA_MAX and says why, instead of no suggestion at all."""
+    flat = LatencyProfile.from_linear(0.05, 0.0, 0.005, 7, 25)
+    rounds = [_record(k, [5, 6, 7], sources=("dflash",) * 2) for k in range(4)]
+    suggestion = suggest_alpha(rounds, flat)
+    assert suggestion.alpha == ALPHA_MAX and abs(suggestion.c_ms) < 1e-9
+    assert "top of the allowed range" in suggestion.explain() and "no finite value" in suggestion.explain()
+
+
 def _timed(mode: str, seconds: list[float], modeled: float = 0.05) -> list[RoundRecord]:
     """Records of a mode whose rounds took `seconds` (measured) against `modeled` each."""
     total, records = 0.0, []

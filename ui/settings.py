@@ -23,6 +23,7 @@ MAX_NEW_TOKENS_CAP = 512
 D_MAX_CAP = 64
 TEMPERATURE_MAX = 1.5
 ALPHA_MIN, ALPHA_MAX = ALPHA_RANGE
+FLAT_C_S = 1e-9  # a latency fit's cost per verified position at or below this is flat (rounding noise)
 SEED_MAX = 2**31 - 1
 FIELDS = ("alpha", "d_max", "static_length", "temperature", "max_new_tokens", "seed")
 NAMES = {"alpha": "alpha", "d_max": "d_max", "static_length": "static length", "temperature": "temperature",
@@ -135,15 +136,21 @@ class Suggestion:
     rounds: int
 
     def explain(self) -> str:
+        rounds = f"mean tau = {self.tau:.2f}, mean d = {self.d} over the {self.rounds} rounds that submitted drafts"
+        if self.c_ms <= 1000 * FLAT_C_S:
+            return (f"alpha = {self.alpha:g}, the top of the allowed range: this machine's latency fit has c = "
+                    f"{self.c_ms:.3f} ms per verified position (a longer verification measured no slower), so "
+                    f"alpha = T_verify / (tau c) has no finite value; {rounds}")
         return (f"alpha = T_verify / (tau c) = {self.alpha:.2f}, with T_verify at d = {self.d} and c = "
-                f"{self.c_ms:.3f} ms per verified position from this machine's latency fit, and mean tau = "
-                f"{self.tau:.2f}, mean d = {self.d} over the {self.rounds} rounds that submitted drafts")
+                f"{self.c_ms:.3f} ms per verified position from this machine's latency fit, and {rounds}")
 
 
 def suggest_alpha(records: list[RoundRecord], profile: LatencyProfile) -> Suggestion:
     """The alpha section 3.4 suggests for rounds like `records` (those with d >= 1) on `profile`.
 
-    Raises ValueError when no round submitted drafts or the profile's cost does not grow with d.
+    A profile whose cost does not grow with d (c <= 0: a tiny model, or a measurement whose load
+    fell while it ran) makes alpha unbounded; the suggestion is then the range's top, ALPHA_MAX.
+    Raises ValueError when no round submitted drafts.
     """
     drafted = [r for r in records if r.chosen_length > 0]
     if not drafted:
@@ -151,7 +158,5 @@ def suggest_alpha(records: list[RoundRecord], profile: LatencyProfile) -> Sugges
     tau = sum(r.tau for r in drafted) / len(drafted)
     d = max(1, round(sum(r.chosen_length for r in drafted) / len(drafted)))
     _, c = profile.linear_fit()
-    if c <= 0:
-        raise ValueError("this machine's verification cost does not grow with d (c <= 0), so the formula "
-                         "alpha = T_verify / (tau c) has no finite value")
-    return Suggestion(auto_alpha(profile, tau, d), tau, d, 1000 * c, len(drafted))
+    alpha = auto_alpha(profile, tau, d) if c > FLAT_C_S else ALPHA_MAX
+    return Suggestion(alpha, tau, d, 1000 * c, len(drafted))
