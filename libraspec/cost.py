@@ -49,6 +49,8 @@ class LatencyProfile:
     verify_s[k-1]: target forward with k new tokens, k = 1..K (K >= 2).
     draft_s[b-1]: drafting b blocks of n tokens in one round, b = 1..len(draft_s).
     lookup_s: one look-up drafting step (a suffix match and its continuation).
+    fit_s: bringing a block-diffusion drafter's context up to date after a verification (the
+    target features of the committed tokens projected into its cache), once per round.
     """
 
     verify_s: tuple[float, ...]
@@ -56,6 +58,7 @@ class LatencyProfile:
     n: int  # drafts per block-diffusion pass
     meta: dict = field(default_factory=dict, compare=False)  # machine, models, context, repeats
     lookup_s: float = 0.0
+    fit_s: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "verify_s", _check_times(self.verify_s, "verify_s", 2))
@@ -64,8 +67,9 @@ class LatencyProfile:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be an integer >= 1, got {n!r}")
         object.__setattr__(self, "n", int(n))
-        if not (math.isfinite(self.lookup_s) and self.lookup_s >= 0):
-            raise ValueError(f"lookup_s must be a finite time >= 0, got {self.lookup_s!r}")
+        for name in ("lookup_s", "fit_s"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ValueError(f"{name} must be a finite time >= 0, got {getattr(self, name)!r}")
         object.__setattr__(self, "meta", dict(self.meta))
 
     def verify_time(self, k: int) -> float:
@@ -118,7 +122,7 @@ class LatencyProfile:
 
     def to_dict(self) -> dict:
         return {"verify_s": list(self.verify_s), "draft_s": list(self.draft_s),
-                "n": self.n, "lookup_s": self.lookup_s, "meta": dict(self.meta)}
+                "n": self.n, "lookup_s": self.lookup_s, "fit_s": self.fit_s, "meta": dict(self.meta)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "LatencyProfile":
@@ -129,7 +133,7 @@ class LatencyProfile:
         if missing:
             raise ValueError(f"latency profile lacks {', '.join(sorted(missing))}")
         return cls(tuple(data["verify_s"]), tuple(data["draft_s"]), data["n"],
-                   dict(data.get("meta", {})), float(data.get("lookup_s", 0.0)))
+                   dict(data.get("meta", {})), float(data.get("lookup_s", 0.0)), float(data.get("fit_s", 0.0)))
 
     def to_json(self, path: str) -> str:
         """Write atomically (temporary file, then rename)."""

@@ -86,10 +86,16 @@ class SpeculativeDecoder:
 
     @property
     def profile(self) -> LatencyProfile:
+        """The latency profile modeled times come from (measured or read from the disk cache on first use)."""
         if self._profile is None:
             from .profiling import cached_profile
             self._profile = cached_profile(self.pair)
         return self._profile
+
+    @profile.setter
+    def profile(self, profile: LatencyProfile) -> None:
+        """A re-measured profile; runs already under way keep the one they started with."""
+        self._profile = profile
 
     def run(self, prompt_ids, mode: str, policy: LengthPolicy | None, config: DecodeConfig) -> Iterator[RoundRecord]:
         """Decode `prompt_ids`; yields one frozen RoundRecord per round."""
@@ -207,7 +213,8 @@ class SpeculativeDecoder:
             sources=buffer.sources[:shown], blocks=blocks, decision=decision, d=d, accepted=accepted,
             committed=committed, bonus_token=bonus if committed[-1] == bonus and len(committed) == accepted + 1
             else None, oracle_d=oracle_d, draft_s=buffer.draft_seconds(blocks), policy_s=policy_s,
-            verify_s=verify_s, modeled_s=buffer.modeled_draft_s(profile, blocks) + profile.verify_time(d + 1))
+            verify_s=verify_s, modeled_s=buffer.modeled_draft_s(profile, blocks) + profile.verify_time(d + 1)
+            + self._upkeep_s(profile))
 
     def _oracle_length(self, state: _State, buffer: DraftBuffer, D: int, sampling: SamplingConfig,
                        uniforms, profile: LatencyProfile) -> tuple[int | None, int]:
@@ -228,13 +235,19 @@ class SpeculativeDecoder:
         probs = None if sampling.greedy else buffer.draft_probs(D)
         prefix = acceptance_prefix(drafts, probs, out.logits, sampling, uniforms)
         self._fit_caches(state, None, None)
+
         def round_time(d: int) -> float:  # the first step is drafted in every round, d = 0 included
-            return buffer.modeled_draft_s(profile, max(1, buffer.steps_for(d))) + profile.verify_time(d + 1)
+            return buffer.modeled_draft_s(profile, max(1, buffer.steps_for(d))) + profile.verify_time(d + 1) \
+                + self._upkeep_s(profile)
 
         d_star = oracle_length(prefix.numpy(), round_time, zero_time=round_time(0))
         return d_star, d_star if sampling.greedy else min(int(prefix[-1]) + 1, D)
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _upkeep_s(self, profile: LatencyProfile) -> float:
+        """Modeled seconds of a round's drafter context upkeep (target features in, for drafters that read them)."""
+        return profile.fit_s if self.drafter.needs_features else 0.0
 
     def _fit_caches(self, state: _State, hidden_states, first_position: int | None) -> None:
         """The one rollback: crop the target cache to len(ids) - 1 and bring the drafter context
@@ -272,6 +285,12 @@ class SpeculativeDecoder:
 
 def _replace(record: RoundRecord, **changes) -> RoundRecord:
     return dataclasses.replace(record, **changes)
+
+
+def remodel_ar(records: list[RoundRecord], profile: LatencyProfile) -> list[RoundRecord]:
+    """AR records with the modeled times `profile` gives them (after the profile was re-measured)."""
+    step = profile.ar_token_time()
+    return [_replace(r, modeled_s=step, cumulative_modeled_s=step * (k + 1)) for k, r in enumerate(records)]
 
 
 def race(decoder: SpeculativeDecoder, prompt_ids, entries: dict, config: DecodeConfig) -> Iterator[tuple[str, RoundRecord]]:

@@ -59,7 +59,8 @@ def machine_description() -> dict:
 @torch.inference_mode()
 def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
                     repeats: int = 7) -> LatencyProfile:
-    """Median seconds of target forwards with 1..max_tokens new tokens and of 1..max_blocks drafts."""
+    """Median seconds of target forwards with 1..max_tokens new tokens, of 1..max_blocks drafts, of a
+    look-up step and of the block-diffusion drafter's context upkeep after a round (`fit_s`)."""
     target, drafter = pair.target, BlockDiffusionDrafter(pair.drafter, pair.target)
     context_len = max(2, min(context_len, target.max_positions - max_tokens - 1))
     gen = torch.Generator().manual_seed(0)
@@ -93,19 +94,27 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     index = lookup.new_context()
     lookup.fit_context(index, repeated, None, 0)
 
+    def fit(k: int, hidden) -> None:  # the drafter's context takes k committed tokens, then gives them back
+        drafter.fit_context(dcontext, context + context[:k], hidden, context_len - 1)
+        drafter.fit_context(dcontext, context, None, None)
+
+    k_fit = max(1, drafter.n // 2)  # a typical round's committed tokens
+    fit_hidden = target.forward(cache, context[-1:] + context[:k_fit - 1]).hidden_states
+    crop_cache(cache, context_len - 1)
     verify_s = tuple(timed(lambda k=k: verify(k)) for k in range(1, max_tokens + 1))
     draft_s = tuple(timed(lambda b=b: draft(b)) for b in range(1, max_blocks + 1))
     lookup_s = timed(lambda: lookup.start_round(index, repeated, SamplingConfig(), None).extend(1))
+    fit_s = timed(lambda: fit(k_fit, fit_hidden))
     meta = {"pair": pair.name, "context_len": context_len, "repeats": repeats,
             "raw_verify_s": list(verify_s), "raw_draft_s": list(draft_s),
             "device": str(target.device), "dtype": str(target.dtype), **machine_description()}
     return LatencyProfile(verify_s=monotone(verify_s), draft_s=monotone(draft_s), n=drafter.n, meta=meta,
-                          lookup_s=lookup_s)
+                          lookup_s=lookup_s, fit_s=fit_s)
 
 
 def profile_path(pair) -> str:
     """One profile file per model pair, drafter weights, device, dtype and machine."""
-    key = {"format": 2, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
+    key = {"format": 3, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
            "dtype": str(pair.target.dtype), **machine_description()}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")

@@ -270,6 +270,12 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         chosen = int(re.search(r"Submitted d = (\d+)", round0).group(1))
         iterations = int(re.search(r"Algorithm 1 ran (\d+) iteration", round0).group(1))
 
+        # the latency profile can be measured again from the inspector, and says what changed
+        page.get_by_text("Latency profile of this machine").click()
+        page.locator("#ls-remeasure").click()
+        page.wait_for_selector("#ls-profile-info:has-text('Re-measured in')", timeout=TIMEOUT_MS)
+        assert re.search(r"an AR step now takes [\d.]+ ms \(was [\d.]+ ms\)", page.locator("#ls-profile-info").inner_text())
+
         # the step-through replays round 0 exactly
         page.get_by_role("tab", name="Algorithm step-through").click()
         page.locator("#ls-teach-source").get_by_text("last race round").click()

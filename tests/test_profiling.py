@@ -1,5 +1,13 @@
 """The measured latency profile: shape, monotone curves, on-disk cache."""
+import dataclasses
+
+import pytest
 import torch
+
+from libraspec.cost import LatencyProfile
+from libraspec.drafters.lookup import LookupCalibration, LookupDrafter
+from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.policy import StaticPolicy
 
 from libraspec.models.registry import tiny_pair
 from libraspec.profiling import cached_profile, measure_profile, monotone
@@ -40,12 +48,26 @@ def test_one_profile_file_per_pair_grows_when_asked_for_more(tmp_path, monkeypat
     assert cached_profile(pair, max_tokens=5, max_blocks=1, context_len=16, repeats=1) == longer
     assert len(list((tmp_path / "profiles").glob("*.json"))) == 1
     assert longer.lookup_s > 0  # a look-up step is measured, not assumed free
+    assert longer.fit_s > 0  # so is the drafter's context upkeep after a round
+    assert LatencyProfile.from_dict(longer.to_dict()).fit_s == longer.fit_s
+
+
+def test_a_rounds_modeled_time_counts_context_upkeep_only_for_drafters_that_read_features():
+    """modeled_s = drafting + verify_time(d + 1) + fit_s with block diffusion; look-up pays no fit_s."""
+    pair = tiny_pair("llama")
+    profile = dataclasses.replace(LatencyProfile.from_linear(0.02, 0.001, 0.005, pair.n, 25), fit_s=0.003)
+    lookup = LookupDrafter(pair.n, pair.target.vocab_size, LookupCalibration.neutral())
+    for drafter, upkeep in (("dflash", 0.003), (lookup, 0.0)):
+        decoder = SpeculativeDecoder(pair, profile, drafter=drafter)
+        records = list(decoder.run([5, 6, 7, 8] * 4, "static", StaticPolicy(3), DecodeConfig(max_new_tokens=12)))
+        for r in records:
+            drafting = profile.draft_time(r.blocks_drafted) if upkeep else 0.0  # from_linear: lookup_s = 0
+            assert r.modeled_s == pytest.approx(drafting + profile.verify_time(r.chosen_length + 1) + upkeep)
 
 
 def test_profile_check_flags_a_profile_from_another_load():
     from types import SimpleNamespace
 
-    from libraspec.cost import LatencyProfile
     from libraspec.profiling import profile_check
 
     profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 25)  # AR step 21 ms

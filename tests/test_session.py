@@ -84,6 +84,42 @@ def test_each_drafter_races_and_the_run_names_it(session):
         race(session, "magic")
 
 
+def test_a_drafter_chosen_in_the_app_drafts_whatever_the_pair_defaults_to(tmp_path, monkeypatch):
+    """The decoder made at load drafts with the pair's default; choosing another drafter gets that one."""
+    import ui.session as session_module
+    torch.set_num_threads(1)
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
+    load = session_module.load_pair
+    monkeypatch.setattr(session_module, "load_pair",
+                        lambda name: dataclasses.replace(load(name), default_drafter="lookup"))
+    fresh = Session(offered=["tiny-llama"])
+    assert race(fresh, "", max_new_tokens=8).drafter == "lookup"
+    assert race(fresh, "dflash", max_new_tokens=8).drafter == "dflash"
+
+
+def test_a_profile_the_ar_baseline_contradicts_is_measured_again_before_the_race(session):
+    """A profile measured under another load (here: every time 5x too long) is re-measured when a fresh
+    AR baseline is more than PROFILE_TOLERANCE off it; the run says so and every decoder models with
+    the new profile, the AR baseline included."""
+    from ui.session import PROFILE_TOLERANCE
+    decoders = {id(d): d for d in [session.decoder] + [session.decoder_for(name)[0] for name in ("dflash", "lookup")]}
+    real = session.profile()
+    slow = dataclasses.replace(real, verify_s=tuple(5 * v for v in real.verify_s))
+    for decoder in decoders.values():
+        decoder.profile = slow
+    snapshots = list(session.stream("Name five fruits, then five vegetables.", Settings(max_new_tokens=24)))
+    assert any(s.status.startswith("Re-measuring the latency profile: the AR baseline took") for s in snapshots)
+    run = snapshots[-1].run
+    note = [n for n in run.notes if n.startswith("latency profile re-measured before this race")]
+    assert len(note) == 1 and f"more than ±{PROFILE_TOLERANCE:.0%} off" in note[0]
+    fresh = session.profile()
+    assert fresh is not slow and all(d.profile is fresh for d in decoders.values())
+    assert all(r.modeled_s == fresh.ar_token_time() for r in run.ar_records)
+    assert all(r.modeled_s != slow.ar_token_time() for m in RACE_MODES for r in run.records[m])
+    again = list(session.stream("Name five fruits, then five vegetables.", Settings(max_new_tokens=24)))
+    assert not any("Re-measuring" in s.status for s in again)  # a cached baseline was checked when measured
+
+
 def test_a_missing_lookup_calibration_falls_back_with_a_note(tmp_path, monkeypatch):
     torch.set_num_threads(1)
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))

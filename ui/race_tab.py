@@ -26,7 +26,7 @@ from libraspec.records import records_to_frame
 from .common import QUEUE, client_key, load_examples
 from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .render import column_html, legend_html, status_html, title
-from .session import RACE_MODES, Run, Session, Snapshot
+from .session import PROFILE_TOLERANCE, RACE_MODES, Run, Session, Snapshot
 from .settings import FIELDS, NAMES, Settings, allowed, check_settings
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
@@ -105,6 +105,7 @@ class RaceTabs:
         self._warm_up_gpu = gpu(lambda *args, **named: LOAD_SECONDS)(self.warm_up)
         self._race_live_gpu = gpu(_race_gpu_seconds)(self._race_live)
         self._race_gpu = gpu(_race_gpu_seconds)(self._race)
+        self._remeasure_gpu = gpu(lambda *args, **named: LOAD_SECONDS)(self.remeasure_profile)
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -177,6 +178,13 @@ class RaceTabs:
             self.eps_plot = gr.Plot(None, label="eps_i bounds and Algorithm 1 steps", show_label=False,
                                    elem_id="ls-eps-plot")
         with gr.Accordion("Latency profile of this machine", open=False):
+            with gr.Row():
+                self.remeasure_button = gr.Button("Re-measure latency profile", size="sm", elem_id="ls-remeasure",
+                                                  scale=0)
+                self.profile_text = gr.Markdown(
+                    "Modeled times come from this profile. A race whose AR baseline is more than "
+                    f"{PROFILE_TOLERANCE:.0%} off it re-measures it; measure it again here after the machine's "
+                    "load changed.", elem_id="ls-profile-info")
             self.profile_plot = gr.Plot(None, label="latency profile", show_label=False)
 
     # -- wiring -------------------------------------------------------------------------------
@@ -203,6 +211,8 @@ class RaceTabs:
                       api_visibility="private")
         self.suggest_button.click(self.use_suggested_alpha, None, [self.fields["alpha"]], queue=False,
                                   api_visibility="private")
+        self.remeasure_button.click(self._remeasure_gpu, None, [self.profile_plot, self.profile_text],
+                                    api_visibility="private", **QUEUE)
         self.run_id.change(self.export_trace, [self.run_id], [self.files], api_name="export_trace")
         self.inspect_mode.change(self.inspect_mode_changed, [self.run_id, self.inspect_mode],
                                  [self.heatmap_plot, self.eps_plot, self.round, self.round_text],
@@ -304,6 +314,20 @@ class RaceTabs:
         note = checked.notes.get("alpha")
         return gr.Number(value=round(checked.settings.alpha, 2),
                          info=f"suggested: {how}" + (f" ⚠ {note}" if note else ""))
+
+    def remeasure_profile(self):
+        """The profile figure and what changed, after measuring the latency profile again."""
+        start = time.perf_counter()
+        try:
+            old, new = self.session.remeasure_profile()
+        except ValueError as error:
+            return gr.skip(), f"⚠ Not re-measured: {error}"
+        (t0, c), (old_t0, old_c) = new.linear_fit(), old.linear_fit()
+        return (plots.profile_figure(new),
+                f"Re-measured in {time.perf_counter() - start:.1f} s: an AR step now takes "
+                f"{1000 * new.ar_token_time():.1f} ms (was {1000 * old.ar_token_time():.1f} ms), verification "
+                f"{1000 * t0:.1f} + {1000 * c:.2f} k ms (was {1000 * old_t0:.1f} + {1000 * old_c:.2f} k ms). "
+                "Races from now on are modeled with it.")
 
     def race_live(self, request: gr.Request, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
                   inspect_mode, drafter=None, model=None):

@@ -37,12 +37,12 @@ import pandas as pd
 
 from libraspec.cost import LatencyProfile
 from libraspec.drafters import DRAFTERS, drafter_with_fallback
-from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
+from libraspec.engine import DecodeConfig, SpeculativeDecoder, race, remodel_ar
 from libraspec.device import free_memory, on_zero_gpu
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
 from libraspec.modes import MODES, PolicySettings
 from libraspec.experiments.driver import RunDone, decode_grid, mode_job
-from libraspec.profiling import cache_root, cached_profile
+from libraspec.profiling import cache_root, cached_profile, profile_check
 from libraspec.records import RoundRecord, RunSummary, records_to_frame, summarize, write_csv, write_parquet
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 
@@ -55,6 +55,7 @@ RACE_MODES = ("static", "libraspec", "oracle")
 UPDATE_INTERVAL_S = 0.25  # the race view refreshes at most 4 times a second
 KEPT_RUNS = 8
 LOCAL = "local"  # the owner of runs made outside the app
+PROFILE_TOLERANCE = 0.25  # an AR baseline this far (relative) from the latency profile re-measures it
 NOISE_Z = 2.0  # two totals closer than this many standard deviations of their noise are a tie
 
 
@@ -253,7 +254,7 @@ class Session:
                 start = time.perf_counter()
                 pair = load_pair(self.model)
                 self.pair, self.decoder = pair, SpeculativeDecoder(pair)
-                self._decoders = {"dflash": (self.decoder, None)}
+                self._decoders = {self.decoder.drafter.name: (self.decoder, None)}
                 self.load_seconds = {"models": time.perf_counter() - start}
 
     def select(self, name: str | None) -> None:
@@ -303,6 +304,21 @@ class Session:
             return None
         with self._model_lock:
             return decoder.profile
+
+    def remeasure_profile(self) -> tuple[LatencyProfile, LatencyProfile]:
+        """Measure the loaded pair's latency profile again over the same ranges, replace its disk
+        file and hand it to every decoder; cached AR baselines are re-modeled with it. A run under
+        way keeps the profile it started with. Returns (old, new)."""
+        if not self.ready:
+            raise ValueError("the model is not loaded yet: wait until the status says Ready")
+        with self._model_lock:
+            old = self.decoder.profile
+            new = cached_profile(self.pair, max_tokens=len(old.verify_s), max_blocks=len(old.draft_s), refresh=True)
+            for decoder in {id(d): d for d in [self.decoder, *(d for d, _ in self._decoders.values())]}.values():
+                decoder.profile = new
+            for key, records in self._ar_cache.items():
+                self._ar_cache[key] = remodel_ar(records, new)
+        return old, new
 
     def describe(self) -> str:
         if self.pair is None:
@@ -382,8 +398,9 @@ class Session:
         decoder, fallback = self.decoder_for(drafter)
         yield Snapshot("Starting…", None, phase="baseline", checked=checked)
         ar_records: list[RoundRecord] = []
-        last, started = 0.0, time.monotonic()
+        last, started, fresh = 0.0, time.monotonic(), False
         for done, ar_records in self._ar_baseline(ids, prompt, settings):
+            fresh = fresh or done >= 0
             if done >= 0 and time.monotonic() - last >= UPDATE_INTERVAL_S:
                 last = time.monotonic()
                 progress = (f"autoregressive baseline {done}/{settings.max_new_tokens} tokens · "
@@ -391,7 +408,15 @@ class Session:
                             "then the race")
                 yield Snapshot("Measuring the autoregressive baseline (once per prompt and settings)…", None,
                                phase="baseline", progress=progress)
-        run = Run(uuid.uuid4().hex[:12], prompt, settings, checked.note_list + ([fallback] if fallback else []),
+        notes = checked.note_list + ([fallback] if fallback else [])
+        # a baseline measured just now against the profile (a cached one was checked when it was measured)
+        check = profile_check(decoder.profile, ar_records, PROFILE_TOLERANCE) if fresh else {"ok": True}
+        if not check["ok"]:  # the profile was measured under another load: its modeled times would mislead
+            yield Snapshot(f"Re-measuring the latency profile: {_drift(check)}…", None, phase="baseline")
+            self.remeasure_profile()
+            ar_records = remodel_ar(ar_records, decoder.profile)
+            notes.append(_remeasured(check, profile_check(decoder.profile, ar_records, PROFILE_TOLERANCE)))
+        run = Run(uuid.uuid4().hex[:12], prompt, settings, notes,
                   ar_records, self.pair.name, self.pair.n, owner, decoder.drafter.name)
         for mode in RACE_MODES:
             # the tokenizer's decode, not the pair's: a stored run must not keep a switched-out pair's
@@ -533,6 +558,22 @@ def _race_progress(run: Run, elapsed_s: float) -> str:
         done, total = done + tokens, total + target
         parts.append(f"{title(mode)} {tokens}/{target}{' ✓' if finished else ''}")
     return f"{' · '.join(parts)} tokens · {eta_text(done, total, elapsed_s)}"
+
+
+def _drift(check: dict) -> str:
+    """What `profile_check` found, in words."""
+    return (f"the AR baseline took {1000 * check['measured_ar_s']:.1f} ms a token where the latency profile said "
+            f"{1000 * check['profile_ar_s']:.1f} ms (more than ±{PROFILE_TOLERANCE:.0%} off)")
+
+
+def _remeasured(before: dict, after: dict) -> str:
+    """The run's note after a re-measured profile (`before`, `after`: `profile_check` of each)."""
+    note = f"latency profile re-measured before this race: {_drift(before)}; it now says " \
+           f"{1000 * after['profile_ar_s']:.1f} ms"
+    if not after["ok"]:
+        note += (f", still more than ±{PROFILE_TOLERANCE:.0%} off: the machine's load is changing, so the modeled "
+                 "speedups are uncertain")
+    return note
 
 
 def _owned(run: Run | None, owner: str) -> bool:
