@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -136,6 +137,24 @@ class RunSummary:
     speedup_measured: float | None
     speedup_modeled: float | None
     mad_vs_oracle: float | None  # mean |d - d*| over rounds that carry d*
+
+
+NOISE_Z = 2.0  # two measured totals closer than this many standard deviations of their noise are a tie
+
+
+def timing_noise_s(records: Sequence[RoundRecord]) -> float:
+    """Standard deviation of the records' measured total that timing noise alone explains.
+
+    Per round, the measured time minus the latency profile's time for the same round leaves
+    what the round's work (d, steps drafted) does not explain; the spread of these residuals
+    over the rounds, times sqrt(rounds), is the noise of their sum. 0 with fewer than two rounds.
+    """
+    residuals = [r.measured_s - r.modeled_s for r in records]
+    if len(residuals) < 2:
+        return 0.0
+    mean = sum(residuals) / len(residuals)
+    variance = sum((x - mean) ** 2 for x in residuals) / (len(residuals) - 1)
+    return math.sqrt(variance * len(residuals))
 
 
 def summarize(records: Sequence[RoundRecord], ar_records: Sequence[RoundRecord] | None = None) -> RunSummary:

@@ -43,7 +43,9 @@ def test_full_grid_with_finite_values(decoder):
     assert (frame["mean_d"] <= frame["d_max"]).all() and (frame["tau"] >= 1).all()
     assert frame.loc[frame["alpha"] == "2", "alpha_used"].tolist() == [2.0, 2.0]
     assert calls == [(k, 2 * (1 + 4)) for k in range(1, 11)]
-    assert best_cell(frame, "mad_vs_oracle") == int(np.argmin(frame["mad_vs_oracle"].to_numpy()))
+    mad = frame["mad_vs_oracle"].to_numpy()
+    assert best_cell(frame, "mad_vs_oracle") == (int(np.argmin(mad)) if (mad == mad.min()).sum() == 1 else None)
+    assert (frame["noise_s"] >= 0).all()
 
 
 def test_cancel_stops_between_runs(decoder):
@@ -118,11 +120,28 @@ def test_sweep_figure_marks_the_best_cells():
     assert [t.name for t in heatmaps] == ["speedup_modeled", "speedup_measured", "tau", "mad_vs_oracle"]
     assert np.array_equal(np.array(heatmaps[0].z), [[1.1, 1.3], [1.2, 0.9]])
     best = {t.name: (t.x[0], t.y[0]) for t in fig.data if t.type == "scatter"}
-    assert best == {"best speedup_modeled": ("24", "1.6"), "best speedup_measured": ("16", "auto"),
-                    "best tau": ("24", "1.6"), "best mad_vs_oracle": ("24", "1.6")}
+    assert best == {"best speedup_modeled": ("24", "1.6"), "best tau": ("24", "1.6"),
+                    "best mad_vs_oracle": ("24", "1.6")}  # no noise known: no measured winner claimed
+    assert "within timing noise): measured speedup (x)" in fig.layout.title.text
+    timed = frame.assign(wall_s=10.0, noise_s=[0.1, 0.1, 0.1, 0.1])  # 1% noise: 1.4 leads 1.1 beyond it
+    best = {t.name: (t.x[0], t.y[0]) for t in tuning_plots.sweep_figure(timed).data if t.type == "scatter"}
+    assert best["best speedup_measured"] == ("16", "auto")
     partial = tuning_plots.sweep_figure(frame.iloc[:1], alphas=["1.6", "auto"], d_maxes=[16, 24])
     z = np.array(partial.data[0].z, dtype=float)
     assert z.shape == (2, 2) and z[0, 0] == 1.1 and np.isnan(z[1, 1])
+
+
+def test_no_best_cell_is_crowned_within_noise_or_among_identical_decisions():
+    """Cells whose decisions are identical tie on every decision metric; measured speedups closer
+    than NOISE_Z noise standard deviations tie too. Only a cell ahead of all others is best."""
+    same = pd.DataFrame({"alpha": ["1", "2", "4"], "d_max": [16, 16, 16], "speedup_modeled": [1.68] * 3,
+                         "tau": [1.78] * 3, "mad_vs_oracle": [0.5] * 3, "speedup_measured": [3.41, 3.2, 3.3],
+                         "wall_s": [10.0] * 3, "noise_s": [0.5] * 3})  # 5% noise: 3.41 vs 3.3 is a tie
+    assert all(best_cell(same, m) is None for m in ("speedup_modeled", "tau", "mad_vs_oracle", "speedup_measured"))
+    clear = same.assign(noise_s=[0.01] * 3)  # 0.1% noise: 3.41 is ahead
+    assert best_cell(clear, "speedup_measured") == 0
+    assert best_cell(same.assign(mad_vs_oracle=[0.5, 0.25, 0.5]), "mad_vs_oracle") == 1
+    assert not [t for t in tuning_plots.sweep_figure(same).data if t.type == "scatter"]
 
 
 def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):

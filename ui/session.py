@@ -43,7 +43,8 @@ from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
 from libraspec.modes import MODES, PolicySettings
 from libraspec.experiments.driver import RunDone, decode_grid, mode_job
 from libraspec.profiling import cache_root, cached_profile, profile_check
-from libraspec.records import RoundRecord, RunSummary, records_to_frame, summarize, write_csv, write_parquet
+from libraspec.records import (NOISE_Z, RoundRecord, RunSummary, records_to_frame, summarize, timing_noise_s, write_csv,
+                               write_parquet)
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 
 from .render import TextSegments, duration, eta_text, title
@@ -56,7 +57,6 @@ UPDATE_INTERVAL_S = 0.25  # the race view refreshes at most 4 times a second
 KEPT_RUNS = 8
 LOCAL = "local"  # the owner of runs made outside the app
 PROFILE_TOLERANCE = 0.25  # an AR baseline this far (relative) from the latency profile re-measures it
-NOISE_Z = 2.0  # two totals closer than this many standard deviations of their noise are a tie
 
 
 @dataclass
@@ -86,18 +86,8 @@ class Run:
         return self.records[mode][-1].cumulative_s
 
     def noise_s(self, mode: str) -> float:
-        """Standard deviation of the mode's measured total that timing noise alone explains.
-
-        Per round, the measured time minus the latency profile's time for the same round
-        leaves what the round's work (d, blocks drafted) does not explain; the spread of these
-        residuals over the rounds, times sqrt(rounds), is the noise of their sum. 0 with one round.
-        """
-        residuals = [r.measured_s - r.modeled_s for r in self.records[mode]]
-        if len(residuals) < 2:
-            return 0.0
-        mean = sum(residuals) / len(residuals)
-        variance = sum((x - mean) ** 2 for x in residuals) / (len(residuals) - 1)
-        return math.sqrt(variance * len(residuals))
+        """Standard deviation of the mode's measured total that timing noise alone explains (`timing_noise_s`)."""
+        return timing_noise_s(self.records[mode])
 
     def within_noise(self, a: str, b: str) -> bool:
         """Whether modes a and b finished closer than NOISE_Z standard deviations of their noise."""

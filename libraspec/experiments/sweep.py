@@ -9,7 +9,8 @@ Per cell, totals over prompts (docs/ARCHITECTURE.md, "What is timed"; as in `rec
 speedup_measured = AR seconds per token / cell seconds per token, speedup_modeled the
 same with the latency profile's times, tau = tokens per round, mad_vs_oracle =
 mean |d - d*| over rounds, alpha_used = mean alpha of the rounds (the value itself when
-fixed). Symbols: alpha, d_max, n (block size), d, d*, tau.
+fixed), noise_s = the timing noise of wall_s (`records.timing_noise_s`). `best_cell` crowns
+a cell only when it is ahead of every other beyond noise. Symbols: alpha, d_max, n (block size), d, d*, tau.
 """
 from __future__ import annotations
 
@@ -27,12 +28,12 @@ from .driver import Cancelled, Job, decode_grid
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..modes import MODES, PolicySettings
 from ..policy import LibraSpecPolicy
-from ..records import RoundRecord, summarize
+from ..records import NOISE_Z, RoundRecord, summarize, timing_noise_s
 
 AUTO = "auto"
 DEFAULT_ALPHAS = (1.6, 2.0, 2.2, 2.6, AUTO)  # around the paper's 2.0 (Fast-dLLM) and 2.2 (DFlash)
 DEFAULT_D_MAXES = (16, 24, 32, 48)  # around the paper's 24 for DFlash
-COLUMNS = ["alpha", "d_max", "prompts", "tokens", "rounds", "tau", "mean_d", "alpha_used", "wall_s",
+COLUMNS = ["alpha", "d_max", "prompts", "tokens", "rounds", "tau", "mean_d", "alpha_used", "wall_s", "noise_s",
            "modeled_s", "speedup_measured", "speedup_modeled", "mad_vs_oracle"]
 
 
@@ -92,7 +93,7 @@ def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRe
     return {"alpha": alpha_label(alpha), "d_max": d_max, "prompts": len(runs), "tokens": s.tokens,
             "rounds": s.rounds, "tau": s.tau, "mean_d": sum(r.chosen_length for r in records) / len(records),
             "alpha_used": sum(alphas_used) / len(alphas_used) if alphas_used else float("nan"),
-            "wall_s": s.seconds, "modeled_s": s.modeled_seconds,
+            "wall_s": s.seconds, "noise_s": timing_noise_s(records), "modeled_s": s.modeled_seconds,
             "speedup_measured": s.speedup_measured, "speedup_modeled": s.speedup_modeled,
             "mad_vs_oracle": s.mad_vs_oracle}
 
@@ -164,12 +165,28 @@ def run_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]],
 
 
 def best_cell(frame: pd.DataFrame, metric: str) -> int | None:
-    """Row position of the best cell for `metric` (lowest for mad_vs_oracle, else highest)."""
-    values = pd.to_numeric(frame[metric], errors="coerce") if metric in frame else pd.Series(dtype=float)
-    if values.notna().sum() == 0:
+    """Row position of the best cell for `metric` (lowest for mad_vs_oracle, else highest), or None
+    when no cell is ahead of all others: a measured speedup must lead the runner-up by more than
+    NOISE_Z standard deviations of their timing noise (`noise_s`), any other metric, computed from
+    the decisions alone, must be strictly ahead (cells with identical decisions tie)."""
+    values = pd.to_numeric(frame[metric], errors="coerce").reset_index(drop=True) if metric in frame \
+        else pd.Series(dtype=float)
+    values = values[values.notna()]
+    if values.empty:
         return None
-    position = values.reset_index(drop=True)
-    return int(position.idxmin() if metric == "mad_vs_oracle" else position.idxmax())
+    order = values.sort_values(ascending=metric == "mad_vs_oracle", kind="stable")
+    best = int(order.index[0])
+    if len(order) == 1:
+        return best
+    runner_up = int(order.index[1])
+    gap = abs(float(order.iloc[0]) - float(order.iloc[1]))
+    if metric == "speedup_measured":
+        if "noise_s" not in frame or "wall_s" not in frame:
+            return None  # no noise known: no winner claimed
+        noise = frame["noise_s"].reset_index(drop=True).astype(float) / frame["wall_s"].reset_index(drop=True)
+        spread = math.hypot(values[best] * noise[best], values[runner_up] * noise[runner_up])
+        return best if gap > NOISE_Z * spread else None
+    return best if gap > 1e-9 * max(1.0, abs(float(order.iloc[0]))) else None
 
 
 # -- CLI ---------------------------------------------------------------------------------------

@@ -94,14 +94,17 @@ def expected_speedup_figure(q, profile: Any, d_max: int, libraspec_d: int, stati
 def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: list[int] | None = None) -> go.Figure:
     """Heatmaps over the alpha x d_max grid (`libraspec.experiments.sweep` rows), best cell outlined in each.
 
-    Best: highest modeled / measured speedup and tau, lowest mean |d - d*|. `alphas` and
+    Best: highest modeled / measured speedup and tau, lowest mean |d - d*|, outlined only where
+    `sweep.best_cell` finds a cell ahead of all others (the title names the metrics where none is). `alphas` and
     `d_maxes` fix the axes while a sweep is still filling the grid.
     """
     alphas = [str(a) for a in (alphas or list(dict.fromkeys(frame["alpha"])) if "alpha" in frame else [])]
     d_maxes = [int(d) for d in (d_maxes or sorted(set(frame["d_max"])) if "d_max" in frame else [])]
     fig = make_subplots(rows=2, cols=2, subplot_titles=[title for _, title in SWEEP_METRICS],
                         horizontal_spacing=0.1, vertical_spacing=0.2)
+    from libraspec.experiments.sweep import best_cell
     x = [str(d) for d in d_maxes]
+    ties = []  # metrics where no cell is ahead of the others (within noise, or identical decisions)
     for k, (metric, title) in enumerate(SWEEP_METRICS):
         row, col = k // 2 + 1, k % 2 + 1
         z = np.full((len(alphas), len(d_maxes)), np.nan)  # (alphas, d_maxes)
@@ -112,20 +115,24 @@ def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: 
             z=z, x=x, y=alphas, name=metric, colorscale="Viridis_r" if metric == "mad_vs_oracle" else "Viridis",
             showscale=False, texttemplate="%{z:.2f}", hovertemplate=f"alpha %{{y}}, d_max %{{x}}<br>{title}: "
             "%{z:.3f}<extra></extra>"), row=row, col=col)
-        if np.isfinite(z).any():
-            flat = np.where(np.isfinite(z), z, np.inf if metric == "mad_vs_oracle" else -np.inf)
-            i, j = np.unravel_index(np.argmin(flat) if metric == "mad_vs_oracle" else np.argmax(flat), z.shape)
-            fig.add_trace(go.Scatter(x=[x[j]], y=[alphas[i]], mode="markers", name=f"best {metric}",
-                                     showlegend=False, marker=dict(symbol="square-open", size=30, color="#D55E00",
-                                                                   line=dict(width=3)),
+        best = best_cell(frame, metric) if not frame.empty else None
+        if best is not None and str(frame["alpha"].iloc[best]) in alphas and int(frame["d_max"].iloc[best]) in d_maxes:
+            fig.add_trace(go.Scatter(x=[str(int(frame["d_max"].iloc[best]))], y=[str(frame["alpha"].iloc[best])],
+                                     mode="markers", name=f"best {metric}", showlegend=False,
+                                     marker=dict(symbol="square-open", size=30, color="#D55E00", line=dict(width=3)),
                                      hovertemplate=f"best {title}<extra></extra>"), row=row, col=col)
+        elif np.isfinite(z).sum() > 1:
+            ties.append(title)
         fig.update_xaxes(title_text="d_max", type="category", categoryorder="array", categoryarray=x,
                          row=row, col=col)
         fig.update_yaxes(title_text="alpha", type="category", categoryorder="array", categoryarray=alphas,
                          autorange="reversed", row=row, col=col)
     if frame.empty:
         empty_figure(fig, "no finished cells yet")
-    return apply_layout(fig, "sweep", "LibraSpec over alpha x d_max (outlined: best cell)")
+    heading = "LibraSpec over alpha x d_max (outlined: best cell)"
+    if ties:
+        heading += f"<br><sup>no cell ahead of the rest (tied, or within timing noise): {', '.join(ties)}</sup>"
+    return apply_layout(fig, "sweep", heading)
 
 
 def calibration_figure(bins: pd.DataFrame, by_position: pd.DataFrame, ece: float) -> go.Figure:
