@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from .files import atomic_write
@@ -137,6 +138,7 @@ class RunSummary:
     speedup_measured: float | None
     speedup_modeled: float | None
     mad_vs_oracle: float | None  # mean |d - d*| over rounds that carry d*
+    round_s: tuple[float, float, float] = (math.nan,) * 3  # measured seconds per round: quartiles 25/50/75
 
 
 NOISE_Z = 2.0  # two measured totals closer than this many standard deviations of their noise are a tie
@@ -176,4 +178,5 @@ def summarize(records: Sequence[RoundRecord], ar_records: Sequence[RoundRecord] 
     return RunSummary(mode=records[0].mode, tokens=tokens, rounds=len(records), tau=tokens / len(records),
                       seconds=seconds, modeled_seconds=modeled,
                       tokens_per_s=tokens / seconds if seconds > 0 else float("inf"),
-                      speedup_measured=measured_speedup, speedup_modeled=modeled_speedup, mad_vs_oracle=mad)
+                      speedup_measured=measured_speedup, speedup_modeled=modeled_speedup, mad_vs_oracle=mad,
+                      round_s=tuple(float(x) for x in np.quantile([r.measured_s for r in records], (0.25, 0.5, 0.75))))

@@ -89,6 +89,13 @@ def test_model_text_and_prompt_are_escaped():
     assert "<script>" not in status and status.count(html.escape("<script>")) == 3
 
 
+def test_a_column_shows_the_spread_of_its_round_times():
+    rounds = [dataclasses.replace(_record(k, [5, 6]), verify_s=v) for k, v in enumerate([0.02, 0.03, 0.04, 0.05, 0.3])]
+    summary = summarize(rounds)  # measured per round: 0.01 drafting + verify = 30, 40, 50, 60, 310 ms
+    assert summary.round_s == pytest.approx((0.04, 0.05, 0.06))
+    assert "a round takes 50 ms (middle half 40–60 ms)" in column_html("libraspec", None, summary, None)
+
+
 def test_column_without_rounds_shows_placeholder():
     out = column_html("oracle", None, None, None, waiting="press <Run>")
     assert "press &lt;Run&gt;" in out and "rounds –" in out

@@ -142,12 +142,14 @@ def column_html(mode: str, segments: TextSegments | None, summary: RunSummary | 
         badge = (f'<span class="ls-badge" style="background:{color};color:#fff;border-radius:9px;padding:1px 8px;'
                  f'font-size:0.8em;margin-left:6px">{html.escape(place + tie)}</span>')
     if summary is None:
-        stats = "rounds – · τ – · – tok/s · speedup – (measured) / – (modeled)"
+        stats = "rounds – · τ – · – tok/s · speedup – (measured) / – (modeled)<br>a round takes – ms"
     else:
         stats = (f"rounds {summary.rounds} · τ {_number(summary.tau, '.2f')} · "
                  f"{_number(summary.tokens_per_s, '.1f')} tok/s · speedup "
                  f"<b>{_number(summary.speedup_measured, '.2f', '×')}</b> (measured) / "
-                 f"{_number(summary.speedup_modeled, '.2f', '×')} (modeled)")
+                 f"{_number(summary.speedup_modeled, '.2f', '×')} (modeled)<br>a round takes "
+                 f"{_number(1000 * summary.round_s[1], '.0f')} ms (middle half {_number(1000 * summary.round_s[0], '.0f')}"
+                 f"–{_number(1000 * summary.round_s[2], '.0f')} ms)")
     body = segments.html() if segments is not None and segments.pieces else \
         f'<span style="opacity:0.6">{html.escape(waiting)}</span>'
     return (
