@@ -160,8 +160,9 @@ class SpeculativeDecoder:
     def _round(self, state: _State, mode: str, policy, config: DecodeConfig,
                sampling: SamplingConfig, profile: LatencyProfile) -> RoundRecord:
         L = len(state.ids)
-        # d may not commit past max_new_tokens nor verify past the context window
-        cap = max(0, min(config.max_new_tokens - state.generated - 1, self.target.max_positions - L))
+        # d drafts commit up to d + 1 tokens: none past max_new_tokens nor past the context window
+        room = min(config.max_new_tokens - state.generated, self.target.max_positions - L)
+        cap = max(0, room - 1)
         uniforms = None if sampling.greedy else \
             torch.rand(max(config.lookahead, policy.d_max if policy else 0) + self.n, generator=state.generator)
         buffer = self.drafter.start_round(state.context, state.ids, sampling, state.generator)
@@ -201,7 +202,7 @@ class SpeculativeDecoder:
         else:
             accepted, bonus = sample_accept(draft_ids, buffer.draft_probs(d), out.logits, sampling,
                                             uniforms, state.generator)
-        committed = self._truncate(drafts[:accepted] + [bonus], config.max_new_tokens - state.generated)
+        committed = self._truncate(drafts[:accepted] + [bonus], room)
         # 5. commit, then roll back every cache to the committed length
         state.ids.extend(committed)
         self._fit_caches(state, out.hidden_states, L - 1)

@@ -161,6 +161,20 @@ def test_prompt_at_the_context_limit(pair):
         run(decoder, prompt + [5], "libraspec", LibraSpecPolicy(2.2, 20), max_new_tokens=8)
 
 
+def test_the_context_window_stops_every_mode_where_ar_stops(pair):
+    """A drafter that is always right near the end of the window: no mode commits past it."""
+    drafter = GreedyOracleDrafter(pair.target, block_size=8)
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    window = pair.target.max_positions
+    for room in (1, 2, 3, 9):
+        prompt = (prompts(pair, 1)[0] * window)[: window - room]
+        reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=20))
+        assert len(reference) == room
+        for label, (mode, policy) in policies(7).items():
+            records = run(decoder, prompt, mode, policy, max_new_tokens=20)
+            assert generated(records) == reference and records[-1].finished, (label, room)
+
+
 def test_bad_input_gives_clear_errors(pair):
     decoder = SpeculativeDecoder(pair, PROFILE)
     with pytest.raises(ValueError, match="empty"):
