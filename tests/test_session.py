@@ -5,6 +5,7 @@ counts the rounds it samples."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from types import SimpleNamespace
 
@@ -115,9 +116,28 @@ def test_a_profile_the_ar_baseline_contradicts_is_measured_again_before_the_race
     fresh = session.profile()
     assert fresh is not slow and all(d.profile is fresh for d in decoders.values())
     assert all(r.modeled_s == fresh.ar_token_time() for r in run.ar_records)
-    assert all(r.modeled_s != slow.ar_token_time() for m in RACE_MODES for r in run.records[m])
+    assert run.drafter == "dflash" and all(  # the round times of the race modes come from the new profile too
+        r.modeled_s == pytest.approx(fresh.draft_time(r.blocks_drafted) + fresh.verify_time(r.chosen_length + 1)
+                                   + fresh.fit_s)
+        for m in RACE_MODES for r in run.records[m])
     again = list(session.stream("Name five fruits, then five vegetables.", Settings(max_new_tokens=24)))
     assert not any("Re-measuring" in s.status for s in again)  # a cached baseline was checked when measured
+
+
+def test_a_baseline_another_run_takes_the_model_from_is_neither_raced_nor_kept(session):
+    """A second run supersedes a first one still measuring its AR baseline: the first stops with a
+    clear status and no run, and its partial baseline is not cached (the next race measures it whole)."""
+    settings = Settings(max_new_tokens=24, seed=7)
+    first = session.stream("Count from one to twenty.", settings)
+    while (snap := next(first)).progress == "":  # until the baseline has decoded a token
+        pass
+    assert snap.phase == "baseline"
+    race(session, max_new_tokens=8)  # takes the model
+    rest = list(first)
+    assert rest[-1].final and rest[-1].run is None and rest[-1].status.startswith("Stopped")
+    again = list(session.stream("Count from one to twenty.", settings))
+    assert any("Measuring the autoregressive baseline" in s.status for s in again)
+    assert again[-1].run.finished and len(again[-1].run.ar_records) == again[-1].run.ar_records[-1].cumulative_tokens
 
 
 def test_a_missing_lookup_calibration_falls_back_with_a_note(tmp_path, monkeypatch):
@@ -129,6 +149,23 @@ def test_a_missing_lookup_calibration_falls_back_with_a_note(tmp_path, monkeypat
     assert run.drafter == "dflash" and any("Using the block-diffusion drafter" in note for note in run.notes)
     line = [line for line, _ in fresh.static_run(["Hi"], 7, 8, "lookup")][-1]
     assert "dflash (" in line and "missing" in line
+
+
+def test_a_pair_whose_default_lookup_drafter_lacks_its_calibration_still_loads(tmp_path, monkeypatch):
+    """The embedded pair drafts with look-up by default: without its calibration file, loading the
+    pair (and a sweep, which uses the default drafter) falls back to dflash with the note."""
+    import ui.session as session_module
+    torch.set_num_threads(1)
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(lookup, "DEFAULT_CALIBRATION", tmp_path / "missing.json")
+    load = session_module.load_pair
+    monkeypatch.setattr(session_module, "load_pair",
+                        lambda name: dataclasses.replace(load(name), default_drafter="lookup"))
+    fresh = Session(offered=["tiny-llama"])
+    run = race(fresh, "", max_new_tokens=8)
+    assert run.drafter == "dflash" and any("Using the block-diffusion drafter" in note for note in run.notes)
+    lines = [line for line, _ in fresh.sweep(["Hi"], "2.2", "8", 8)]
+    assert lines[-1].startswith("Finished") and "Using the block-diffusion drafter" in lines[-1]
 
 
 def test_the_parquet_export_keeps_list_columns_and_names_the_drafter(session):
@@ -144,6 +181,16 @@ def test_the_parquet_export_keeps_list_columns_and_names_the_drafter(session):
     assert all(isinstance(row[name], list) for row in drafted for name in LIST_COLUMNS)
     assert all(len(row["draft_sources"]) == len(row["confidences"]) for row in drafted)
     assert any(row["policy_steps"] and isinstance(row["policy_steps"][0], dict) for row in drafted)
+
+
+def test_downloads_keep_only_the_newest_folders(session):
+    """Every export gets a folder of its own under one per-process root; old ones are pruned."""
+    run = race(session, max_new_tokens=8)
+    keep = session.downloads.keep
+    paths = [session.export(run.run_id) for _ in range(keep + 4)]
+    folders = list(session.downloads.root.iterdir())
+    assert len(folders) == keep and all(os.path.exists(p) for p in paths[-1])
+    assert not any(os.path.exists(p) for p in paths[0])
 
 
 def test_finish_ranks_follow_the_measured_seconds(session):

@@ -348,7 +348,7 @@ class RaceTabs:
                     snap.checked.settings, snap.checked.notes, self.session.n, keep_static=static_length in (0, None))
                 if snap.run is None:
                     columns = [column_html(m, None, None, None, "waiting for the AR baseline…")
-                               for m in RACE_MODES] if snap.phase == "baseline" else [gr.skip()] * 3
+                               for m in RACE_MODES] if snap.phase == "baseline" and not snap.final else [gr.skip()] * 3
                     yield (status_html(snap.status, prompt, progress=snap.progress), *columns, *skip, *fields)
                     continue
                 due = snap.final or time.monotonic() - figures_at >= FIGURE_INTERVAL_S
@@ -384,6 +384,8 @@ class RaceTabs:
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             raise gr.Error(str(error)) from error
         run = snap.run
+        if run is None:  # superseded before the race began
+            raise gr.Error(snap.status)
         return (*(run.text(mode) for mode in RACE_MODES), run.report())
 
     def export_trace(self, request: gr.Request, run_id: str) -> list[str] | None:

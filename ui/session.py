@@ -25,7 +25,6 @@ import dataclasses
 import functools
 import math
 import os
-import tempfile
 import threading
 import time
 import uuid
@@ -47,6 +46,7 @@ from libraspec.records import (NOISE_Z, RoundRecord, RunSummary, records_to_fram
                                write_parquet)
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 
+from .downloads import Downloads
 from .render import TextSegments, duration, eta_text, title
 from .run_store import RunStore
 from .settings import (D_MAX_CAP, MAX_NEW_TOKENS_CAP, Checked, Settings, check_settings, integer_setting,
@@ -207,6 +207,7 @@ class Session:
         if runs_dir is None and on_zero_gpu():
             runs_dir = os.path.join(cache_root(), "runs")
         self._store = RunStore(runs_dir, KEPT_RUNS) if runs_dir is not None else None
+        self.downloads = Downloads()  # trace exports and sweep CSVs
 
     # -- models -------------------------------------------------------------------------------
 
@@ -243,8 +244,9 @@ class Session:
             if self.decoder is None:
                 start = time.perf_counter()
                 pair = load_pair(self.model)
-                self.pair, self.decoder = pair, SpeculativeDecoder(pair)
-                self._decoders = {self.decoder.drafter.name: (self.decoder, None)}
+                drafter, note = drafter_with_fallback(pair.default_drafter, pair)
+                self.pair, self.decoder = pair, SpeculativeDecoder(pair, drafter=drafter)
+                self._decoders = {pair.default_drafter: (self.decoder, note)}
                 self.load_seconds = {"models": time.perf_counter() - start}
 
     def select(self, name: str | None) -> None:
@@ -359,7 +361,9 @@ class Session:
             self._active = iterator
 
     def _ar_baseline(self, ids: list[int], prompt: str, settings: Settings) -> Iterator[tuple[int, list]]:
-        """AR decoding of the same prompt and settings, cached; yields (tokens so far, records)."""
+        """AR decoding of the same prompt and settings, cached once it finished; yields (tokens so
+        far, records), then (-1, records). A baseline another run took the model from ends unfinished
+        and is not kept."""
         key = (self.pair.name, prompt, settings.max_new_tokens, settings.temperature, settings.seed)
         if key in self._ar_cache:
             self._ar_cache.move_to_end(key)
@@ -372,7 +376,8 @@ class Session:
         for record in self._steps(iterator):
             records.append(record)
             yield record.cumulative_tokens, records
-        self._ar_cache[key] = records
+        if records and records[-1].finished:
+            self._ar_cache[key] = records
         while len(self._ar_cache) > KEPT_RUNS * 4:
             self._ar_cache.popitem(last=False)
         yield -1, records
@@ -398,6 +403,10 @@ class Session:
                             "then the race")
                 yield Snapshot("Measuring the autoregressive baseline (once per prompt and settings)…", None,
                                phase="baseline", progress=progress)
+        if not ar_records or not ar_records[-1].finished:
+            yield Snapshot("Stopped: another run took the model before the autoregressive baseline finished; "
+                           "nothing was raced.", None, final=True, phase="baseline")
+            return
         notes = checked.note_list + ([fallback] if fallback else [])
         # a baseline measured just now against the profile (a cached one was checked when it was measured)
         check = profile_check(decoder.profile, ar_records, PROFILE_TOLERANCE) if fresh else {"ok": True}
@@ -451,10 +460,12 @@ class Session:
                 raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
             ids = [pair.encode_prompt(p) for p in prompts]
             yield f"Measuring the latency profile up to d_max = {max(grid_d)} (once per machine and pair)…", None
-            iterator = iter_sweep(self._sweep_decoder(max(grid_d)), ids, grid_alphas, grid_d, config, cancel)
+            decoder, fallback = self._sweep_decoder(max(grid_d))
+            iterator = iter_sweep(decoder, ids, grid_alphas, grid_d, config, cancel)
             for event in self._steps(iterator):
                 state = "Cancelled" if event.cancelled else "Finished" if event.done == event.total else "Running"
-                yield f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}.", event
+                yield (f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}."
+                       + (f" {fallback}" if fallback else "")), event
         finally:
             if self._cancels.get(owner) is cancel:
                 del self._cancels[owner]
@@ -466,15 +477,17 @@ class Session:
             cancel.set()
         return cancel is not None
 
-    def _sweep_decoder(self, longest: int) -> SpeculativeDecoder:
-        """A decoder whose latency profile reaches d_max = `longest` (measured once per machine and
-        pair, then read from the disk cache)."""
+    def _sweep_decoder(self, longest: int) -> tuple[SpeculativeDecoder, str | None]:
+        """A decoder with the pair's default drafter whose latency profile reaches d_max = `longest`
+        (measured once per machine and pair, then read from the disk cache), and the note of
+        `drafter_with_fallback` (None when the default drafter was made)."""
         pair = self.pair
         self._activate(None)
         with self._model_lock:
             profile = cached_profile(pair, max_tokens=max(25, longest + 1),
                                      max_blocks=max(2, -(-longest // pair.n)))
-        return SpeculativeDecoder(pair, profile)
+        drafter, note = drafter_with_fallback(pair.default_drafter, pair)
+        return SpeculativeDecoder(pair, profile, drafter=drafter), note
 
     def static_run(self, prompts: list[str], d, max_new_tokens,
                    drafter: str | None = None) -> Iterator[tuple[str, list[RoundRecord] | None]]:
@@ -528,9 +541,8 @@ class Session:
         """`owner`'s run's round records (AR baseline included) as CSV and Parquet files named after
         the run and its drafter (the schema: README.md, "Exported round records")."""
         run = self.get_run(run_id, owner)
-        folder = tempfile.mkdtemp(prefix="libraspec-trace-")
         frame = run.frame()
-        stem = os.path.join(folder, f"libraspec-{run.run_id}-{run.drafter}")
+        stem = os.path.join(self.downloads.folder(), f"libraspec-{run.run_id}-{run.drafter}")
         return [write_csv(frame, stem + ".csv"), write_parquet(frame, stem + ".parquet")]
 
 

@@ -9,7 +9,6 @@ before its next run. Paper symbols: alpha, d_max, d*, tau.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -132,9 +131,8 @@ class SweepTab:
         except (ValueError, OSError) as error:
             raise gr.Error(str(error)) from error
 
-    @staticmethod
-    def _csv(frame: pd.DataFrame) -> str:
-        path = os.path.join(tempfile.mkdtemp(prefix="libraspec-sweep-"), "libraspec-sweep.csv")
+    def _csv(self, frame: pd.DataFrame) -> str:
+        path = os.path.join(self.session.downloads.folder(), "libraspec-sweep.csv")
         frame.to_csv(path, index=False)
         return path
 
