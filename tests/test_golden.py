@@ -11,13 +11,24 @@ import golden
 from libraspec.models import embedded
 
 
+# float32 kernels differ in their last bits between CPUs (an AMD EPYC machine gives confidences
+# 1e-6 apart from the files written on an earlier one): these fields compare within RTOL, the
+# rest (tokens, lengths, policy steps, bounds) exactly
+FLOATS = ("confidences", "modeled_s", "cumulative_modeled_s")
+RTOL = 1e-5
+
+
 def compare(name: str, runs: dict) -> None:
     expected = golden.load(name)
     assert set(runs) == set(expected)
     for key, records in runs.items():
         assert len(records) == len(expected[key]), key
         for got, want in zip(records, expected[key]):
-            assert got == want, (key, got["round_index"])
+            where = (key, got["round_index"])
+            assert {k: v for k, v in got.items() if k not in FLOATS} == \
+                {k: v for k, v in want.items() if k not in FLOATS}, where
+            for field in FLOATS:
+                assert got[field] == pytest.approx(want[field], rel=RTOL, abs=1e-9), (*where, field)
 
 
 def test_tiny_runs_unchanged():
