@@ -213,8 +213,12 @@ def test_oracle_annotation_changes_nothing_and_race_orders_by_clock(pair):
     events = list(race(decoder, prompt, {"static": ("static", StaticPolicy(3)),
                                           "libraspec": ("libraspec", LibraSpecPolicy(2.2, 20)),
                                           "oracle": ("oracle", None)}, DecodeConfig(max_new_tokens=12)))
-    by_mode = {}
-    for label, record in events:
+    by_mode, clocks = {}, {"static": 0.0, "libraspec": 0.0, "oracle": 0.0}
+    for label, record in events:  # each event comes from the running mode whose measured clock is furthest behind
+        assert clocks[label] == min(clocks.values()), (label, clocks)
+        clocks[label] = record.cumulative_s
+        if record.finished:
+            del clocks[label]
         by_mode.setdefault(label, []).append(record)
     assert set(by_mode) == {"static", "libraspec", "oracle"}
     assert all(recs[-1].finished for recs in by_mode.values())
