@@ -7,8 +7,8 @@ time of a round is `LatencyProfile.round_time(d)`; autoregressive decoding costs
 cost c (section 3.3), used to set alpha (section 3.4, `theory.alpha_from_costs`).
 
 This module is the model side only: the numbers come from measurements on this
-machine. Timing real models belongs in a `LatencyProfile.measure(...)` classmethod
-(engine side, to be added); nothing here makes numbers up.
+machine (`profiling.measure_profile`, cached per machine and pair by `profiling.cached_profile`);
+nothing here makes numbers up.
 """
 from __future__ import annotations
 
@@ -87,11 +87,12 @@ class LatencyProfile:
         return _extrapolate((0.0,) + self.draft_s, int(blocks), 0)  # (0, 0) anchors one entry
 
     def round_time(self, d: int) -> float:
-        """T^draft_d + T^verify_d: ceil(d / n) blocks (at least one) and d + 1 verified tokens."""
+        """A block-diffusion round: T^draft_d + T^verify_d + the drafter's context upkeep, with
+        ceil(d / n) blocks (at least one) and d + 1 verified tokens (the engine's modeled round)."""
         if d < 1:
             raise ValueError(f"speculative length d must be >= 1, got {d}")
         blocks = max(1, -(-int(d) // self.n))
-        return self.draft_time(blocks) + self.verify_time(int(d) + 1)
+        return self.draft_time(blocks) + self.verify_time(int(d) + 1) + self.fit_s
 
     def ar_token_time(self) -> float:
         """Autoregressive seconds per token: one target forward with one new token."""

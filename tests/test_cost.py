@@ -1,4 +1,5 @@
 """Tests for libraspec.cost: the latency profile and the modeled round time."""
+import dataclasses
 import math
 
 import pytest
@@ -32,6 +33,8 @@ def test_round_time_formula():
     assert math.isclose(p.round_time(1), 0.02 + 0.10)
     assert math.isclose(p.round_time(3), 0.02 + 0.13)
     assert math.isclose(p.round_time(4), 0.03 + 0.15)
+    upkeep = dataclasses.replace(p, fit_s=0.004)  # the drafter's context upkeep, once per round
+    assert math.isclose(upkeep.round_time(4), 0.03 + 0.15 + 0.004)
     with pytest.raises(ValueError, match="d must be >= 1"):
         p.round_time(0)
 

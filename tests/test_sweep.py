@@ -18,6 +18,7 @@ from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
 from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.records import RoundRecord
+from libraspec.modes import ALPHA_RANGE
 from libraspec.experiments.sweep import COLUMNS, best_cell, parse_alphas, parse_d_maxes, run_sweep
 from libraspec.analysis.theory import auto_alpha
 
@@ -102,7 +103,7 @@ def test_auto_alpha_follows_the_formula_and_resets():
 
 def test_auto_alpha_clamps_and_refuses_bad_settings():
     flat = LatencyProfile((0.01, 0.01, 0.01), (0.001,), 2)
-    assert AutoAlphaLibraSpecPolicy(flat, d_max=4).alpha == 20.0  # c = 0: alpha unbounded, clamped
+    assert AutoAlphaLibraSpecPolicy(flat, d_max=4).alpha == ALPHA_RANGE[1]  # c = 0: alpha unbounded, clamped
     cheap = AutoAlphaLibraSpecPolicy(PROFILE, d_max=24, prior_tau=2.0, alpha_range=(0.1, 3.0))
     assert cheap.alpha == 3.0
     with pytest.raises(ValueError, match="prior_tau"):

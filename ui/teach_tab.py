@@ -24,7 +24,7 @@ from libraspec.analysis.theory import auto_alpha, exhaustive_argmax, expected_ta
 
 from .common import client_key
 from .session import Run, Session
-from .settings import ALPHA_MAX, ALPHA_MIN, D_MAX_CAP
+from .settings import ALPHA_MAX, ALPHA_MIN, D_MAX_CAP, FLAT_C_S
 
 SOURCES = ("synthetic", "last race round", "pasted list")
 COSTS = ("measured profile", "linear t0 + c*d")
@@ -184,9 +184,9 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
 
 def suggested_alpha(q: np.ndarray, d: int, profile: LatencyProfile) -> tuple[float, float] | None:
     """(alpha, E[tau]) that section 3.4 suggests for confidences q at length d; None when the
-    profile's cost does not grow with d."""
+    profile's cost does not grow with d (c <= FLAT_C_S, as for the race's suggestion)."""
     _, c = profile.linear_fit()
-    if c <= 0:
+    if c <= FLAT_C_S:
         return None
     tau = float(expected_tau_curve(q, d)[-1])
     return auto_alpha(profile, tau, d), tau

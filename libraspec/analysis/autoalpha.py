@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 
 from libraspec.cost import LatencyProfile
+from libraspec.modes import ALPHA_RANGE
 from libraspec.policy import LibraSpecPolicy
 from libraspec.records import RoundRecord
 from libraspec.analysis.theory import auto_alpha
 
 DEFAULT_PRIOR_TAU = 2.0  # one pseudo-round: a drafter that gets about one draft accepted
-DEFAULT_RANGE = (0.1, 20.0)  # the app's alpha slider spans this
 
 
 class AutoAlphaLibraSpecPolicy(LibraSpecPolicy):
@@ -31,7 +31,7 @@ class AutoAlphaLibraSpecPolicy(LibraSpecPolicy):
     name = "libraspec-auto"
 
     def __init__(self, profile: LatencyProfile, d_max: int, prior_tau: float = DEFAULT_PRIOR_TAU,
-                 alpha_range: tuple[float, float] = DEFAULT_RANGE):
+                 alpha_range: tuple[float, float] = ALPHA_RANGE):
         if not isinstance(profile, LatencyProfile):
             raise ValueError("automatic alpha needs a measured LatencyProfile")
         if not (isinstance(prior_tau, (int, float)) and math.isfinite(prior_tau) and prior_tau >= 1):
