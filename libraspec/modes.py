@@ -7,7 +7,6 @@ validates them against a drafter's n; the app calls it too, and shows its notes.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -97,10 +96,10 @@ def get_mode(name: str) -> Mode:
     return MODES[name]
 
 
-def make_policy(name: str, **settings) -> LengthPolicy:
-    """A policy mode's policy from keyword settings (the fields of `PolicySettings`), unvalidated."""
+def make_policy(name: str, n: int, **settings) -> LengthPolicy:
+    """A policy mode's policy for a drafter with n drafts per step, from keyword settings (the
+    fields of `PolicySettings`, defaults for the rest), clamped by `PolicySettings.checked`."""
     mode = get_mode(name)
     if mode.factory is None:
         raise ValueError(f"mode {name!r} takes no policy; policy modes: {', '.join(POLICY_MODES)}")
-    values = dataclasses.replace(PolicySettings(static_length=15), **settings)
-    return mode.factory(values)
+    return mode.factory(PolicySettings(**settings).checked(n)[0])

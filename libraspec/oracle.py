@@ -17,20 +17,6 @@ TIE_RTOL = 1e-12  # rates within this relative distance of the best count as a t
 RoundTime = Union[Callable[[int], float], Sequence[float], np.ndarray]
 
 
-def accepted_prefix_from_matches(matches) -> np.ndarray:
-    """a(d) for d = 1..D from per-position acceptance.
-
-    matches[i] tells whether draft i+1 is accepted given that drafts 1..i were; under
-    prefix acceptance a(d) = min(d, m), m = number of leading accepted drafts.
-    """
-    matches = np.asarray(matches, dtype=bool)
-    if matches.ndim != 1 or matches.size == 0:
-        raise ValueError(f"matches must be a non-empty 1-D bool array, got shape {matches.shape}")
-    rejected = np.flatnonzero(~matches)
-    m = int(rejected[0]) if rejected.size else matches.size  # leading accepted drafts
-    return np.minimum(np.arange(1, matches.size + 1), m).astype(np.int64)  # (D,)
-
-
 def _round_times(round_time: RoundTime, count: int) -> np.ndarray:
     if callable(round_time):
         times = np.array([float(round_time(d)) for d in range(1, count + 1)])

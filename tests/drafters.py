@@ -43,6 +43,10 @@ class GreedyOracleDrafter(torch.nn.Module):
         self._anchor = torch.nn.Parameter(torch.zeros(1), requires_grad=False)
         self._memo: dict[tuple, int] = {}  # greedy next token of each sequence seen
 
+    @property
+    def n(self) -> int:
+        return self.block_size - 1
+
     def new_cache(self) -> TokenCache:
         return TokenCache()
 
@@ -59,6 +63,9 @@ class GreedyOracleDrafter(torch.nn.Module):
     def to_target_ids(self, ids):
         return ids
 
+    def to_full_vocab(self, probs):
+        return probs
+
     @torch.inference_mode()
     def _greedy_next(self, seq: tuple) -> int:
         if seq not in self._memo:
@@ -67,7 +74,7 @@ class GreedyOracleDrafter(torch.nn.Module):
 
     def draft_logits(self, cache, block_ids, positions):
         ids = block_ids[0].tolist()
-        n = self.block_size - 1
+        n = self.n
         seq = cache.tokens + ids[: len(ids) - n]
         out = []
         for i in range(n):
@@ -107,6 +114,10 @@ class PartlyRightModule(torch.nn.Module):
         self.target_layer_ids = self.real.target_layer_ids
         self._width = None
 
+    @property
+    def n(self) -> int:
+        return self.real.n
+
     def new_cache(self) -> BothCache:
         return BothCache()
 
@@ -125,6 +136,9 @@ class PartlyRightModule(torch.nn.Module):
 
     def to_target_ids(self, ids):
         return ids
+
+    def to_full_vocab(self, probs):
+        return probs
 
     def draft_logits(self, cache, block_ids, positions):
         return self.oracle.draft_logits(cache, block_ids, positions)

@@ -48,7 +48,7 @@ def record_dict(record) -> dict:
 
 def decode(decoder, prompt, label, config) -> list[dict]:
     mode, settings = MODES[label]
-    policy = None if settings is None else make_policy(mode, **settings)
+    policy = None if settings is None else make_policy(mode, decoder.n, **settings)
     return [record_dict(r) for r in decoder.run(prompt, mode, policy, config)]
 
 

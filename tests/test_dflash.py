@@ -298,7 +298,7 @@ def test_draft_vocab_mapping(target):
     torch.testing.assert_close(logits, ref[..., vocab])
     assert torch.equal(small.to_target_ids(torch.arange(40)), vocab)
     assert torch.equal(full.to_target_ids(torch.arange(40)), torch.arange(40))
-    probs = small.full_vocab_probs(logits, temperature=0.7)
+    probs = small.to_full_vocab(torch.softmax(logits / 0.7, -1))
     assert probs.shape == (1, 8, VOCAB)
     torch.testing.assert_close(probs.sum(-1), torch.ones(1, 8))
     outside = torch.ones(VOCAB, dtype=torch.bool)

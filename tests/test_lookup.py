@@ -12,7 +12,6 @@ import torch
 import libraspec.engine as engine
 from libraspec.cost import LatencyProfile
 from libraspec.drafters import drafter_with_fallback, make_drafter
-from libraspec.drafters.hybrid import expected_accepted
 from libraspec.drafters.lookup import (MAX_MATCH, MIN_MATCH, LookupCalibration, LookupCalibrationError,
                                        LookupDrafter, SuffixIndex)
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
@@ -63,7 +62,7 @@ def generated(records):
 
 
 def decode(decoder, prompt, mode, **config):
-    policy = None if MODES[mode].factory is None else make_policy(mode, d_max=30, static_length=7)
+    policy = None if MODES[mode].factory is None else make_policy(mode, decoder.n, d_max=30, static_length=7)
     return list(decoder.run(prompt, mode, policy, DecodeConfig(**config)))
 
 
@@ -127,7 +126,7 @@ def lookup_chi2(pair, drafter: str) -> tuple[float, float]:
     counts = torch.zeros(V * V)
     lengths = []
     for seed in range(2400):
-        records = list(decoder.run(prompt, "static", make_policy("static", static_length=2),
+        records = list(decoder.run(prompt, "static", make_policy("static", decoder.n, static_length=2),
                                    DecodeConfig(max_new_tokens=3, temperature=1.0, seed=seed)))
         out = generated(records)
         counts[out[0] * V + out[1]] += 1
@@ -172,12 +171,6 @@ def test_calibration_file_problems_fall_back_to_the_block_drafter(pair, tmp_path
         assert drafter.name == "dflash" and "lookup_fit" in note and "dflash" in note
     with pytest.raises(ValueError, match="unknown drafter"):
         make_drafter("telepathy", pair)
-
-
-def test_expected_accepted_length():
-    assert expected_accepted([1.0, 1.0, 0.0, 1.0]) == 2.0
-    assert expected_accepted([0.5, 0.5]) == pytest.approx(0.75)
-    assert expected_accepted([]) == 0.0
 
 
 def test_lookup_drafts_nothing_without_a_match(pair):

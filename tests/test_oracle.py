@@ -10,10 +10,24 @@ from hypothesis import given, settings, strategies as st
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
-from libraspec.oracle import accepted_prefix_from_matches, oracle_length, oracle_rates
+from libraspec.oracle import oracle_length, oracle_rates
 from libraspec.policy import StaticPolicy
 
 from drafters import GreedyOracleDrafter
+
+
+def accepted_prefix_from_matches(matches) -> np.ndarray:
+    """a(d) for d = 1..D from per-position acceptance (the arrays these tests hand the oracle).
+
+    matches[i] tells whether draft i+1 is accepted given that drafts 1..i were; under
+    prefix acceptance a(d) = min(d, m), m = number of leading accepted drafts.
+    """
+    matches = np.asarray(matches, dtype=bool)
+    if matches.ndim != 1 or matches.size == 0:
+        raise ValueError(f"matches must be a non-empty 1-D bool array, got shape {matches.shape}")
+    rejected = np.flatnonzero(~matches)
+    m = int(rejected[0]) if rejected.size else matches.size  # leading accepted drafts
+    return np.minimum(np.arange(1, matches.size + 1), m).astype(np.int64)  # (D,)
 
 
 def test_accepted_prefix_examples():

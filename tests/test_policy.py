@@ -248,13 +248,13 @@ def test_failfast_policy():
 
 def test_make_policy_and_protocol():
     for name in ("static", "libraspec", "g4", "failfast"):
-        policy = make_policy(name, alpha=2.0, d_max=24, static_length=15)
+        policy = make_policy(name, 15, alpha=2.0, d_max=24)
         assert isinstance(policy, LengthPolicy) and policy.name == name
         decision = policy.choose_length(stream(np.full(30, 0.8), 15))
         d = decision.d
         assert 1 <= d <= policy.d_max
     with pytest.raises(ValueError, match="unknown mode"):
-        make_policy("ddtree")
+        make_policy("ddtree", 15)
 
 
 # ---- bad input -------------------------------------------------------------------

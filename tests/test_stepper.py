@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from libraspec.views import tuning_plots
 from libraspec.cost import LatencyProfile
 from libraspec.policy import LibraSpecPolicy, epsilon_bounds
-from libraspec.analysis.stepper import ArrayBuffer, algorithm_states, final_length, parse_confidences, synthetic_confidences
+from libraspec.analysis.stepper import ArrayBuffer, algorithm_states, parse_confidences, synthetic_confidences
 
 
 @st.composite
@@ -33,7 +33,7 @@ def test_every_decision_equals_libraspec_policy(case):
     decision = policy.choose_length(buffer)
     d = decision.d
     states = algorithm_states(q, n, alpha, d_max, initial_blocks=initial)
-    assert final_length(states) == d
+    assert states[-1].d == d
     assert tuple(s.step for s in states[1:]) == decision.steps  # same iterations, same B, same drafting
     assert states[-1].blocks * n == len(buffer.confidences)
     assert [s.done for s in states] == [False] * (len(states) - 1) + [True]
@@ -55,7 +55,7 @@ def test_a_worked_example_extends_then_stops():
     assert "beneficial" in extend.message and f"-> {extend.d}" in extend.message
     last = states[-1]
     assert last.reason == "stop" and "at or below d" in last.message
-    assert final_length(states) == LibraSpecPolicy(2.0, 12).choose_length(ArrayBuffer.revealing(q, 3)).d
+    assert states[-1].d == LibraSpecPolicy(2.0, 12).choose_length(ArrayBuffer.revealing(q, 3)).d
 
 
 def test_d_max_equal_to_n_never_loops():
@@ -98,7 +98,7 @@ def test_step_figures_show_the_state():
     bars = next(t for t in fig.data if t.name == "eps_i")
     assert list(bars.y) == list(states[-1].eps)
     profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 8, 25)
-    curve = tuning_plots.expected_speedup_figure(q, profile, 24, libraspec_d=final_length(states), static_length=8)
+    curve = tuning_plots.expected_speedup_figure(q, profile, 24, libraspec_d=states[-1].d, static_length=8)
     line = next(t for t in curve.data if t.name == "E[eta_d]")
     assert len(line.y) == 24 and all(v > 0 for v in line.y)
     marks = {t.name.split(" ")[0] for t in curve.data if t.mode == "markers"}

@@ -130,13 +130,6 @@ def algorithm_states(q, n: int, alpha: float, d_max: int, initial_blocks: int = 
     return states
 
 
-def final_length(states: list[StepState]) -> int:
-    """The d LibraSpec submits: the last state's d."""
-    if not states:
-        raise ValueError("no states: run algorithm_states first")
-    return states[-1].d
-
-
 def synthetic_confidences(length: int, start: float, decay: float, noise: float, seed: int) -> np.ndarray:
     """A made-up confidence profile for teaching: q_i = clip(start * (1 - decay)^(i-1) + noise * z_i, 0, 1).
 

@@ -18,7 +18,7 @@ class BlockDraft(DraftBuffer):
 
     def __init__(self, module, cache, anchor: int, anchor_position: int, vocab_size: int,
                  sampling: SamplingConfig, generator: torch.Generator | None):
-        super().__init__(int(module.block_size) - 1, vocab_size, sampling)
+        super().__init__(module.n, vocab_size, sampling)
         self.module = module
         self.cache = cache
         self.anchor = int(anchor)
@@ -40,9 +40,7 @@ class BlockDraft(DraftBuffer):
         else:
             probs = probabilities(logits, self.sampling)  # (n, V_d)
             choice = torch.multinomial(probs.float().cpu(), 1, generator=self.generator).view(-1).to(device)
-            full = torch.zeros(n, self.vocab_size, dtype=probs.dtype, device=probs.device)  # (n, V)
-            vocab_ids = self.module.to_target_ids(torch.arange(probs.shape[-1], device=probs.device))
-            full = full.index_copy_(1, vocab_ids, probs).cpu()
+            full = self.module.to_full_vocab(probs).cpu()  # (n, V)
         q = probs.gather(1, choice.view(-1, 1)).view(-1)  # (n,)
         self.peak = probs.max(dim=-1).values.tolist()  # q of the argmax: what a choice may depend on
         return self.module.to_target_ids(choice).tolist(), q.tolist(), full, "dflash"
@@ -58,7 +56,7 @@ class BlockDiffusionDrafter:
         check_compatible(target, module)
         self.module = module
         self.vocab_size = target.vocab_size
-        self.n = int(module.block_size) - 1  # the DFlash config's block_size is n + 1
+        self.n = module.n
 
     def new_context(self):
         return self.module.new_cache()

@@ -12,18 +12,10 @@ from __future__ import annotations
 
 import time
 
+from ..analysis.theory import expected_accepted
 from .base import DraftBuffer
 from .block import BlockDiffusionDrafter, BlockDraft
 from .lookup import LookupDraft, LookupDrafter
-
-
-def expected_accepted(q) -> float:
-    """sum_j prod_{k<=j} q_k: the expected number of accepted drafts of a chain."""
-    total, run = 0.0, 1.0
-    for value in q:
-        run *= value
-        total += run
-    return total
 
 
 class HybridDraft(DraftBuffer):
@@ -41,7 +33,8 @@ class HybridDraft(DraftBuffer):
     def _step(self):
         if self.source is None:
             (look, look_s), (block, block_s) = self._timed(self.lookup), self._timed(self.block)
-            use_lookup = not self.lookup.empty and expected_accepted(look[1]) > expected_accepted(self.block.peak)
+            use_lookup = not self.lookup.empty and expected_accepted(look[1], len(look[1])) > expected_accepted(
+                self.block.peak, len(self.block.peak))
             self.source = "lookup" if use_lookup else "dflash"
             self.discarded.append(("dflash", block_s) if use_lookup else ("lookup", look_s))
             return look if use_lookup else block

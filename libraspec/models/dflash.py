@@ -107,6 +107,11 @@ class DFlashDrafter(nn.Module):
         if c.draft_vocab_size:
             self.register_buffer("draft_vocab_ids", torch.arange(c.draft_vocab_size))
 
+    @property
+    def n(self) -> int:
+        """Drafts per pass: the config's block_size counts the anchor, so n = block_size - 1."""
+        return int(self.block_size) - 1
+
     # ---- inputs -------------------------------------------------------------------
 
     def target_features(self, hidden_states) -> torch.Tensor:
@@ -233,15 +238,12 @@ class DFlashDrafter(nn.Module):
         """Draft-vocabulary indices -> target token ids (identity without a draft vocabulary)."""
         return self.draft_vocab_ids[draft_ids] if self.config.draft_vocab_size else draft_ids
 
-    def full_vocab_probs(self, logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-        """softmax(logits / temperature) scattered into the target vocabulary -> (.., V) float32."""
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive for probabilities, got {temperature}")
-        p = torch.softmax(logits.float() / temperature, dim=-1)
+    def to_full_vocab(self, probs: torch.Tensor) -> torch.Tensor:
+        """Probabilities over the draft vocabulary (.., V_d) -> the target vocabulary (.., V), zero elsewhere."""
         if not self.config.draft_vocab_size:
-            return p
-        full = p.new_zeros(*p.shape[:-1], self.config.vocab_size)
-        return full.index_copy_(-1, self.draft_vocab_ids.to(p.device), p)
+            return probs
+        full = probs.new_zeros(*probs.shape[:-1], self.config.vocab_size)
+        return full.index_copy_(-1, self.draft_vocab_ids.to(probs.device), probs)
 
     def propose(self, logits: torch.Tensor, temperature: float = 0.0,
                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -75,7 +75,7 @@ class ModelPair:
     @property
     def n(self) -> int:
         """Drafts per drafter pass; the DFlash config stores block_size = n + 1 (a b16 checkpoint drafts 15)."""
-        return int(self.drafter.block_size) - 1
+        return self.drafter.n
 
     @property
     def max_context(self) -> int:

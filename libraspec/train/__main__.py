@@ -144,7 +144,7 @@ def main(argv=None) -> None:
     drafter = build_drafter(target, mask_token_id=mask_id, layers=args.layers, block_size=args.block_size,
                             init_layers=args.init_layers, draft_vocab_size=args.vocab)
     drafter.to(args.device)
-    n = drafter.block_size - 1
+    n = drafter.n
     cfg.passes = -(-args.d_max // n)  # the engine drafts up to ceil(d_max / n) blocks per round
     state, ckpt = TrainState(), out / "state.pt"
     if args.resume and ckpt.exists():

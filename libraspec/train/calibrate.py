@@ -24,7 +24,7 @@ from .trainer import block_loss, draw_batch, TrainConfig
 @torch.no_grad()
 def fit_temperature(drafter, sequences, batches: int = 24, seed: int = 0, gamma: float = 7.0) -> dict:
     """Grid-search t in exp(linspace(-1, 1)) * t_now on fixed first-pass batches; sets the best t."""
-    n = drafter.block_size - 1
+    n = drafter.n
     lookup = vocab_lookup(drafter.draft_vocab_ids.cpu(), drafter.config.vocab_size)
     rng = torch.Generator().manual_seed(seed)
     cfg = TrainConfig(seqs=4, blocks=16, clean_frac=0.0)

@@ -109,7 +109,7 @@ def heldout_metrics(drafter: DFlashDrafter, sequences: list[Sequence], lookup: t
     """
     was_training = drafter.training
     drafter.eval()
-    n = drafter.block_size - 1
+    n = drafter.n
     mask_id = drafter.mask_token_id
     prefix_ok, slot_ok, conf = [], [], []
     for s in sequences:
