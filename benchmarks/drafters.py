@@ -70,7 +70,10 @@ def row(path: Path) -> dict:
     load = json.loads(path.with_suffix(".load.json").read_text()) if path.with_suffix(".load.json").exists() \
         else {"before": [float("nan")] * 3, "after": [float("nan")] * 3}
     suite, drafter = path.stem.split("-", 1)
-    return {"suite": suite, "drafter": drafter, "n": n,
+    config = summary["config"]
+    return {"suite": suite, "drafter": drafter, "n": n, "threads": config["threads"], "cpu": config["machine"]["cpu"],
+            "setting": (config["num_prompts"], config["max_new_tokens"], config["alpha"], config["d_max"]),
+            "upkeep_modeled": "fit_s" in config["profile"],
             **{k: modes["libraspec"][k] for k in ("tau", "speedup_measured", "speedup_modeled")},
             "static_n": modes[f"static-{n}" if len(statics) > 1 else "static"]["speedup_modeled"],
             "best_static": best, "best_static_modeled": statics[best]["speedup_modeled"],
@@ -89,11 +92,24 @@ def table(args) -> str:
     """The Markdown report from every row file present."""
     rows = [row(p) for suite in SUITES for drafter in args.drafters.split(",")
             for p in [Path(args.out) / f"{suite}-{drafter}.json"] if p.exists()]
-    lines = [f"# Drafters on public prompts ({args.prompts} per suite, {args.max_new_tokens} tokens, greedy)", "",
-             f"Embedded pair, n = {rows[0]['n'] if rows else '?'}, LibraSpec alpha = {args.alpha:g}, "
-             f"d_max = {args.d_max}, {args.threads} thread(s) per run. Load averages (1 min) before and after "
-             "each run are listed: other jobs shared the machine where they exceed 1; AR is decoded beside "
-             "every mode on each prompt, so ratios share the load.",
+    if not rows:
+        raise SystemExit(f"no run files in {args.out}: run without --table-only first")
+    settings = {r["setting"] for r in rows}
+    if len(settings) > 1:
+        raise SystemExit(f"the run files in {args.out} used different settings {sorted(settings)}: rerun them")
+    (prompts, tokens, alpha, d_max), = settings
+    threads = ", ".join(str(t) for t in sorted({r["threads"] for r in rows}))
+    recorded = any(r["load_before"][0] == r["load_before"][0] for r in rows)  # NaN when not recorded
+    lines = [f"# Drafters on public prompts ({prompts} per suite, {tokens} tokens, greedy)", "",
+             f"Embedded pair, n = {rows[0]['n']}, LibraSpec alpha = {alpha:g}, d_max = {d_max}, {threads} "
+             f"thread(s) per run on {', '.join(sorted({r['cpu'] for r in rows}))} (read from the run files). "
+             + ("Load averages (1 min) before and after each run are listed: other jobs shared the machine "
+                "where they exceed 1. " if recorded else "The load was not recorded for these runs. ")
+             + "AR is decoded beside every mode on each prompt, so ratios share the load."
+             + ("" if all(r["upkeep_modeled"] for r in rows) else
+                " The latency profiles in these run files predate the profile's drafter context upkeep "
+                "(fit_s) and its timing right after a target forward, so their modeled columns rate the "
+                "block-diffusion and hybrid drafters too cheaply; measured columns are unaffected."),
              "Command: `python benchmarks/drafters.py " + " ".join(sys.argv[1:]) + "`", "",
              "| suite | drafter | tau | LibraSpec measured | LibraSpec modeled | static n modeled | best static "
              "(modeled) | d* >= 3 | extends | rolls back | AR steps | max d | AR measured / profile | load |",

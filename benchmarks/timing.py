@@ -1,0 +1,113 @@
+"""Does the latency profile model what each mode really costs? `python benchmarks/timing.py`
+
+For each drafter, one `bench` run decodes AR, static d = n, LibraSpec and the oracle on the
+first K prompts of GSM8K, HumanEval and MT-Bench first turns (read at run time from
+../shared/data, never copied into the repository), modes interleaved prompt by prompt, with
+a latency profile measured at the start of the run (`--fresh-profile`, the default) or read
+from the cache. Per mode it reports measured and modeled seconds per token and their ratio:
+1.00 means the profile's modeled time is the time the mode took. Writes
+benchmarks/results/timing/README.md and timing.json. Run it on an otherwise idle machine;
+the table records the load averages before and after.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from libraspec.drafters import DRAFTERS  # noqa: E402
+from libraspec.experiments.bench import BenchSpec, read_prompts, run_bench  # noqa: E402
+from libraspec.files import atomic_write_text  # noqa: E402
+from libraspec.models.registry import load_pair  # noqa: E402
+from libraspec.profiling import cached_profile  # noqa: E402
+
+SUITES = ("gsm8k_test.jsonl", "humaneval.jsonl", "mt_bench_questions.jsonl")
+MODES = ("ar", "static", "libraspec", "oracle")
+
+
+def ratios(records: dict) -> dict:
+    """label -> measured and modeled seconds per token over every prompt, and measured / modeled."""
+    out = {}
+    for label, runs in records.items():
+        rounds = [r for run in runs for r in run]
+        tokens = sum(r.tau for r in rounds)
+        measured, modeled = sum(r.measured_s for r in rounds), sum(r.modeled_s for r in rounds)
+        out[label] = {"tokens": tokens, "measured_ms": 1000 * measured / tokens, "modeled_ms": 1000 * modeled / tokens,
+                      "ratio": measured / modeled}
+    return out
+
+
+def table(result: dict) -> str:
+    lines = [f"# Measured vs modeled time per token ({result['prompts']} prompts, {result['max_new_tokens']} tokens, "
+             "greedy)", "",
+             f"Embedded pair, LibraSpec alpha = {result['alpha']:g}, d_max = {result['d_max']}, "
+             f"{result['threads']} thread(s); load average (1 min) {result['load_before'][0]:.2f} before, "
+             f"{result['load_after'][0]:.2f} after. Ratio = measured / modeled seconds per token; the profile is "
+             f"{result['profile']}.", "", "Command: `python benchmarks/timing.py " + " ".join(result["argv"]) + "`",
+             "", "The speedup columns divide AR's seconds per token by the mode's, measured beside it prompt by "
+             "prompt, so a machine that runs faster or slower for a while moves both and their ratio stays; the "
+             "per-token ratio moves with it.", "",
+             "| drafter | mode | tokens | measured ms/token | modeled ms/token | measured / modeled | "
+             "measured speedup | modeled speedup | measured / modeled speedup |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for drafter, modes in result["drafters"].items():
+        ar = modes["ar"]
+        for label, m in modes.items():
+            measured, modeled = ar["measured_ms"] / m["measured_ms"], ar["modeled_ms"] / m["modeled_ms"]
+            lines.append(f"| {drafter} | {label} | {m['tokens']} | {m['measured_ms']:.1f} | {m['modeled_ms']:.1f} | "
+                         f"{m['ratio']:.3f} | {measured:.2f}x | {modeled:.2f}x | {measured / modeled:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--prompts", type=int, default=2, help="prompts per suite")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--alpha", type=float, default=8.0)
+    parser.add_argument("--d-max", type=int, default=48)
+    parser.add_argument("--drafters", default=",".join(DRAFTERS))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cached-profile", action="store_true", help="read the cached profile instead of "
+                        "measuring a fresh one")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "timing"))
+    parser.add_argument("--table-only", action="store_true", help="only rebuild README.md from timing.json")
+    args = parser.parse_args()
+    if args.table_only:
+        text = table(json.loads((Path(args.out) / "timing.json").read_text()))
+        atomic_write_text(str(Path(args.out) / "README.md"), text)
+        print(text)
+        return 0
+    torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
+    pair = load_pair()
+    profile = cached_profile(pair, max_tokens=args.d_max + 1, max_blocks=-(-args.d_max // pair.n),
+                             refresh=not args.cached_profile)
+    prompts = [p for file in SUITES for p in read_prompts(Path(args.data) / file)[: args.prompts]]
+    drafters = {}
+    for drafter in args.drafters.split(","):
+        spec = BenchSpec(modes=MODES, max_new_tokens=args.max_new_tokens, alpha=args.alpha, d_max=args.d_max,
+                         annotate=False, drafter=drafter)
+        drafters[drafter] = ratios(run_bench(pair, prompts, spec, profile=profile).records)
+    result = {"prompts": len(prompts), "max_new_tokens": args.max_new_tokens, "alpha": args.alpha,
+              "d_max": args.d_max, "threads": args.threads, "load_before": load_before,
+              "load_after": os.getloadavg(), "argv": sys.argv[1:], "drafters": drafters,
+              "profile": "read from the cache" if args.cached_profile else "measured at the start of the run",
+              "ar_profile_ms": 1000 * profile.ar_token_time()}
+    os.makedirs(args.out, exist_ok=True)
+    atomic_write_text(str(Path(args.out) / "timing.json"), json.dumps(result, indent=1))
+    text = table(result)
+    atomic_write_text(str(Path(args.out) / "README.md"), text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
