@@ -140,17 +140,28 @@ def table(args) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_run_arguments(parser: argparse.ArgumentParser, prompts: int, max_new_tokens: int) -> None:
+    """The flags of a run over the public suites, shared with timing.py."""
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
-    parser.add_argument("--suites", default=",".join(SUITES))
-    parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--prompts", type=int, default=prompts, help="prompts per suite")
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
     parser.add_argument("--alpha", type=float, default=8.0)
     parser.add_argument("--d-max", type=int, default=48)
     parser.add_argument("--drafters", default=",".join(DRAFTERS))
-    parser.add_argument("--grid", default="hybrid", help="drafter that also runs the full static grid")
     parser.add_argument("--threads", type=int, default=2)
+
+
+def publish(out: str, text: str) -> None:
+    """Write a results folder's README.md and show it."""
+    atomic_write_text(str(Path(out) / "README.md"), text)
+    print(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(parser, prompts=8, max_new_tokens=128)
+    parser.add_argument("--suites", default=",".join(SUITES))
+    parser.add_argument("--grid", default="hybrid", help="drafter that also runs the full static grid")
     parser.add_argument("--table-only", action="store_true", help="only rebuild README.md from the results")
     parser.add_argument("--force", action="store_true", help="decode again runs whose results exist")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "drafters"))
@@ -161,9 +172,7 @@ def main() -> int:
         pair = load_pair()
         for suite in args.suites.split(","):
             run_suite(pair, suite, SUITES[suite], args)
-    text = table(args)
-    atomic_write_text(str(Path(args.out) / "README.md"), text)
-    print(text)
+    publish(args.out, table(args))
     return 0
 
 

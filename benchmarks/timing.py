@@ -22,13 +22,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from libraspec.drafters import DRAFTERS  # noqa: E402
 from libraspec.experiments.bench import BenchSpec, read_prompts, run_bench  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.profiling import cached_profile  # noqa: E402
 
-SUITES = ("gsm8k_test.jsonl", "humaneval.jsonl", "mt_bench_questions.jsonl")
+from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
+
 MODES = ("ar", "static", "libraspec", "oracle")
 
 
@@ -68,29 +68,21 @@ def table(result: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
-    parser.add_argument("--prompts", type=int, default=2, help="prompts per suite")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--alpha", type=float, default=8.0)
-    parser.add_argument("--d-max", type=int, default=48)
-    parser.add_argument("--drafters", default=",".join(DRAFTERS))
-    parser.add_argument("--threads", type=int, default=2)
+    add_run_arguments(parser, prompts=2, max_new_tokens=96)
     parser.add_argument("--cached-profile", action="store_true", help="read the cached profile instead of "
                         "measuring a fresh one")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "timing"))
     parser.add_argument("--table-only", action="store_true", help="only rebuild README.md from timing.json")
     args = parser.parse_args()
     if args.table_only:
-        text = table(json.loads((Path(args.out) / "timing.json").read_text()))
-        atomic_write_text(str(Path(args.out) / "README.md"), text)
-        print(text)
+        publish(args.out, table(json.loads((Path(args.out) / "timing.json").read_text())))
         return 0
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     pair = load_pair()
     profile = cached_profile(pair, max_tokens=args.d_max + 1, max_blocks=-(-args.d_max // pair.n),
                              refresh=not args.cached_profile)
-    prompts = [p for file in SUITES for p in read_prompts(Path(args.data) / file)[: args.prompts]]
+    prompts = [p for file in SUITES.values() for p in read_prompts(Path(args.data) / file)[: args.prompts]]
     drafters = {}
     for drafter in args.drafters.split(","):
         spec = BenchSpec(modes=MODES, max_new_tokens=args.max_new_tokens, alpha=args.alpha, d_max=args.d_max,
@@ -103,9 +95,7 @@ def main() -> int:
               "ar_profile_ms": 1000 * profile.ar_token_time()}
     os.makedirs(args.out, exist_ok=True)
     atomic_write_text(str(Path(args.out) / "timing.json"), json.dumps(result, indent=1))
-    text = table(result)
-    atomic_write_text(str(Path(args.out) / "README.md"), text)
-    print(text)
+    publish(args.out, table(result))
     return 0
 
 
