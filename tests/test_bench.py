@@ -22,8 +22,9 @@ from libraspec.records import RoundRecord, read_trace
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=50)
 ALL = "ar,static,libraspec,g4,failfast,oracle"
-MODE_KEYS = {"tokens", "rounds", "tau", "wall_s", "speedup_measured", "speedup_modeled", "mad_vs_oracle",
-             "policy_s", "policy_share"}
+MODE_KEYS = {"tokens", "rounds", "prompts", "tau", "wall_s", "speedup_measured", "speedup_modeled",
+             "speedup_measured_ci", "speedup_modeled_ci", "mad_vs_oracle", "policy_s", "policy_share", "regime",
+             "per_prompt"}
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:
@@ -80,7 +81,7 @@ def test_bench_cli_writes_the_contract(tmp_path, prompt_file, fixed_profile):
     assert set(data) == {"config", "modes", "runs"}
     config = data["config"]
     for key in ("models", "alpha", "d_max", "n", "static_length", "static_lengths", "profile", "machine",
-                "threads", "versions"):
+                "threads", "versions", "provenance", "bootstrap"):
         assert key in config
     assert config["n"] == 7 and config["static_lengths"] == [2, 7] and config["threads"] == 1
     assert LatencyProfile.from_dict(config["profile"]) == PROFILE
@@ -91,6 +92,7 @@ def test_bench_cli_writes_the_contract(tmp_path, prompt_file, fixed_profile):
         assert isinstance(entry["tokens"], int) and isinstance(entry["rounds"], int)
         assert entry["tokens"] >= entry["rounds"] >= 1 and entry["wall_s"] > 0
         assert (entry["mad_vs_oracle"] is None) == (label in ("ar", "oracle"))
+        assert (entry["regime"] is None) == (label in ("ar", "oracle")) and len(entry["per_prompt"]) == 2
         assert 0.0 <= entry["policy_share"] <= 1.0
     assert data["modes"]["ar"]["speedup_measured"] == pytest.approx(1.0)
     assert sum(data["modes"][k].get("best", False) for k in labels) == 1

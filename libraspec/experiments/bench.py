@@ -8,8 +8,12 @@ Algorithm 1, tau = accepted drafts + 1 tokens committed per round, d* the oracle
 
 Speedups (docs/ARCHITECTURE.md, "What is timed") are totals over prompts: AR seconds per token divided by
 the mode's seconds per token, AR measured in the same run on the same prompts; the
-modeled speedup uses the latency profile. `mad_vs_oracle` is mean |d - d*| over a
-mode's own rounds, d* from the untimed oracle annotation (DecodeConfig.annotate_oracle).
+modeled speedup uses the latency profile. Each mode keeps its per-prompt totals beside
+AR's and 95% bootstrap intervals of both speedups over prompts (stats.py). `mad_vs_oracle`
+is mean |d - d*| over a mode's own rounds, d* from the untimed oracle annotation
+(DecodeConfig.annotate_oracle); `regime` holds the d* histogram, MAD beside trivial
+schedules and how often Algorithm 1 extends, rolls back, drafts further or meets d_max.
+The config carries the run's provenance (provenance.py).
 """
 from __future__ import annotations
 
@@ -17,11 +21,8 @@ import functools
 import json
 import math
 import os
-import platform
-import subprocess
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
@@ -35,6 +36,8 @@ from ..files import atomic_write_text
 from ..modes import MODES, POLICY_MODES, PolicySettings
 from ..profiling import cached_profile, machine_description, profile_check
 from ..records import RoundRecord, records_to_frame, summarize, write_parquet
+from .provenance import load_average, provenance, versions
+from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
 PROMPT_KEYS = ("prompt", "question", "turns")
@@ -180,41 +183,29 @@ def bench_profile(pair, spec: BenchSpec) -> LatencyProfile:
 
 def mode_summary(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequence[RoundRecord]] | None,
                  profile: LatencyProfile) -> dict:
-    """The per-mode entry of OUT.json, from totals over prompts (records.summarize)."""
+    """The per-mode entry of OUT.json, from totals over prompts (records.summarize); `ar_runs`
+    are AR's runs of the same prompts in the same order (the intervals pair them by prompt)."""
     records = [r for run in runs for r in run]
     ar = [r for run in ar_runs for r in run] if ar_runs else None
     s = summarize(records, ar)
     modeled = s.speedup_modeled
     if modeled is None and s.modeled_seconds > 0:  # no AR run: AR's modeled cost is the profile's
         modeled = profile.ar_token_time() * s.tokens / s.modeled_seconds
+    rows = per_prompt(runs, ar_runs)
     policy_s = sum(r.policy_s for r in records)
-    speculative = s.mode != "ar"
-    return {"mode": s.mode, "tokens": s.tokens, "rounds": s.rounds, "tau": s.tau, "wall_s": s.seconds,
-            "modeled_s": s.modeled_seconds, "tokens_per_s": s.tokens / s.seconds if s.seconds > 0 else None,
+    kind = MODES[s.mode].kind
+    return {"mode": s.mode, "tokens": s.tokens, "rounds": s.rounds, "prompts": len(runs), "tau": s.tau,
+            "wall_s": s.seconds, "modeled_s": s.modeled_seconds,
+            "tokens_per_s": s.tokens / s.seconds if s.seconds > 0 else None,
             "speedup_measured": s.speedup_measured, "speedup_modeled": modeled,
-            "mad_vs_oracle": s.mad_vs_oracle if MODES[s.mode].kind == "policy" else None,
-            "mean_length": sum(r.chosen_length for r in records) / len(records) if speculative else None,
-            "policy_s": policy_s, "policy_share": policy_s / s.seconds if s.seconds > 0 else None}
-
-
-def versions() -> dict:
-    """Versions of the software a result depends on, and the git commit of this tree."""
-    import numpy
-    import transformers
-    from importlib.metadata import PackageNotFoundError, version
-    out = {"python": platform.python_version(), "torch": torch.__version__,
-           "transformers": transformers.__version__, "numpy": numpy.__version__, "pandas": pd.__version__}
-    try:
-        out["libraspec"] = version("libraspec")
-    except PackageNotFoundError:
-        out["libraspec"] = "source tree"
-    try:
-        root = Path(__file__).resolve().parents[2]
-        out["git_commit"] = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                                           capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        out["git_commit"] = None
-    return out
+            "speedup_measured_ci": speedup_interval(rows, "wall_s"),
+            "speedup_modeled_ci": speedup_interval(rows, "modeled_s",
+                                                   None if ar_runs else profile.ar_token_time()),
+            "mad_vs_oracle": s.mad_vs_oracle if kind == "policy" else None,
+            "mean_length": sum(r.chosen_length for r in records) / len(records) if kind != "ar" else None,
+            "policy_s": policy_s, "policy_share": policy_s / s.seconds if s.seconds > 0 else None,
+            "regime": regime_stats(records_to_frame(records), profile.n) if kind == "policy" else None,
+            "per_prompt": rows}
 
 
 def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: LatencyProfile | None = None,
@@ -231,6 +222,7 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     jobs = [mode_job(label, mode, _settings(spec, n, length), functools.partial(_config, spec, mode))
             for label, mode, length in labels]
     records = {label: [] for label, _, _ in labels}
+    load_before = load_average()
     bar = _progress(len(prompts) * len(labels), progress)
     for event in decode_grid(decoder, [pair.encode_prompt(p) for p in prompts], jobs):
         records[event.label].append(event.records)
@@ -238,6 +230,7 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
         bar.update(1)
     bar.close()
     summary = _summary(pair, prompts, spec, profile, records, labels, source)
+    summary["config"]["provenance"] = provenance(pair, spec.drafter or pair.default_drafter, load_before)
     return BenchResult(summary, records)
 
 
@@ -289,7 +282,7 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
         "oracle_annotation": list(spec.annotated()),
         "profile": profile.to_dict(), "machine": machine_description(), "threads": torch.get_num_threads(),
         "profile_check": profile_check(profile, [r for run in ar_runs for r in run]) if ar_runs else None,
-        "versions": versions(),
+        "versions": versions(), "bootstrap": {"resamples": RESAMPLES, "level": LEVEL, "seed": SEED},
     }
     return {"config": config, "modes": modes, "runs": runs}
 
