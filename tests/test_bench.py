@@ -225,10 +225,15 @@ def test_report_end_to_end(tmp_path, fixed_profile):
     text = out.read_text()
     for heading in ("## Setup", "## Results per suite", "### math, temperature 0", "### chat, temperature 1",
                     "## Pooled over suites", "## Alpha sensitivity", "## d_max sensitivity",
-                    "## Length trajectories", "## MAD to the oracle length", "## Compared with the paper",
-                    "## Goals", "## What limits the speedup", "## Reproduce"):
+                    "## Length trajectories", "## Regime of the rounds", "## MAD to the oracle length",
+                    "## Compared with the paper", "## Goals", "## What limits the speedup", "## Reproduce"):
         assert heading in text, heading
     assert "tiny test run" in text and "--quick" in text
+    lines = text.splitlines()
+    headers = [line for line, below in zip(lines, lines[1:]) if below.startswith("|---")]
+    assert len(headers) >= 8 and all("(quick: " in line.split("|")[1] for line in headers)
+    assert "- LibraSpec, measured: " in text and "- Code: commit `" in text
+    assert "- Files (sha256): none (random weights from a seed)" in text and "Load average (1 min) before the" in text
     for mode in ("AR", "static d=4", "LibraSpec", "G4", "FailFast", "oracle"):
         assert f"| {mode}" in text
     assert "**(best)**" in text

@@ -1,16 +1,17 @@
 """Benchmark statistics and provenance: bootstrap intervals over prompts, regime statistics on
-hand-made rounds and the provenance of a run on the tiny pair."""
+hand-made rounds, the provenance of a run on the tiny pair, and the report's verdicts."""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from libraspec.cost import LatencyProfile
-from libraspec.experiments import bench, provenance, stats
+from libraspec.experiments import bench, provenance, report, report_md, stats
 from libraspec.models.registry import tiny_pair
 from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_frame, write_parquet
 
@@ -154,3 +155,36 @@ def test_regime_of_no_judged_rounds_is_none_not_nan():
     got = stats.regime_stats(records_to_frame([libra(4, None)]), n=4)
     assert got["judged"] == 0 and got["dstar_ge3"] is None and got["mad"] is None
     assert sum(got["dstar_histogram"].values()) == 0
+
+
+def entry(mode: str, value: float, interval, length: int | None = None, best: bool = False) -> dict:
+    out = {"mode": mode, "speedup_measured": value, "speedup_measured_ci": interval,
+           "speedup_modeled": value, "speedup_modeled_ci": interval}
+    return out | ({"length": length, "best": best} if mode == "static" else {})
+
+
+def test_overlapping_intervals_are_not_distinguishable():
+    modes = {"ar": entry("ar", 1.0, (1.0, 1.0)), "static-4": entry("static", 1.30, (1.1, 1.5), 4, True),
+             "static-8": entry("static", 1.25, (1.0, 1.45), 8), "libraspec": entry("libraspec", 1.4, (1.2, 1.6)),
+             "g4": entry("g4", 0.9, (0.8, 1.0))}
+    assert report_md.compare(modes["libraspec"], modes["static-4"], "speedup_modeled") == "not distinguishable"
+    assert report_md.compare(modes["libraspec"], modes["g4"], "speedup_modeled") == "faster"
+    assert report_md.compare(modes["g4"], modes["libraspec"], "speedup_measured") == "slower"
+    text = "\n".join(report_md.comparisons(modes))
+    assert "LibraSpec, measured: not distinguishable from static d=4, static d=8; faster than G4." in text
+    assert "best static length (static d=4, highest measured speedup) is not distinguishable from static d=8" in text
+
+
+def test_sample_tags():
+    assert report_md.sample_tag(report.QUICK, 6) == f" (quick: 6 prompts x {report.QUICK.max_new_tokens} tokens)"
+    assert report_md.sample_tag(report.DEFAULT, 18) == f" (18 prompts x {report.DEFAULT.max_new_tokens} tokens)"
+
+
+def test_header_says_when_the_machine_was_busy():
+    def result(before: float) -> bench.BenchResult:
+        return bench.BenchResult({"config": {"provenance": {"load_1min": {"before": before, "after": 0.2}}}})
+
+    idle = SimpleNamespace(main={("math", 0.0): result(0.3)}, sweeps={})
+    busy = SimpleNamespace(main={("math", 0.0): result(0.3)}, sweeps={("math", "alpha", 1.0): result(1.7)})
+    assert report_md.busy_warning(idle) == []
+    assert "before 1 of 2 runs exceeded 0.5 (up to 1.70)" in report_md.busy_warning(busy)[0]

@@ -30,6 +30,7 @@ from ..files import atomic_write_text
 from ..models.registry import ASSETS
 from ..modes import MODES
 from ..profiling import cached_profile
+from .provenance import shown_path
 from .report_md import render
 
 SUITES = ("math", "code", "chat")
@@ -39,7 +40,7 @@ ALL_MODES = tuple(MODES)
 
 @dataclass(frozen=True)
 class ReportPlan:
-    """Everything `report` runs; `--quick` and the default differ only in size."""
+    """Everything `report` runs; `--quick` and the default differ in size (and the label "quick")."""
 
     prompts_per_suite: int = 6
     max_new_tokens: int = 96
@@ -53,6 +54,7 @@ class ReportPlan:
     seed: int = 0
     annotate: tuple[str, ...] = ("static", "libraspec", "g4", "failfast")  # modes that get MAD to d*
     drafter: str | None = None  # None: the pair's default
+    quick: bool = False  # every table says "quick": the sample is too small for the conclusions of a full run
 
     def lengths(self, n: int) -> tuple[int, ...]:
         return self.static_lengths or tuple(sorted({4, 8, n}))
@@ -76,7 +78,7 @@ class ReportPlan:
 
 # Sized for a 2-core CPU and a 135M target (one AR step ~66 ms, a look-ahead of d_max ~0.2 s):
 # --quick fits about a quarter of an hour, the default a few hours (`estimate_seconds`).
-QUICK = ReportPlan(prompts_per_suite=2, max_new_tokens=48, annotate=("static", "libraspec"))
+QUICK = ReportPlan(prompts_per_suite=2, max_new_tokens=48, annotate=("static", "libraspec"), quick=True)
 DEFAULT = ReportPlan(prompts_per_suite=6, max_new_tokens=96)
 
 
@@ -156,16 +158,9 @@ def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None]
     return data
 
 
-def _shown(path: str) -> str:
-    """A path as a command should show it: relative to the repository when inside it."""
-    root = ASSETS.parent
-    full = Path(path).resolve()
-    return str(full.relative_to(root)) if full.is_relative_to(root) else str(full)
-
-
 def bench_command(prompts: str, spec: BenchSpec, model: str, out: str, limit: int) -> str:
     """The `bench` command line that reproduces one main run on its own."""
-    prompts, out = _shown(prompts), _shown(out)
+    prompts, out = shown_path(prompts), shown_path(out)
     lengths = ",".join(str(L) for L in spec.static_lengths or ())
     return (f"python -m libraspec bench --prompts {prompts} --modes {','.join(spec.modes)} "
             f"--static-lengths {lengths} --alpha {spec.alpha:g} --d-max {spec.d_max} "
