@@ -3,12 +3,12 @@
 For each suite (the first K prompts of GSM8K, HumanEval and MT-Bench first turns, read at run
 time from ../shared/data and never copied into the repository) and each drafter, one `bench`
 run decodes AR, static d = n, LibraSpec (oracle-annotated, for d*) and, for the drafter named
-by --grid, every static length in {1..n, 2n} (the best static is chosen from that grid). Writes
-one JSON per (suite, drafter) under benchmarks/results/drafters/ and a Markdown table with tau,
-measured and modeled speedups over AR, the share of rounds with d* >= 3, how often LibraSpec
-extends / rolls back (stats.regime_stats), and pooled figures (totals over suites). Timings are
-wall clock on this machine: run it on an otherwise idle machine; the table lists the load each
-run's provenance recorded.
+by --grid, every static length in {1..n, 2n, d_max} (bench.static_grid; the best static is
+chosen from it). Writes one JSON per (suite, drafter) under benchmarks/results/drafters/ and a
+Markdown table with tau, measured and modeled speedups over AR, the share of rounds with
+d* >= 3, how often LibraSpec extends / rolls back (stats.regime_stats), and pooled figures
+(totals over suites). Timings are wall clock on this machine: run it on an otherwise idle
+machine; the table lists the load each run's provenance recorded.
 """
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from libraspec.experiments.bench import BenchSpec, read_prompts, records_path, run_bench, write_result  # noqa: E402
+from libraspec.experiments.bench import (BenchSpec, read_prompts, records_path, run_bench, static_grid,  # noqa: E402
+                                         write_result)
 from libraspec.experiments.stats import regime_stats  # noqa: E402
 from libraspec.drafters import DRAFTERS  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
@@ -42,7 +43,7 @@ def run_suite(pair, suite: str, file: str, args) -> None:
         out = Path(args.out) / f"{suite}-{drafter}.json"
         if out.exists() and not args.force:
             continue
-        lengths = tuple(range(1, n + 1)) + (2 * n,) if drafter == args.grid else (n,)
+        lengths = static_grid(n, args.d_max) if drafter == args.grid else (n,)
         spec = BenchSpec(modes=("ar", "static", "libraspec"), max_new_tokens=args.max_new_tokens,
                          alpha=args.alpha, d_max=args.d_max, static_lengths=lengths,
                          annotate=("libraspec",), drafter=drafter)

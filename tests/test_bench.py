@@ -218,7 +218,7 @@ def test_estimate_grows_with_the_plan():
 def test_report_end_to_end(tmp_path, fixed_profile):
     out = tmp_path / "BENCHMARKS.md"
     code = main(["report", "--out", str(out), "--quick", "--model", "tiny-llama", "--threads", "1",
-                 "--prompts-per-suite", "1", "--max-new-tokens", "6", "--alphas", "1.6,2.2",
+                 "--prompts-per-suite", "1", "--max-new-tokens", "6", "--alphas", "1.6,2.2,auto",
                  "--d-maxes", "15,24", "--suites", "math,chat", "--figures", "html", "--quiet",
                  "--note", "tiny test run"])
     assert code == 0
@@ -241,7 +241,35 @@ def test_report_end_to_end(tmp_path, fixed_profile):
     assert len(links) == 3 and all((tmp_path / link).is_file() for link in links)
     results = tmp_path / "benchmarks" / "results"
     summary = json.loads((results / "chat-T1.json").read_text())
-    assert summary["config"]["temperature"] == 1.0 and len(summary["runs"]) == 8
+    assert summary["config"]["temperature"] == 1.0 and len(summary["runs"]) == 15
+    # the fair static grid 1..n, 2n and d_max (n = 7, d_max = 24), FailFast ours and the paper's
+    assert summary["config"]["static_lengths"] == [1, 2, 3, 4, 5, 6, 7, 14, 24]
+    assert {"failfast", "failfast-paper"} <= set(summary["modes"])
+    assert summary["config"]["failfast_paper"] == {"threshold": 0.45, "step": 10, "d_max": 60}
     sweep = pd.read_parquet(results / "math-alpha1.6.records.parquet")
     assert set(sweep["label"]) == {"ar", "libraspec"}
+    assert json.loads((results / "math-alphaauto.json").read_text())["config"]["alpha"] == "auto"
+    assert "| auto |" in text and "| FailFast (paper) |" in text
     assert os.path.exists(results / "chat-d_max15.json")
+
+
+def test_fair_grids():
+    assert bench.static_grid(7, 24) == (1, 2, 3, 4, 5, 6, 7, 14, 24)
+    assert bench.static_grid(4, 8) == (1, 2, 3, 4, 8)  # 2n = d_max once
+    spec = bench.BenchSpec(modes=("ar", "failfast"), max_new_tokens=24, failfast_paper=True, alpha="auto")
+    assert spec.alpha == "auto" and spec.longest(7) == 60
+    assert [label for label, _, _ in spec.labels(7)] == ["ar", "failfast", "failfast-paper"]
+    with pytest.raises(ValueError, match="alpha"):
+        bench.BenchSpec(alpha="fast")
+    # the paper's FailFast starts at 10 drafts; a random drafter (q far below 0.45) never extends
+    result = bench.run_bench(tiny_pair("llama"), ["Add 2 and 3."], spec, profile=PROFILE)
+    first = {label: result.records[label][0][0].chosen_length for label in ("failfast", "failfast-paper")}
+    assert first == {"failfast": 4, "failfast-paper": 10}  # later rounds are cut to the tokens left
+    assert result.summary["config"]["failfast_paper"] == bench.FAILFAST_PAPER
+
+
+def test_automatic_alpha_in_bench(prompt_file):
+    spec = bench.BenchSpec(modes=("ar", "libraspec"), max_new_tokens=6, alpha="auto")
+    result = bench.run_bench(tiny_pair("llama"), bench.read_prompts(prompt_file)[:1], spec, profile=PROFILE)
+    alphas = {r.alpha for r in result.records["libraspec"][0]}
+    assert result.summary["config"]["alpha"] == "auto" and None not in alphas

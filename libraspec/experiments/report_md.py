@@ -23,10 +23,12 @@ import pandas as pd
 from .bench import mode_summary
 from .provenance import BUSY_LOAD
 from .stats import DSTAR_BINS, distinguishable
+from .sweep import alpha_label
 from ..analysis.calibration import acceptance_by_position, acceptance_samples, expected_calibration_error, reliability_table
 from ..analysis.theory import expected_tau_curve
 
-NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "oracle": "oracle"}
+NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "failfast-paper": "FailFast (paper)",
+         "oracle": "oracle"}
 GOALS = {"oracle_ratio": 0.90, "static_ratio": 1.10, "mad": 2.0, "mad_ratio": 0.3, "measured": 2.0,
          "policy_share": 0.01}
 PAPER_MAD = (2.78, 9.48)  # LibraSpec vs static, paper section 5
@@ -269,9 +271,9 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
         if sweep:
             top = max(sweep, key=lambda x: x[1]["speedup_modeled"] or 0.0)
             spread = [x[1]["speedup_modeled"] for x in sweep]
-            ties = [f"{v:g}" for v, p, _ in sweep if v != top[0]
+            ties = [alpha_label(v) for v, p, _ in sweep if v != top[0]
                     and compare(top[1], p, "speedup_modeled") != "faster"]
-            best = (f"highest modeled speedup at {kind} = {top[0]:g} ({_x(top[1]['speedup_modeled'])}), "
+            best = (f"highest modeled speedup at {kind} = {alpha_label(top[0])} ({_x(top[1]['speedup_modeled'])}), "
                     + (f"not distinguishable from {kind} = {', '.join(ties)}" if ties else
                        "ahead of every other value beyond the 95% intervals"))
             rows.append([paper, f"{best}; range {_x(min(spread))}-{_x(max(spread))}", "T = 0, pooled over suites"])
@@ -346,7 +348,11 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
              f"- LibraSpec alpha = {plan.alpha:g}, d_max = {plan.d_max}; static lengths "
              f"{', '.join(map(str, plan.lengths(pair.n)))}; G4 starts at {min(pair.n, plan.d_max)}; "
              f"FailFast threshold {config.get('failfast', {}).get('threshold', '?')}, step "
-             f"{config.get('failfast', {}).get('step', '?')}",
+             f"{config.get('failfast', {}).get('step', '?')}"
+             + ("" if not config.get("failfast_paper") else
+                f"; FailFast (paper) threshold {config['failfast_paper']['threshold']}, start and step "
+                f"{config['failfast_paper']['step']}, at most {config['failfast_paper']['d_max']} (its d* and MAD "
+                f"still look ahead d_max = {plan.d_max} drafts)"),
              f"- Suites {', '.join(plan.suites)} (assets/prompts/*.jsonl, written for this project): first "
              f"{plan.prompts_per_suite} prompts each, {plan.max_new_tokens} new tokens, temperatures "
              f"{', '.join(f'{t:g}' for t in plan.temperatures)}, seed {plan.seed} (+ prompt index)",
@@ -390,7 +396,7 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
                     "after them).", ""]
         header = [kind, "speedup measured [95% CI]", "speedup modeled [95% CI]", "tau", "mean d"] + [
             f"{s} modeled" for s in plan.suites]
-        lines += _table(header, [[f"{v:g}", _ci(p["speedup_measured"], p["speedup_measured_ci"]),
+        lines += _table(header, [[alpha_label(v), _ci(p["speedup_measured"], p["speedup_measured_ci"]),
                                   _ci(p["speedup_modeled"], p["speedup_modeled_ci"]), _f(p["tau"]),
                                   _f(p["mean_length"], 1)] + [_x(per[s]["speedup_modeled"]) if s in per else "-"
                                                                for s in plan.suites] for v, p, per in rows],

@@ -98,7 +98,8 @@ def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRe
             "mad_vs_oracle": s.mad_vs_oracle}
 
 
-def _policy(alpha, d_max: int, decoder: SpeculativeDecoder) -> LibraSpecPolicy:
+def libraspec_policy(alpha, d_max: int, decoder: SpeculativeDecoder) -> LibraSpecPolicy:
+    """A fresh LibraSpec policy: alpha a number, or "auto" (alpha from the decoder's profile and past rounds)."""
     if alpha == AUTO:
         return AutoAlphaLibraSpecPolicy(decoder.profile, d_max)
     return MODES["libraspec"].policy(PolicySettings(alpha=alpha, d_max=d_max))
@@ -127,7 +128,7 @@ def iter_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]]
     configs = [dataclasses.replace(config, seed=config.seed + i) for i in range(len(prompts_ids))]
     cells = {f"alpha = {alpha_label(alpha)}, d_max = {d_max}": (alpha, d_max) for alpha in alphas for d_max in d_maxes}
     jobs = [Job("AR", "ar", None, configs.__getitem__)]
-    jobs += [Job(label, "libraspec", functools.partial(_policy, alpha, d_max, decoder),
+    jobs += [Job(label, "libraspec", functools.partial(libraspec_policy, alpha, d_max, decoder),
                  functools.partial(_cell_config, configs, d_max)) for label, (alpha, d_max) in cells.items()]
     ar: list[RoundRecord] = []
     runs: list[list[RoundRecord]] = []
