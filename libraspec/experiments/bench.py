@@ -30,7 +30,7 @@ import torch
 
 from ..cost import LatencyProfile
 from ..drafters import DRAFTERS
-from .driver import Job, decode_grid, mode_job
+from .driver import Job, decode_grid, libraspec_policy, mode_job, parse_alphas
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..files import atomic_write_text
 from ..modes import MODES, POLICY_MODES, PolicySettings
@@ -38,7 +38,6 @@ from ..profiling import cached_profile, machine_description, profile_check
 from ..records import RoundRecord, records_to_frame, summarize, write_parquet
 from .provenance import load_average, provenance, versions
 from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
-from .sweep import libraspec_policy, parse_alphas
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
 PROMPT_KEYS = ("prompt", "question", "turns")
@@ -254,7 +253,7 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
 
 
 def _settings(spec: BenchSpec, n: int, label: str, length: int | None) -> PolicySettings:
-    """The policy knobs of one label other than LibraSpec (sweep.libraspec_policy builds that): the
+    """The policy knobs of one label other than LibraSpec (driver.libraspec_policy builds that): the
     static length (n when unset) and FailFast's recorded settings (the paper's for failfast-paper)."""
     if label == "failfast-paper":
         return PolicySettings(d_max=FAILFAST_PAPER["d_max"], failfast_threshold=FAILFAST_PAPER["threshold"],

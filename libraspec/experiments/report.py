@@ -32,7 +32,7 @@ from ..models.registry import ASSETS
 from ..modes import MODES
 from ..profiling import cached_profile
 from .provenance import shown_path
-from .sweep import AUTO, alpha_label, parse_alphas
+from .driver import AUTO, alpha_label, parse_alphas
 from .report_md import render
 
 SUITES = ("math", "code", "chat")

@@ -23,7 +23,7 @@ import pandas as pd
 from .bench import mode_summary
 from .provenance import BUSY_LOAD
 from .stats import DSTAR_BINS, distinguishable
-from .sweep import alpha_label
+from .driver import alpha_label
 from ..analysis.calibration import acceptance_by_position, acceptance_samples, expected_calibration_error, reliability_table
 from ..analysis.theory import expected_tau_curve
 
