@@ -13,7 +13,7 @@ import torch
 from libraspec.cost import LatencyProfile
 from libraspec.experiments import bench, provenance, report, report_md, stats
 from libraspec.models.registry import tiny_pair
-from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_frame, write_parquet
+from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_frame, summarize, write_parquet
 
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=50)
@@ -143,17 +143,17 @@ def test_regime_stats_by_hand(tmp_path, through_parquet):
     assert got["rounds"] == 5 and got["judged"] == 4  # d* = 1, 8, 5, 2
     assert got["dstar_histogram"] == {"0": 0, "1": 1, "2": 1, "3": 0, "4-7": 1, "8+": 1}
     assert got["dstar_ge3_count"] == 2 and got["dstar_ge3"] == 0.5
-    assert got["mad"] == pytest.approx((2 + 0 + 5 + 2) / 4)
     assert got["mad_constant_1"] == pytest.approx((0 + 7 + 4 + 1) / 4)
     assert got["mad_static_n"] == pytest.approx((3 + 4 + 1 + 2) / 4)
     assert (got["extends"], got["rolls_back"], got["further_block"], got["d_max_bound"], got["ar_steps"]) == \
         pytest.approx((0.4, 0.2, 0.4, 0.2, 0.2))
     assert got["max_d"] == 10
+    assert summarize(ROUNDS).mad_vs_oracle == pytest.approx((2 + 0 + 5 + 2) / 4)  # the mode's own MAD
 
 
 def test_regime_of_no_judged_rounds_is_none_not_nan():
     got = stats.regime_stats(records_to_frame([libra(4, None)]), n=4)
-    assert got["judged"] == 0 and got["dstar_ge3"] is None and got["mad"] is None
+    assert got["judged"] == 0 and got["dstar_ge3"] is None and got["mad_constant_1"] is None
     assert sum(got["dstar_histogram"].values()) == 0
 
 

@@ -11,8 +11,8 @@ the mode's seconds per token, AR measured in the same run on the same prompts; t
 modeled speedup uses the latency profile. Each mode keeps its per-prompt totals beside
 AR's and 95% bootstrap intervals of both speedups over prompts (stats.py). `mad_vs_oracle`
 is mean |d - d*| over a mode's own rounds, d* from the untimed oracle annotation
-(DecodeConfig.annotate_oracle); `regime` holds the d* histogram, MAD beside trivial
-schedules and how often Algorithm 1 extends, rolls back, drafts further or meets d_max.
+(DecodeConfig.annotate_oracle); `regime` holds the d* histogram, the MAD of trivial
+schedules on the same rounds and how often Algorithm 1 extends, rolls back, drafts further or meets d_max.
 The config carries the run's provenance (provenance.py).
 """
 from __future__ import annotations

@@ -8,10 +8,10 @@ Speedups are totals over prompts (bench.mode_summary) with 95% bootstrap interva
 prompts (stats.py); two modes whose intervals overlap are reported as not distinguishable,
 never as a winner and a loser. Every table's first header cell states its sample (prompts
 x new tokens) and says "quick" for a `--quick` run. "Pooled" rows add the rounds of every
-suite at one temperature (their intervals resample the prompts of every suite). Acceptance by position and calibration read the
-per-round records through `calibration` (its judged drafts, `tested_only=True`): draft i
-counts when it was submitted (d >= i) and every draft before it was accepted (a >= i - 1);
-it is accepted when a >= i. The oracle mode is left out of both, since it picks d knowing
+suite at one temperature (their intervals resample the prompts of every suite). Acceptance
+by position and calibration read the per-round records through `calibration` (its judged
+drafts, `tested_only=True`): draft i counts when it was submitted (d >= i) and every draft
+before it was accepted (a >= i - 1); it is accepted when a >= i. The oracle mode is left out of both, since it picks d knowing
 where the first mismatch is. The expected tau of the limits section is `theory`'s.
 """
 from __future__ import annotations
@@ -32,6 +32,7 @@ NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast
 GOALS = {"oracle_ratio": 0.90, "static_ratio": 1.10, "mad": 2.0, "mad_ratio": 0.3, "measured": 2.0,
          "policy_share": 0.01}
 PAPER_MAD = (2.78, 9.48)  # LibraSpec vs static, paper section 5
+QUICK_NOTE = "**Quick run** (`--quick`): too small a sample for the conclusions of a full run. "
 
 
 def _x(value, digits: int = 2, suffix: str = "x") -> str:
@@ -329,7 +330,7 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
     config = first.summary["config"] if first else {}
     machine, versions = config.get("machine", {}), config.get("versions", {})
     lines = ["# Benchmarks", "",
-             f"{'**Quick run** (`--quick`): too small a sample for the conclusions of a full run. ' if plan.quick else ''}"
+             f"{QUICK_NOTE if plan.quick else ''}"
              f"Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by `{data.command}` "
              f"in {data.elapsed_s / 60:.1f} min of decoding (estimated beforehand: "
              f"{data.estimate_s[0] / 60:.1f}-{data.estimate_s[1] / 60:.1f} min for tau = 3 to 1). Every number "
