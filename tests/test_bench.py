@@ -215,13 +215,15 @@ def test_estimate_grows_with_the_plan():
     assert report.estimate_seconds(full, PROFILE, 7)[0] > low
 
 
-def test_report_end_to_end(tmp_path, fixed_profile):
+def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     out = tmp_path / "BENCHMARKS.md"
+    monkeypatch.setattr(report, "load_average", lambda: 3.0)  # a busy machine: the CLI warns before it starts
     code = main(["report", "--out", str(out), "--quick", "--model", "tiny-llama", "--threads", "1",
                  "--prompts-per-suite", "1", "--max-new-tokens", "6", "--alphas", "1.6,2.2,auto",
                  "--d-maxes", "15,24", "--suites", "math,chat", "--figures", "html", "--quiet",
                  "--note", "tiny test run"])
     assert code == 0
+    assert "warning: the 1-minute load average is 3.00" in capsys.readouterr().err
     text = out.read_text()
     for heading in ("## Setup", "## Results per suite", "### math, temperature 0", "### chat, temperature 1",
                     "## Pooled over suites", "## Alpha sensitivity", "## d_max sensitivity",

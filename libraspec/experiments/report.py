@@ -31,7 +31,7 @@ from ..files import atomic_write_text
 from ..models.registry import ASSETS
 from ..modes import MODES
 from ..profiling import cached_profile
-from .provenance import shown_path
+from .provenance import BUSY_LOAD, load_average, shown_path
 from .driver import AUTO, alpha_label, parse_alphas
 from .report_md import render
 
@@ -296,6 +296,10 @@ def run(args) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    load = load_average()
+    if load is not None and load > BUSY_LOAD:
+        log(f"warning: the 1-minute load average is {load:.2f} (> {BUSY_LOAD:g}): other processes are running, "
+            f"so measured times will carry their load (the report's header will say so)")
     pair = load_pair(args.model)
     n = pair.n
     longest = plan.longest(n)
