@@ -11,8 +11,9 @@ x new tokens) and says "quick" for a `--quick` run. "Pooled" rows add the rounds
 suite at one temperature (their intervals resample the prompts of every suite). Acceptance
 by position and calibration read the per-round records through `calibration` (its judged
 drafts, `tested_only=True`): draft i counts when it was submitted (d >= i) and every draft
-before it was accepted (a >= i - 1); it is accepted when a >= i. The oracle mode is left out of both, since it picks d knowing
-where the first mismatch is. The expected tau of the limits section is `theory`'s.
+before it was accepted (a >= i - 1); it is accepted when a >= i. The oracle mode is left out
+of both, since it picks d knowing where the first mismatch is. The expected tau of the limits
+section is `theory`'s.
 """
 from __future__ import annotations
 
