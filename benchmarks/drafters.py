@@ -3,11 +3,12 @@
 For each suite (the first K prompts of GSM8K, HumanEval and MT-Bench first turns, read at run
 time from ../shared/data and never copied into the repository) and each drafter, one `bench`
 run decodes AR, static d = n, LibraSpec (oracle-annotated, for d*) and, for the drafter named
-by --grid, every static length in {1..n, 2n} (the best static is chosen from that grid). Writes
-one JSON per (suite, drafter) under benchmarks/results/drafters/ and a Markdown table with tau,
-measured and modeled speedups over AR, the share of rounds with d* >= 3, how often LibraSpec
-extends / rolls back, and pooled figures (totals over suites). Timings are wall clock on this
-machine: run it on an otherwise idle machine and state the load (the table records it).
+by --grid, every static length in {1..n, 2n, d_max} (bench.static_grid; the best static is
+chosen from it). Writes one JSON per (suite, drafter) under benchmarks/results/drafters/ and a
+Markdown table with tau, measured and modeled speedups over AR, the share of rounds with
+d* >= 3, how often LibraSpec extends / rolls back (stats.regime_stats), and pooled figures
+(totals over suites). Timings are wall clock on this machine: run it on an otherwise idle
+machine; the table lists the load each run's provenance recorded.
 """
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from libraspec.experiments.bench import BenchSpec, read_prompts, records_path, run_bench, write_result  # noqa: E402
+from libraspec.experiments.bench import (BenchSpec, read_prompts, records_path, run_bench, static_grid,  # noqa: E402
+                                         write_result)
+from libraspec.experiments.stats import regime_stats  # noqa: E402
 from libraspec.drafters import DRAFTERS  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
@@ -31,33 +34,20 @@ from libraspec.records import read_trace  # noqa: E402
 SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "mtbench": "mt_bench_questions.jsonl"}
 
 
-def round_stats(frame) -> dict:
-    """Regime of LibraSpec's rounds (a records frame): d* >= 3 share, extensions, rollbacks, AR steps."""
-    judged = [int(d) for d in frame["oracle_length"] if d == d and d is not None]
-    steps = list(frame["policy_steps"])
-    return {"rounds": len(frame), "judged": len(judged), "dstar_ge3_count": sum(d >= 3 for d in judged),
-            "dstar_ge3": sum(d >= 3 for d in judged) / len(judged) if judged else float("nan"),
-            "extends": sum(any(not s["rollback"] for s in st) for st in steps) / len(frame),
-            "rolls_back": sum(any(s["rollback"] and s["d_after"] < s["d_before"] for s in st) for st in steps)
-            / len(frame),
-            "ar_steps": float((frame["chosen_length"] == 0).mean()), "max_d": int(frame["chosen_length"].max())}
-
-
 def run_suite(pair, suite: str, file: str, args) -> None:
-    """Decode one suite with every drafter: OUT/<suite>-<drafter>.json, its records, and the load."""
+    """Decode one suite with every drafter: OUT/<suite>-<drafter>.json and its records (the load is in
+    the JSON's provenance)."""
     n = pair.n
     prompts = read_prompts(Path(args.data) / file)[: args.prompts]
     for drafter in args.drafters.split(","):
         out = Path(args.out) / f"{suite}-{drafter}.json"
         if out.exists() and not args.force:
             continue
-        lengths = tuple(range(1, n + 1)) + (2 * n,) if drafter == args.grid else (n,)
+        lengths = static_grid(n, args.d_max) if drafter == args.grid else (n,)
         spec = BenchSpec(modes=("ar", "static", "libraspec"), max_new_tokens=args.max_new_tokens,
                          alpha=args.alpha, d_max=args.d_max, static_lengths=lengths,
                          annotate=("libraspec",), drafter=drafter)
-        before = os.getloadavg()
         write_result(run_bench(pair, prompts, spec, source=f"{file} (first {args.prompts})"), out)
-        atomic_write_text(str(out.with_suffix(".load.json")), json.dumps({"before": before, "after": os.getloadavg()}))
 
 
 def row(path: Path) -> dict:
@@ -67,8 +57,7 @@ def row(path: Path) -> dict:
     statics = {label: m for label, m in modes.items() if label.startswith("static")}
     best = max(statics, key=lambda label: statics[label]["speedup_modeled"])
     frame = read_trace(records_path(path))
-    load = json.loads(path.with_suffix(".load.json").read_text()) if path.with_suffix(".load.json").exists() \
-        else {"before": [float("nan")] * 3, "after": [float("nan")] * 3}
+    load = summary["config"].get("provenance", {}).get("load_1min", {"before": None, "after": None})
     suite, drafter = path.stem.split("-", 1)
     config = summary["config"]
     return {"suite": suite, "drafter": drafter, "n": n, "threads": config["threads"], "cpu": config["machine"]["cpu"],
@@ -77,15 +66,15 @@ def row(path: Path) -> dict:
             **{k: modes["libraspec"][k] for k in ("tau", "speedup_measured", "speedup_modeled")},
             "static_n": modes[f"static-{n}" if len(statics) > 1 else "static"]["speedup_modeled"],
             "best_static": best, "best_static_modeled": statics[best]["speedup_modeled"],
-            **round_stats(frame[frame["label"] == "libraspec"]),
+            **regime_stats(frame[frame["label"] == "libraspec"], n),
             "profile_ar_ratio": summary["config"]["profile_check"]["ratio"],
             "load_before": load["before"], "load_after": load["after"],
             "totals": {label: [m["wall_s"], m["modeled_s"], m["tokens"]] for label, m in modes.items()}}
 
 
 def _load(r: dict) -> str:
-    before, after = r["load_before"][0], r["load_after"][0]
-    return "not recorded" if before != before else f"{before:.1f} / {after:.1f}"
+    before, after = r["load_before"], r["load_after"]
+    return "not recorded" if before is None or after is None else f"{before:.1f} / {after:.1f}"
 
 
 def table(args) -> str:

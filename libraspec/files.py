@@ -1,9 +1,10 @@
-"""Atomic file writes: a temporary file beside the target, then one rename.
+"""Atomic file writes (a temporary file beside the target, then one rename) and file digests.
 
 An interrupted write never leaves a half-written trace, profile or benchmark file behind.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from typing import Callable
@@ -32,3 +33,12 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
     return atomic_write(path, write)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes as 64 hex digits, read in 4 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

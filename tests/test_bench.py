@@ -22,8 +22,9 @@ from libraspec.records import RoundRecord, read_trace
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=50)
 ALL = "ar,static,libraspec,g4,failfast,oracle"
-MODE_KEYS = {"tokens", "rounds", "tau", "wall_s", "speedup_measured", "speedup_modeled", "mad_vs_oracle",
-             "policy_s", "policy_share"}
+MODE_KEYS = {"tokens", "rounds", "prompts", "tau", "wall_s", "speedup_measured", "speedup_modeled",
+             "speedup_measured_ci", "speedup_modeled_ci", "mad_vs_oracle", "policy_s", "policy_share", "regime",
+             "per_prompt"}
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:
@@ -80,7 +81,7 @@ def test_bench_cli_writes_the_contract(tmp_path, prompt_file, fixed_profile):
     assert set(data) == {"config", "modes", "runs"}
     config = data["config"]
     for key in ("models", "alpha", "d_max", "n", "static_length", "static_lengths", "profile", "machine",
-                "threads", "versions"):
+                "threads", "versions", "provenance", "bootstrap"):
         assert key in config
     assert config["n"] == 7 and config["static_lengths"] == [2, 7] and config["threads"] == 1
     assert LatencyProfile.from_dict(config["profile"]) == PROFILE
@@ -91,6 +92,7 @@ def test_bench_cli_writes_the_contract(tmp_path, prompt_file, fixed_profile):
         assert isinstance(entry["tokens"], int) and isinstance(entry["rounds"], int)
         assert entry["tokens"] >= entry["rounds"] >= 1 and entry["wall_s"] > 0
         assert (entry["mad_vs_oracle"] is None) == (label in ("ar", "oracle"))
+        assert (entry["regime"] is None) == (label in ("ar", "oracle")) and len(entry["per_prompt"]) == 2
         assert 0.0 <= entry["policy_share"] <= 1.0
     assert data["modes"]["ar"]["speedup_measured"] == pytest.approx(1.0)
     assert sum(data["modes"][k].get("best", False) for k in labels) == 1
@@ -213,20 +215,27 @@ def test_estimate_grows_with_the_plan():
     assert report.estimate_seconds(full, PROFILE, 7)[0] > low
 
 
-def test_report_end_to_end(tmp_path, fixed_profile):
+def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     out = tmp_path / "BENCHMARKS.md"
+    monkeypatch.setattr(report, "load_average", lambda: 3.0)  # a busy machine: the CLI warns before it starts
     code = main(["report", "--out", str(out), "--quick", "--model", "tiny-llama", "--threads", "1",
-                 "--prompts-per-suite", "1", "--max-new-tokens", "6", "--alphas", "1.6,2.2",
+                 "--prompts-per-suite", "1", "--max-new-tokens", "6", "--alphas", "1.6,2.2,auto",
                  "--d-maxes", "15,24", "--suites", "math,chat", "--figures", "html", "--quiet",
                  "--note", "tiny test run"])
     assert code == 0
+    assert "warning: the 1-minute load average is 3.00" in capsys.readouterr().err
     text = out.read_text()
     for heading in ("## Setup", "## Results per suite", "### math, temperature 0", "### chat, temperature 1",
                     "## Pooled over suites", "## Alpha sensitivity", "## d_max sensitivity",
-                    "## Length trajectories", "## MAD to the oracle length", "## Compared with the paper",
-                    "## Goals", "## What limits the speedup", "## Reproduce"):
+                    "## Length trajectories", "## Regime of the rounds", "## MAD to the oracle length",
+                    "## Compared with the paper", "## Goals", "## What limits the speedup", "## Reproduce"):
         assert heading in text, heading
     assert "tiny test run" in text and "--quick" in text
+    lines = text.splitlines()
+    headers = [line for line, below in zip(lines, lines[1:]) if below.startswith("|---")]
+    assert len(headers) >= 8 and all("(quick: " in line.split("|")[1] for line in headers)
+    assert "- LibraSpec, measured: " in text and "- Code: commit `" in text
+    assert "- Files (sha256): none (random weights from a seed)" in text and "Load average (1 min) before the" in text
     for mode in ("AR", "static d=4", "LibraSpec", "G4", "FailFast", "oracle"):
         assert f"| {mode}" in text
     assert "**(best)**" in text
@@ -234,7 +243,35 @@ def test_report_end_to_end(tmp_path, fixed_profile):
     assert len(links) == 3 and all((tmp_path / link).is_file() for link in links)
     results = tmp_path / "benchmarks" / "results"
     summary = json.loads((results / "chat-T1.json").read_text())
-    assert summary["config"]["temperature"] == 1.0 and len(summary["runs"]) == 8
+    assert summary["config"]["temperature"] == 1.0 and len(summary["runs"]) == 15
+    # the fair static grid 1..n, 2n and d_max (n = 7, d_max = 24), FailFast ours and the paper's
+    assert summary["config"]["static_lengths"] == [1, 2, 3, 4, 5, 6, 7, 14, 24]
+    assert {"failfast", "failfast-paper"} <= set(summary["modes"])
+    assert summary["config"]["failfast_paper"] == {"threshold": 0.45, "step": 10, "d_max": 60}
     sweep = pd.read_parquet(results / "math-alpha1.6.records.parquet")
     assert set(sweep["label"]) == {"ar", "libraspec"}
+    assert json.loads((results / "math-alphaauto.json").read_text())["config"]["alpha"] == "auto"
+    assert "| auto |" in text and "| FailFast (paper) |" in text
     assert os.path.exists(results / "chat-d_max15.json")
+
+
+def test_fair_grids():
+    assert bench.static_grid(7, 24) == (1, 2, 3, 4, 5, 6, 7, 14, 24)
+    assert bench.static_grid(4, 8) == (1, 2, 3, 4, 8)  # 2n = d_max once
+    spec = bench.BenchSpec(modes=("ar", "failfast"), max_new_tokens=24, failfast_paper=True, alpha="auto")
+    assert spec.alpha == "auto" and spec.longest(7) == 60
+    assert [label for label, _, _ in spec.labels(7)] == ["ar", "failfast", "failfast-paper"]
+    with pytest.raises(ValueError, match="alpha"):
+        bench.BenchSpec(alpha="fast")
+    # the paper's FailFast starts at 10 drafts; a random drafter (q far below 0.45) never extends
+    result = bench.run_bench(tiny_pair("llama"), ["Add 2 and 3."], spec, profile=PROFILE)
+    first = {label: result.records[label][0][0].chosen_length for label in ("failfast", "failfast-paper")}
+    assert first == {"failfast": 4, "failfast-paper": 10}  # later rounds are cut to the tokens left
+    assert result.summary["config"]["failfast_paper"] == bench.FAILFAST_PAPER
+
+
+def test_automatic_alpha_in_bench(prompt_file):
+    spec = bench.BenchSpec(modes=("ar", "libraspec"), max_new_tokens=6, alpha="auto")
+    result = bench.run_bench(tiny_pair("llama"), bench.read_prompts(prompt_file)[:1], spec, profile=PROFILE)
+    alphas = {r.alpha for r in result.records["libraspec"][0]}
+    assert result.summary["config"]["alpha"] == "auto" and None not in alphas

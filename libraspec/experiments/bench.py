@@ -8,8 +8,12 @@ Algorithm 1, tau = accepted drafts + 1 tokens committed per round, d* the oracle
 
 Speedups (docs/ARCHITECTURE.md, "What is timed") are totals over prompts: AR seconds per token divided by
 the mode's seconds per token, AR measured in the same run on the same prompts; the
-modeled speedup uses the latency profile. `mad_vs_oracle` is mean |d - d*| over a
-mode's own rounds, d* from the untimed oracle annotation (DecodeConfig.annotate_oracle).
+modeled speedup uses the latency profile. Each mode keeps its per-prompt totals beside
+AR's and 95% bootstrap intervals of both speedups over prompts (stats.py). `mad_vs_oracle`
+is mean |d - d*| over a mode's own rounds, d* from the untimed oracle annotation
+(DecodeConfig.annotate_oracle); `regime` holds the d* histogram, the MAD of trivial
+schedules on the same rounds and how often Algorithm 1 extends, rolls back, drafts further or meets d_max.
+The config carries the run's provenance (provenance.py).
 """
 from __future__ import annotations
 
@@ -17,11 +21,8 @@ import functools
 import json
 import math
 import os
-import platform
-import subprocess
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
@@ -29,16 +30,25 @@ import torch
 
 from ..cost import LatencyProfile
 from ..drafters import DRAFTERS
-from .driver import decode_grid, mode_job
+from .driver import Job, decode_grid, libraspec_policy, mode_job, parse_alphas
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..files import atomic_write_text
 from ..modes import MODES, POLICY_MODES, PolicySettings
 from ..profiling import cached_profile, machine_description, profile_check
 from ..records import RoundRecord, records_to_frame, summarize, write_parquet
+from .provenance import load_average, provenance, versions
+from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
 PROMPT_KEYS = ("prompt", "question", "turns")
-FAILFAST = {"threshold": 0.6, "step": 4}  # PolicySettings' defaults, recorded in the config
+FAILFAST = {"threshold": 0.6, "step": 4}  # ours: PolicySettings' defaults, recorded in the config
+FAILFAST_PAPER = {"threshold": 0.45, "step": 10, "d_max": 60}  # the FailFast paper's: start at 10 drafts, extend
+# by 10 while every q_i >= 0.45, at most 60; the label "failfast-paper"
+
+
+def static_grid(n: int, d_max: int) -> tuple[int, ...]:
+    """The static lengths a fair comparison decodes: 1..n, 2n and d_max (the best static is chosen from them)."""
+    return tuple(sorted(set(range(1, n + 1)) | {2 * n, d_max}))
 
 
 def read_prompts(path: str | os.PathLike) -> list[str]:
@@ -108,15 +118,17 @@ class BenchSpec:
     max_new_tokens: int = 128
     temperature: float = 0.0  # 0 = greedy
     seed: int = 0  # prompt i is decoded with seed + i in every mode
-    alpha: float = 2.2  # paper's value for DFlash
+    alpha: float | str = 2.2  # paper's value for DFlash; "auto": alpha = T / (tau c) online (autoalpha.py)
     d_max: int = 24  # paper's cap for DFlash; also the oracle's look-ahead
     static_lengths: tuple[int, ...] | None = None  # None: d = n, DFlash's static length
     annotate: bool | tuple[str, ...] = True  # oracle annotation (for mad_vs_oracle): all policy modes,
     # none, or the policy modes named (the annotation's look-ahead costs a long verification a round)
     drafter: str | None = None  # a name in drafters.DRAFTERS; None: the pair's default
+    failfast_paper: bool = False  # with "failfast" in modes, also "failfast-paper" (FAILFAST_PAPER)
 
     def __post_init__(self):
         object.__setattr__(self, "modes", parse_modes(self.modes))
+        object.__setattr__(self, "alpha", parse_alphas((self.alpha,))[0])
         object.__setattr__(self, "static_lengths", parse_lengths(self.static_lengths))
         if self.drafter is not None and self.drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {self.drafter!r}; choose one of {', '.join(DRAFTERS)}")
@@ -134,6 +146,11 @@ class BenchSpec:
     def lengths(self, n: int) -> tuple[int, ...]:
         return self.static_lengths or (n,)
 
+    def longest(self, n: int) -> int:
+        """The longest d any label may verify (the latency profile must reach it)."""
+        paper = (FAILFAST_PAPER["d_max"],) if self.failfast_paper and "failfast" in self.modes else ()
+        return max((self.d_max,) + self.lengths(n) + paper)
+
     def annotated(self) -> tuple[str, ...]:
         """Policy modes whose rounds get the oracle annotation."""
         if isinstance(self.annotate, bool):
@@ -142,13 +159,15 @@ class BenchSpec:
 
     def labels(self, n: int) -> list[tuple[str, str, int | None]]:
         """(label, mode, static length) per run of a prompt; several static lengths give
-        labels static-L."""
+        labels static-L, FailFast with the paper's settings the label failfast-paper."""
         out = []
         for mode in self.modes:
             if mode == "static" and len(self.lengths(n)) > 1:
                 out += [(f"static-{L}", "static", L) for L in self.lengths(n)]
             else:
                 out.append((mode, mode, self.lengths(n)[0] if mode == "static" else None))
+            if mode == "failfast" and self.failfast_paper:
+                out.append(("failfast-paper", "failfast", None))
         return out
 
 
@@ -174,47 +193,35 @@ class BenchResult:
 def bench_profile(pair, spec: BenchSpec) -> LatencyProfile:
     """The cached latency profile, measured far enough for d_max and every static length."""
     n = pair.n
-    longest = max((spec.d_max,) + spec.lengths(n))
+    longest = spec.longest(n)
     return cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
 
 
 def mode_summary(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequence[RoundRecord]] | None,
                  profile: LatencyProfile) -> dict:
-    """The per-mode entry of OUT.json, from totals over prompts (records.summarize)."""
+    """The per-mode entry of OUT.json, from totals over prompts (records.summarize); `ar_runs`
+    are AR's runs of the same prompts in the same order (the intervals pair them by prompt)."""
     records = [r for run in runs for r in run]
     ar = [r for run in ar_runs for r in run] if ar_runs else None
     s = summarize(records, ar)
     modeled = s.speedup_modeled
     if modeled is None and s.modeled_seconds > 0:  # no AR run: AR's modeled cost is the profile's
         modeled = profile.ar_token_time() * s.tokens / s.modeled_seconds
+    rows = per_prompt(runs, ar_runs)
     policy_s = sum(r.policy_s for r in records)
-    speculative = s.mode != "ar"
-    return {"mode": s.mode, "tokens": s.tokens, "rounds": s.rounds, "tau": s.tau, "wall_s": s.seconds,
-            "modeled_s": s.modeled_seconds, "tokens_per_s": s.tokens / s.seconds if s.seconds > 0 else None,
+    kind = MODES[s.mode].kind
+    return {"mode": s.mode, "tokens": s.tokens, "rounds": s.rounds, "prompts": len(runs), "tau": s.tau,
+            "wall_s": s.seconds, "modeled_s": s.modeled_seconds,
+            "tokens_per_s": s.tokens / s.seconds if s.seconds > 0 else None,
             "speedup_measured": s.speedup_measured, "speedup_modeled": modeled,
-            "mad_vs_oracle": s.mad_vs_oracle if MODES[s.mode].kind == "policy" else None,
-            "mean_length": sum(r.chosen_length for r in records) / len(records) if speculative else None,
-            "policy_s": policy_s, "policy_share": policy_s / s.seconds if s.seconds > 0 else None}
-
-
-def versions() -> dict:
-    """Versions of the software a result depends on, and the git commit of this tree."""
-    import numpy
-    import transformers
-    from importlib.metadata import PackageNotFoundError, version
-    out = {"python": platform.python_version(), "torch": torch.__version__,
-           "transformers": transformers.__version__, "numpy": numpy.__version__, "pandas": pd.__version__}
-    try:
-        out["libraspec"] = version("libraspec")
-    except PackageNotFoundError:
-        out["libraspec"] = "source tree"
-    try:
-        root = Path(__file__).resolve().parents[2]
-        out["git_commit"] = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                                           capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        out["git_commit"] = None
-    return out
+            "speedup_measured_ci": speedup_interval(rows, "wall_s"),
+            "speedup_modeled_ci": speedup_interval(rows, "modeled_s",
+                                                   None if ar_runs else profile.ar_token_time()),
+            "mad_vs_oracle": s.mad_vs_oracle if kind == "policy" else None,
+            "mean_length": sum(r.chosen_length for r in records) / len(records) if kind != "ar" else None,
+            "policy_s": policy_s, "policy_share": policy_s / s.seconds if s.seconds > 0 else None,
+            "regime": regime_stats(records_to_frame(records), profile.n) if kind == "policy" else None,
+            "per_prompt": rows}
 
 
 def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: LatencyProfile | None = None,
@@ -228,9 +235,12 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     profile = profile or bench_profile(pair, spec)
     decoder = SpeculativeDecoder(pair, profile, drafter=spec.drafter)
     labels = spec.labels(n)
-    jobs = [mode_job(label, mode, _settings(spec, n, length), functools.partial(_config, spec, mode))
+    jobs = [Job(label, mode, functools.partial(libraspec_policy, spec.alpha, spec.d_max, decoder),
+                functools.partial(_config, spec, mode)) if mode == "libraspec" else
+            mode_job(label, mode, _settings(spec, n, label, length), functools.partial(_config, spec, mode))
             for label, mode, length in labels]
     records = {label: [] for label, _, _ in labels}
+    load_before = load_average()
     bar = _progress(len(prompts) * len(labels), progress)
     for event in decode_grid(decoder, [pair.encode_prompt(p) for p in prompts], jobs):
         records[event.label].append(event.records)
@@ -238,12 +248,17 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
         bar.update(1)
     bar.close()
     summary = _summary(pair, prompts, spec, profile, records, labels, source)
+    summary["config"]["provenance"] = provenance(pair, spec.drafter or pair.default_drafter, load_before)
     return BenchResult(summary, records)
 
 
-def _settings(spec: BenchSpec, n: int, length: int | None) -> PolicySettings:
-    """The policy knobs of one label: the static length (n when unset) and FailFast's recorded defaults."""
-    return PolicySettings(alpha=spec.alpha, d_max=spec.d_max, static_length=length or n,
+def _settings(spec: BenchSpec, n: int, label: str, length: int | None) -> PolicySettings:
+    """The policy knobs of one label other than LibraSpec (driver.libraspec_policy builds that): the
+    static length (n when unset) and FailFast's recorded settings (the paper's for failfast-paper)."""
+    if label == "failfast-paper":
+        return PolicySettings(d_max=FAILFAST_PAPER["d_max"], failfast_threshold=FAILFAST_PAPER["threshold"],
+                              failfast_step=FAILFAST_PAPER["step"])
+    return PolicySettings(d_max=spec.d_max, static_length=length or n,
                           g4_initial=min(n, spec.d_max), failfast_threshold=FAILFAST["threshold"],
                           failfast_step=FAILFAST["step"])
 
@@ -284,12 +299,13 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
         "alpha": spec.alpha, "d_max": spec.d_max, "n": n,
         "static_length": best[1] if best else spec.lengths(n)[0], "static_lengths": list(spec.lengths(n)),
         "best_static": best[0] if best else None, "g4_initial": min(n, spec.d_max), "failfast": dict(FAILFAST),
+        "failfast_paper": dict(FAILFAST_PAPER) if spec.failfast_paper and "failfast" in spec.modes else None,
         "modes": list(spec.modes), "max_new_tokens": spec.max_new_tokens, "temperature": spec.temperature,
         "seed": spec.seed, "prompts": source, "num_prompts": len(prompts),
         "oracle_annotation": list(spec.annotated()),
         "profile": profile.to_dict(), "machine": machine_description(), "threads": torch.get_num_threads(),
         "profile_check": profile_check(profile, [r for run in ar_runs for r in run]) if ar_runs else None,
-        "versions": versions(),
+        "versions": versions(), "bootstrap": {"resamples": RESAMPLES, "level": LEVEL, "seed": SEED},
     }
     return {"config": config, "modes": modes, "runs": runs}
 
@@ -322,11 +338,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="prompt i uses seed + i")
     parser.add_argument("--out", required=True, help="OUT.json; rounds go to OUT.records.parquet")
     parser.add_argument("--static-lengths", default=None, help="comma list, e.g. 4,8,15 (default: n)")
-    parser.add_argument("--alpha", type=float, default=2.2)
+    parser.add_argument("--alpha", default="2.2", help="LibraSpec's alpha: a number, or auto (T / (tau c) online)")
     parser.add_argument("--d-max", type=int, default=24)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
     parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
     parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
+    parser.add_argument("--failfast-paper", action="store_true",
+                        help="with failfast: also FailFast with the paper's settings (threshold 0.45, start and "
+                             "step 10, at most 60), labelled failfast-paper")
     parser.add_argument("--annotate", default=",".join(POLICY_MODES),
                         help="policy modes to annotate with the oracle d* (for MAD); 'none' for none")
     add_drafter_argument(parser)
@@ -356,7 +375,7 @@ def run(args) -> int:
     spec = BenchSpec(modes=parse_modes(args.modes), max_new_tokens=args.max_new_tokens,
                      temperature=args.temperature, seed=args.seed, alpha=args.alpha, d_max=args.d_max,
                      static_lengths=parse_lengths(args.static_lengths), annotate=parse_annotate(args.annotate),
-                     drafter=args.drafter)
+                     drafter=args.drafter, failfast_paper=args.failfast_paper)
     pair = load_pair(args.model)
     result = run_bench(pair, prompts, spec, progress=not args.quiet, source=str(args.prompts))
     write_result(result, args.out)

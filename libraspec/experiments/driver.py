@@ -12,20 +12,25 @@ With `rounds=True` the grid also yields a `RoundDone` after every round, so a ca
 advances the generator under a lock (the app's `Session._steps`) holds the lock for one
 round, not a whole run. Policies come from the mode registry (docs/ARCHITECTURE.md,
 section "Modes"); `mode_job` builds a job whose policy is `MODES[mode].policy(settings)`.
+`libraspec_policy` makes LibraSpec with a fixed alpha or "auto" (autoalpha.py), for the
+benchmarks and the sweep alike.
 """
 from __future__ import annotations
 
 import functools
+import math
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
+from ..analysis.autoalpha import AutoAlphaLibraSpecPolicy
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..modes import MODES, PolicySettings
-from ..policy import LengthPolicy
+from ..policy import LengthPolicy, LibraSpecPolicy
 from ..records import RoundRecord
 
 ORDERS = ("prompts", "jobs")  # the outer loop: every job of a prompt first, or every prompt of a job
+AUTO = "auto"  # LibraSpec's alpha set online from the latency profile (autoalpha.py)
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,40 @@ def mode_job(label: str, mode: str, settings: PolicySettings,
              config: DecodeConfig | Callable[[int], DecodeConfig]) -> Job:
     """A job whose policy is the registry's: `MODES[mode].policy(settings)`, fresh for every run."""
     return Job(label, mode, functools.partial(MODES[mode].policy, settings), config)
+
+
+def parse_alphas(text: str | Sequence) -> tuple:
+    """"1.6, 2.2, auto" -> (1.6, 2.2, "auto"); values must be finite and > 0, no repeats."""
+    items = [str(x).strip() for x in (text.split(",") if isinstance(text, str) else text)]
+    out = []
+    for item in filter(None, items):
+        if item.lower() == AUTO:
+            out.append(AUTO)
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            raise ValueError(f"alpha values must be numbers or 'auto', got {item!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"alpha values must be finite and > 0, got {item!r}")
+        out.append(value)
+    if not out:
+        raise ValueError("give at least one alpha value (numbers or 'auto')")
+    if len(set(out)) != len(out):
+        raise ValueError(f"alpha values listed twice: {', '.join(map(str, out))}")
+    return tuple(out)
+
+
+def alpha_label(alpha) -> str:
+    """2.2 -> "2.2", "auto" -> "auto"."""
+    return AUTO if alpha == AUTO else f"{float(alpha):g}"
+
+
+def libraspec_policy(alpha, d_max: int, decoder: SpeculativeDecoder) -> LibraSpecPolicy:
+    """A fresh LibraSpec policy: alpha a number, or "auto" (alpha from the decoder's profile and past rounds)."""
+    if alpha == AUTO:
+        return AutoAlphaLibraSpecPolicy(decoder.profile, d_max)
+    return MODES["libraspec"].policy(PolicySettings(alpha=alpha, d_max=d_max))
 
 
 @dataclass(frozen=True)

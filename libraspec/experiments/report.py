@@ -24,12 +24,15 @@ from typing import Callable
 
 import torch
 
-from .bench import BenchSpec, add_drafter_argument, parse_annotate, read_prompts, run_bench, set_threads, write_result
+from .bench import (FAILFAST_PAPER, BenchSpec, add_drafter_argument, parse_annotate, read_prompts, run_bench,
+                    set_threads, static_grid, write_result)
 from ..cost import LatencyProfile
 from ..files import atomic_write_text
 from ..models.registry import ASSETS
 from ..modes import MODES
 from ..profiling import cached_profile
+from .provenance import BUSY_LOAD, load_average, shown_path
+from .driver import AUTO, alpha_label, parse_alphas
 from .report_md import render
 
 SUITES = ("math", "code", "chat")
@@ -39,7 +42,7 @@ ALL_MODES = tuple(MODES)
 
 @dataclass(frozen=True)
 class ReportPlan:
-    """Everything `report` runs; `--quick` and the default differ only in size."""
+    """Everything `report` runs; `--quick` and the default differ in size (and the label "quick")."""
 
     prompts_per_suite: int = 6
     max_new_tokens: int = 96
@@ -47,20 +50,22 @@ class ReportPlan:
     temperatures: tuple[float, ...] = (0.0, 1.0)
     alpha: float = 2.2  # paper's DFlash value
     d_max: int = 24  # paper's DFlash cap
-    static_lengths: tuple[int, ...] | None = None  # None: 4, 8 and n
-    alphas: tuple[float, ...] = (1.0, 1.6, 2.2, 3.0, 4.0)  # paper Table 4 style
-    d_maxes: tuple[int, ...] = (15, 24, 32, 48)  # paper Fig. 4 style
+    static_lengths: tuple[int, ...] | None = None  # None: bench.static_grid, 1..n, 2n and d_max
+    alphas: tuple = (1.0, 2.2, 4.0, 8.0, 16.0, AUTO)  # paper Table 4 style, up to the paper's own
+    # alpha = T / (tau c), about 13-16 on a CPU profile, and that alpha set online ("auto")
+    d_maxes: tuple[int, ...] = (15, 24, 32, 48, 60)  # paper Fig. 4 style, up to FailFast's cap
     seed: int = 0
     annotate: tuple[str, ...] = ("static", "libraspec", "g4", "failfast")  # modes that get MAD to d*
     drafter: str | None = None  # None: the pair's default
+    quick: bool = False  # every table says "quick": the sample is too small for the conclusions of a full run
 
     def lengths(self, n: int) -> tuple[int, ...]:
-        return self.static_lengths or tuple(sorted({4, 8, n}))
+        return self.static_lengths or static_grid(n, self.d_max)
 
     def main_spec(self, n: int, temperature: float) -> BenchSpec:
         return BenchSpec(modes=ALL_MODES, max_new_tokens=self.max_new_tokens, temperature=temperature,
                          seed=self.seed, alpha=self.alpha, d_max=self.d_max, static_lengths=self.lengths(n),
-                         annotate=self.annotate, drafter=self.drafter)
+                         annotate=self.annotate, drafter=self.drafter, failfast_paper=True)
 
     def sweep_specs(self, n: int) -> list[tuple[str, float, BenchSpec]]:
         """(kind, value, spec) for each sensitivity run not already covered by the main run."""
@@ -71,12 +76,13 @@ class ReportPlan:
         return out
 
     def longest(self, n: int) -> int:
-        return max((self.d_max,) + tuple(self.d_maxes) + self.lengths(n))
+        return max((self.main_spec(n, 0.0).longest(n),) + tuple(self.d_maxes))
 
 
-# Sized for a 2-core CPU and a 135M target (one AR step ~66 ms, a look-ahead of d_max ~0.2 s):
-# --quick fits about a quarter of an hour, the default a few hours (`estimate_seconds`).
-QUICK = ReportPlan(prompts_per_suite=2, max_new_tokens=48, annotate=("static", "libraspec"))
+# Sized for a 2-core CPU and a 135M target (one AR step ~66 ms, a look-ahead of d_max ~0.2 s). With the
+# full static grid `estimate_seconds` gives --quick 11-30 min and the default 1.3-3.4 h on the embedded
+# pair's profile (n = 7); `report` prints its estimate before it starts.
+QUICK = ReportPlan(prompts_per_suite=2, max_new_tokens=48, annotate=("static", "libraspec"), quick=True)
 DEFAULT = ReportPlan(prompts_per_suite=6, max_new_tokens=96)
 
 
@@ -109,6 +115,7 @@ def estimate_seconds(plan: ReportPlan, profile: LatencyProfile, n: int) -> tuple
     tokens = plan.prompts_per_suite * plan.max_new_tokens * len(plan.suites)
     look = profile.round_time(plan.d_max)
     lengths = [(d, "static") for d in plan.lengths(n)] + [(n, m) for m in ("libraspec", "g4", "failfast")]
+    lengths.append((FAILFAST_PAPER["step"], "failfast"))  # failfast-paper's first length
     per_round = sum(profile.round_time(d) + (look if mode in plan.annotate else 0.0) for d, mode in lengths)
     per_round += look + profile.round_time(n)  # the oracle mode
     sweep_round = sum(profile.round_time(n) for _ in plan.sweep_specs(n))
@@ -140,10 +147,10 @@ def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None]
     jobs += [(s, (kind, value), spec) for s in plan.suites for kind, value, spec in plan.sweep_specs(n)]
     for step, (suite, key, spec) in enumerate(jobs, start=1):
         path, prompts = suite_prompts(suite, plan.prompts_per_suite)
-        what = f"T={key:g}" if isinstance(key, float) else f"{key[0]}={key[1]:g}"
+        what = f"T={key:g}" if isinstance(key, float) else f"{key[0]}={alpha_label(key[1])}"
         log(f"[{step}/{len(jobs)}] {suite} {what} ({time.perf_counter() - start:.0f} s so far)")
         result = run_bench(pair, prompts, spec, profile=profile, progress=progress, source=path)
-        name = f"{suite}-T{key:g}" if isinstance(key, float) else f"{suite}-{key[0]}{key[1]:g}"
+        name = f"{suite}-T{key:g}" if isinstance(key, float) else f"{suite}-{key[0]}{alpha_label(key[1])}"
         out = os.path.join(data_dir, f"{name}.json")
         write_result(result, out)
         if isinstance(key, float):
@@ -156,20 +163,13 @@ def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None]
     return data
 
 
-def _shown(path: str) -> str:
-    """A path as a command should show it: relative to the repository when inside it."""
-    root = ASSETS.parent
-    full = Path(path).resolve()
-    return str(full.relative_to(root)) if full.is_relative_to(root) else str(full)
-
-
 def bench_command(prompts: str, spec: BenchSpec, model: str, out: str, limit: int) -> str:
     """The `bench` command line that reproduces one main run on its own."""
-    prompts, out = _shown(prompts), _shown(out)
+    prompts, out = shown_path(prompts), shown_path(out)
     lengths = ",".join(str(L) for L in spec.static_lengths or ())
     return (f"python -m libraspec bench --prompts {prompts} --modes {','.join(spec.modes)} "
-            f"--static-lengths {lengths} --alpha {spec.alpha:g} --d-max {spec.d_max} "
-            f"--annotate {','.join(spec.annotated()) or 'none'} "
+            f"--static-lengths {lengths} --alpha {alpha_label(spec.alpha)} --d-max {spec.d_max} "
+            f"--annotate {','.join(spec.annotated()) or 'none'} {'--failfast-paper ' if spec.failfast_paper else ''}"
             f"--max-new-tokens {spec.max_new_tokens} --temperature {spec.temperature:g} "
             f"--seed {spec.seed} --limit {limit} --model {model} --threads {torch.get_num_threads()} "
             f"--out {out}")
@@ -253,10 +253,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--suites", default=",".join(SUITES))
     parser.add_argument("--temperatures", default="0,1")
-    parser.add_argument("--static-lengths", default=None, help="default: 4, 8 and n")
+    parser.add_argument("--static-lengths", default=None, help="default: 1..n, 2n and d_max")
     parser.add_argument("--annotate", default=None, help="policy modes whose rounds get the oracle d* (MAD); "
                                                          "'none' for none (default: the plan's)")
-    parser.add_argument("--alphas", default=",".join(f"{a:g}" for a in DEFAULT.alphas))
+    parser.add_argument("--alphas", default=",".join(alpha_label(a) for a in DEFAULT.alphas),
+                        help="LibraSpec alphas of the sensitivity runs: numbers and auto")
     parser.add_argument("--d-maxes", default=",".join(str(d) for d in DEFAULT.d_maxes))
     parser.add_argument("--data-dir", default=None, help="per-run JSON/parquet (default: benchmarks/results "
                                                          "beside --out)")
@@ -269,7 +270,7 @@ def add_arguments(parser) -> None:
 def plan_from_args(args) -> ReportPlan:
     base = QUICK if args.quick else DEFAULT
     plan = replace(base, suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
-                   temperatures=_floats(args.temperatures), alphas=_floats(args.alphas),
+                   temperatures=_floats(args.temperatures), alphas=parse_alphas(args.alphas),
                    d_maxes=_ints(args.d_maxes),
                    static_lengths=_ints(args.static_lengths) if args.static_lengths else None,
                    drafter=args.drafter)
@@ -295,6 +296,10 @@ def run(args) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    load = load_average()
+    if load is not None and load > BUSY_LOAD:
+        log(f"warning: the 1-minute load average is {load:.2f} (> {BUSY_LOAD:g}): other processes are running, "
+            f"so measured times will carry their load (the report's header will say so)")
     pair = load_pair(args.model)
     n = pair.n
     longest = plan.longest(n)

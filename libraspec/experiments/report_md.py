@@ -4,12 +4,16 @@ Paper symbols: d the speculative length, d* the oracle length, n the block size,
 the cap, alpha the Algorithm 1 trade-off, q_i the drafter confidence of draft i,
 tau = accepted + 1 tokens per round, eta the speedup over AR decoding.
 
-Speedups are totals over prompts (bench.mode_summary). "Pooled" rows add the rounds of
-every suite at one temperature. Acceptance by position and calibration read the
-per-round records through `calibration` (its judged drafts, `tested_only=True`): draft i
-counts when it was submitted (d >= i) and every draft before it was accepted (a >= i - 1);
-it is accepted when a >= i. The oracle mode is left out of both, since it picks d knowing
-where the first mismatch is. The expected tau of the limits section is `theory`'s.
+Speedups are totals over prompts (bench.mode_summary) with 95% bootstrap intervals over
+prompts (stats.py); two modes whose intervals overlap are reported as not distinguishable,
+never as a winner and a loser. Every table's first header cell states its sample (prompts
+x new tokens) and says "quick" for a `--quick` run. "Pooled" rows add the rounds of every
+suite at one temperature (their intervals resample the prompts of every suite). Acceptance
+by position and calibration read the per-round records through `calibration` (its judged
+drafts, `tested_only=True`): draft i counts when it was submitted (d >= i) and every draft
+before it was accepted (a >= i - 1); it is accepted when a >= i. The oracle mode is left out
+of both, since it picks d knowing where the first mismatch is. The expected tau of the limits
+section is `theory`'s.
 """
 from __future__ import annotations
 
@@ -18,13 +22,18 @@ import datetime
 import pandas as pd
 
 from .bench import mode_summary
+from .provenance import BUSY_LOAD
+from .stats import DSTAR_BINS, distinguishable
+from .driver import alpha_label
 from ..analysis.calibration import acceptance_by_position, acceptance_samples, expected_calibration_error, reliability_table
 from ..analysis.theory import expected_tau_curve
 
-NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "oracle": "oracle"}
+NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "failfast-paper": "FailFast (paper)",
+         "oracle": "oracle"}
 GOALS = {"oracle_ratio": 0.90, "static_ratio": 1.10, "mad": 2.0, "mad_ratio": 0.3, "measured": 2.0,
          "policy_share": 0.01}
 PAPER_MAD = (2.78, 9.48)  # LibraSpec vs static, paper section 5
+QUICK_NOTE = "**Quick run** (`--quick`): too small a sample for the conclusions of a full run. "
 
 
 def _x(value, digits: int = 2, suffix: str = "x") -> str:
@@ -39,6 +48,18 @@ def _pct(value) -> str:
     return "-" if value is None else f"{100 * value:.2f}%"
 
 
+def _ci(value, interval, digits: int = 2) -> str:
+    """A speedup with its 95% interval: 1.23x [1.10-1.35]."""
+    if value is None:
+        return "-"
+    return _x(value, digits) + ("" if interval is None else f" [{interval[0]:.{digits}f}-{interval[1]:.{digits}f}]")
+
+
+def sample_tag(plan, prompts: int) -> str:
+    """The sample behind a table, for its first header cell: (6 prompts x 96 tokens) or (quick: ...)."""
+    return f" ({'quick: ' if plan.quick else ''}{prompts} prompts x {plan.max_new_tokens} tokens)"
+
+
 def _label_name(label: str, entry: dict) -> str:
     if entry["mode"] == "static":
         return f"static d={entry['length']}" + (" **(best)**" if entry.get("best") else "")
@@ -49,18 +70,58 @@ def _plain(label: str | None, modes: dict) -> str:
     return "-" if label is None else _label_name(label, modes[label]).replace(" **(best)**", "")
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def _table(header: list[str], rows: list[list[str]], tag: str) -> list[str]:
+    """A markdown table; `tag` (sample_tag) is appended to the first header cell."""
+    header = [header[0] + tag] + header[1:]
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     return out + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def _modes_table(modes: dict) -> list[str]:
-    header = ["mode", "speedup measured", "speedup modeled", "tau", "mean d", "MAD to d*", "policy share",
-              "tokens"]
-    rows = [[_label_name(label, e), _x(e["speedup_measured"]), _x(e["speedup_modeled"]), _f(e["tau"]),
-             _f(e["mean_length"], 1), _f(e["mad_vs_oracle"]), _pct(e["policy_share"]), str(e["tokens"])]
+def _modes_table(modes: dict, tag: str) -> list[str]:
+    header = ["mode", "speedup measured [95% CI]", "speedup modeled [95% CI]", "tau", "mean d", "MAD to d*",
+              "policy share", "tokens"]
+    rows = [[_label_name(label, e), _ci(e["speedup_measured"], e["speedup_measured_ci"]),
+             _ci(e["speedup_modeled"], e["speedup_modeled_ci"]), _f(e["tau"]), _f(e["mean_length"], 1),
+             _f(e["mad_vs_oracle"]), _pct(e["policy_share"]), str(e["tokens"])]
             for label, e in modes.items()]
-    return _table(header, rows)
+    return _table(header, rows, tag)
+
+
+PHRASES = {"faster": "faster than", "slower": "slower than", "not distinguishable": "not distinguishable from",
+           "without an interval": "no interval to compare with"}
+
+
+def compare(a: dict, b: dict, key: str) -> str:
+    """How mode a's speedup `key` stands against b's: "faster", "slower", "not distinguishable" (the
+    95% intervals overlap) or "without an interval"."""
+    apart = distinguishable(a[f"{key}_ci"], b[f"{key}_ci"])
+    if apart is None:
+        return "without an interval"
+    if not apart:
+        return "not distinguishable"
+    return "faster" if a[key] > b[key] else "slower"
+
+
+def comparisons(modes: dict) -> list[str]:
+    """Sentences under a modes table: LibraSpec against every other speculative mode, and the best
+    static against the other static lengths, by the overlap of their 95% intervals."""
+    out = []
+    others = [k for k, e in modes.items() if e["mode"] not in ("ar", "libraspec")]
+    for key, what in (("speedup_measured", "measured"), ("speedup_modeled", "modeled")):
+        if "libraspec" in modes and others:
+            verdicts: dict[str, list[str]] = {}
+            for label in others:
+                verdicts.setdefault(compare(modes["libraspec"], modes[label], key), []).append(
+                    _plain(label, modes))
+            out.append(f"- LibraSpec, {what}: " + "; ".join(f"{PHRASES[verdict]} {', '.join(names)}"
+                                                            for verdict, names in verdicts.items()) + ".")
+    best = best_static(modes)
+    ties = [_plain(k, modes) for k, e in modes.items() if e["mode"] == "static" and k != best
+            and compare(modes[best], e, "speedup_measured") == "not distinguishable"]
+    if best is not None and ties:
+        out.append(f"- The best static length ({_plain(best, modes)}, highest measured speedup) is not "
+                   f"distinguishable from {', '.join(ties)}.")
+    return out
 
 
 def pooled_modes(data, temperature: float) -> dict:
@@ -205,20 +266,62 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
             rows.append([f"+0.5-1.5x over baselines (T={t:g})",
                          f"{_x(gain_m, 2, 'x')} measured, {_x(lib['speedup_modeled'] - s['speedup_modeled'])} "
                          f"modeled over {_plain(best_static(modes), modes)}",
-                         "pooled over suites"])
+                         f"pooled over suites; LibraSpec against it: measured {compare(lib, s, 'speedup_measured')}, "
+                         f"modeled {compare(lib, s, 'speedup_modeled')} (95% intervals)"])
     for kind, paper in (("alpha", "alpha 2.0-2.2 is robust"), ("d_max", "d_max = 24 for DFlash")):
         sweep = sweep_rows(data, kind)
         if sweep:
             top = max(sweep, key=lambda x: x[1]["speedup_modeled"] or 0.0)
             spread = [x[1]["speedup_modeled"] for x in sweep]
-            rows.append([paper, f"best {kind} = {top[0]:g} ({_x(top[1]['speedup_modeled'])} modeled); "
-                                f"range {_x(min(spread))}-{_x(max(spread))}", "T = 0, pooled over suites"])
+            ties = [alpha_label(v) for v, p, _ in sweep if v != top[0]
+                    and compare(top[1], p, "speedup_modeled") != "faster"]
+            best = (f"highest modeled speedup at {kind} = {alpha_label(top[0])} ({_x(top[1]['speedup_modeled'])}), "
+                    + (f"not distinguishable from {kind} = {', '.join(ties)}" if ties else
+                       "ahead of every other value beyond the 95% intervals"))
+            rows.append([paper, f"{best}; range {_x(min(spread))}-{_x(max(spread))}", "T = 0, pooled over suites"])
     if 0.0 in pooled and "libraspec" in pooled[0.0] and best_static(pooled[0.0]):
         modes = pooled[0.0]
+        regime = modes["libraspec"]["regime"] or {}
         rows.append([f"MAD to oracle {PAPER_MAD[0]} (LibraSpec) vs {PAPER_MAD[1]} (static)",
                      f"{_f(modes['libraspec']['mad_vs_oracle'])} vs {_f(modes[best_static(modes)]['mad_vs_oracle'])}",
-                     "T = 0, best static, pooled"])
+                     f"T = 0, best static, pooled; on LibraSpec's rounds constant d = 1 scores "
+                     f"{_f(regime.get('mad_constant_1'))} and static d = n {_f(regime.get('mad_static_n'))}: "
+                     f"a MAD means little unless it beats these"])
     return rows
+
+
+def provenance_lines(data, config: dict) -> list[str]:
+    """Setup lines on where the numbers came from: commit, file digests, load (bench's provenance)."""
+    prov = config.get("provenance", {})
+    dirty = {True: " with uncommitted changes (dirty tree)", False: " (clean tree)"}.get(prov.get("git_dirty"), "")
+    out = [f"- Code: commit `{prov.get('git_commit') or 'unknown'}`{dirty}"]
+    files = prov.get("files", [])
+    out.append("- Files (sha256): " + ("; ".join(f"{f['role']} `{f['path']}` {f['sha256']}" for f in files)
+                                       if files else "none (random weights from a seed)"))
+    before, after = _loads(data)
+    if not before:
+        return out + ["- Load average (1 min): not recorded"]
+    return out + [f"- Load average (1 min) before the {len(before)} runs: {min(before):.2f}-{max(before):.2f}; "
+                  f"after them: {min(after):.2f}-{max(after):.2f}"]
+
+
+def _loads(data) -> tuple[list[float], list[float]]:
+    """1-minute load averages before and after every bench run of the report (where recorded)."""
+    results = list(data.main.values()) + list(data.sweeps.values())
+    loads = [r.summary["config"].get("provenance", {}).get("load_1min", {}) for r in results]
+    return ([x["before"] for x in loads if x.get("before") is not None],
+            [x["after"] for x in loads if x.get("after") is not None])
+
+
+def busy_warning(data) -> list[str]:
+    """A header paragraph when the load before any run exceeded BUSY_LOAD: other processes competed."""
+    before = _loads(data)[0]
+    busy = sum(x > BUSY_LOAD for x in before)
+    if not busy:
+        return []
+    return [f"**Other heavy processes were running:** the 1-minute load average before {busy} of {len(before)} "
+            f"runs exceeded {BUSY_LOAD:g} (up to {max(before):.2f}), so measured times carry that load; "
+            f"modeled times do not.", ""]
 
 
 def render(pair, data, markdown_dir: str, default_plan) -> str:
@@ -228,29 +331,40 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
     config = first.summary["config"] if first else {}
     machine, versions = config.get("machine", {}), config.get("versions", {})
     lines = ["# Benchmarks", "",
+             f"{QUICK_NOTE if plan.quick else ''}"
              f"Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by `{data.command}` "
              f"in {data.elapsed_s / 60:.1f} min of decoding (estimated beforehand: "
              f"{data.estimate_s[0] / 60:.1f}-{data.estimate_s[1] / 60:.1f} min for tau = 3 to 1). Every number "
              f"below comes from that run; nothing is copied from elsewhere. The default size (no `--quick`: "
              f"{default_plan.prompts_per_suite} prompts x {default_plan.max_new_tokens} tokens per suite, every "
              f"policy mode annotated) is estimated at {data.default_estimate_s[0] / 60:.0f}-"
-             f"{data.default_estimate_s[1] / 60:.0f} min of decoding on this machine.", "", "## Setup", "",
+             f"{data.default_estimate_s[1] / 60:.0f} min of decoding on this machine.", ""]
+    lines += busy_warning(data) + ["## Setup", "",
              f"- Machine: {machine.get('cpu', '?')}, {config.get('threads', '?')} torch thread(s)"
              + (f", GPU {machine['gpu']}" if "gpu" in machine else ", no GPU"),
-             "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+             "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items())]
+    lines += provenance_lines(data, config)
+    lines += [
              f"- Model pair `{pair.name}`: {pair.description}; target `{config.get('models', {}).get('target', '?')}`, "
              f"drafter `{pair.drafter_id}`, n = {pair.n}",
              f"- LibraSpec alpha = {plan.alpha:g}, d_max = {plan.d_max}; static lengths "
              f"{', '.join(map(str, plan.lengths(pair.n)))}; G4 starts at {min(pair.n, plan.d_max)}; "
              f"FailFast threshold {config.get('failfast', {}).get('threshold', '?')}, step "
-             f"{config.get('failfast', {}).get('step', '?')}",
+             f"{config.get('failfast', {}).get('step', '?')}"
+             + ("" if not config.get("failfast_paper") else
+                f"; FailFast (paper) threshold {config['failfast_paper']['threshold']}, start and step "
+                f"{config['failfast_paper']['step']}, at most {config['failfast_paper']['d_max']} (its d* and MAD "
+                f"still look ahead d_max = {plan.d_max} drafts)"),
              f"- Suites {', '.join(plan.suites)} (assets/prompts/*.jsonl, written for this project): first "
              f"{plan.prompts_per_suite} prompts each, {plan.max_new_tokens} new tokens, temperatures "
              f"{', '.join(f'{t:g}' for t in plan.temperatures)}, seed {plan.seed} (+ prompt index)",
              "- Measured time: drafting + policy + verification wall clock (prefill excluded); modeled time: the "
              "latency profile below applied to each round. Speedup = AR seconds per token / mode seconds per token, "
              "totals over prompts, AR decoded in the same run. MAD = mean |d - d*| over a mode's own rounds, "
-             "d* from an untimed oracle look-ahead of d_max drafts."]
+             "d* from an untimed oracle look-ahead of d_max drafts.",
+             f"- Intervals: 95% percentile bootstrap over prompts ({config.get('bootstrap', {}).get('resamples', '?')} "
+             "resamples of the prompts, ratio of sums, mode and AR paired by prompt). Where two modes' intervals "
+             "overlap they are reported as not distinguishable."]
     if data.note:
         lines.append(f"- Note: {data.note}")
     verify = ", ".join(f"k={k}: {1000 * profile.verify_time(k):.0f} ms" for k in (1, 2, 4, 8, 16, 25)
@@ -266,36 +380,50 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
         for t in plan.temperatures:
             result = data.main.get((suite, t))
             if result is not None:
-                lines += [f"### {suite}, temperature {t:g}", ""] + _modes_table(result.summary["modes"]) + [""]
+                modes = result.summary["modes"]
+                lines += [f"### {suite}, temperature {t:g}", ""]
+                lines += _modes_table(modes, sample_tag(plan, _prompts(modes))) + [""] + comparisons(modes) + [""]
     pooled = {t: pooled_modes(data, t) for t in plan.temperatures}
+    pooled_tag = sample_tag(plan, max((_prompts(m) for m in pooled.values() if m), default=0))
     lines += ["## Pooled over suites", ""]
     for t, modes in pooled.items():
         if modes:
-            lines += [f"### temperature {t:g}", ""] + _modes_table(modes) + [""]
+            lines += [f"### temperature {t:g}", ""] + _modes_table(modes, pooled_tag) + [""]
+            lines += comparisons(modes) + [""]
     for kind, title in (("alpha", "Alpha sensitivity (paper Table 4)"), ("d_max", "d_max sensitivity (paper Fig. 4)")):
         rows = sweep_rows(data, kind)
         lines += [f"## {title}", "", "LibraSpec at temperature 0, "
                   + (f"d_max = {plan.d_max}" if kind == "alpha" else f"alpha = {plan.alpha:g}")
-                  + "; speedups pooled over suites (per-suite modeled speedups after them).", ""]
-        header = [kind, "speedup measured", "speedup modeled", "tau", "mean d"] + [f"{s} modeled" for s in plan.suites]
-        lines += _table(header, [[f"{v:g}", _x(p["speedup_measured"]), _x(p["speedup_modeled"]), _f(p["tau"]),
+                  + "; speedups pooled over suites with 95% intervals over prompts (per-suite modeled speedups "
+                    "after them).", ""]
+        header = [kind, "speedup measured [95% CI]", "speedup modeled [95% CI]", "tau", "mean d"] + [
+            f"{s} modeled" for s in plan.suites]
+        lines += _table(header, [[alpha_label(v), _ci(p["speedup_measured"], p["speedup_measured_ci"]),
+                                  _ci(p["speedup_modeled"], p["speedup_modeled_ci"]), _f(p["tau"]),
                                   _f(p["mean_length"], 1)] + [_x(per[s]["speedup_modeled"]) if s in per else "-"
-                                                               for s in plan.suites] for v, p, per in rows]) + [""]
+                                                               for s in plan.suites] for v, p, per in rows],
+                        sample_tag(plan, max((p["prompts"] for _, p, _ in rows), default=0))) + [""]
     lines += ["## Length trajectories", "",
               "Chosen d per round on the first prompt of each suite at temperature 0, for the best static length, "
               "LibraSpec and the oracle; dashed lines are the oracle d* of the same round.", ""]
     for suite in plan.suites:
         if f"trajectory-{suite}" in data.figures:
             lines += [_figure(f"{suite} trajectory", data.figures[f"trajectory-{suite}"]), ""]
+    lines += regime_section(pooled, pooled_tag)
     lines += ["## MAD to the oracle length", "", f"The paper reports {PAPER_MAD[0]} for LibraSpec against "
-              f"{PAPER_MAD[1]} for static lengths.", ""]
+              f"{PAPER_MAD[1]} for static lengths. A MAD means something only beside the MAD of trivial "
+              f"schedules on the same rounds: constant d = 1 and static d = n = {profile.n}.", ""]
     mad_rows = []
     for t, modes in pooled.items():
         for label in [k for k, e in modes.items() if e["mad_vs_oracle"] is not None]:
+            regime = modes[label]["regime"]
             mad_rows.append([f"{t:g}", _label_name(label, modes[label]), _f(modes[label]["mad_vs_oracle"]),
+                             _f(regime["mad_constant_1"]), _f(regime["mad_static_n"]),
                              _f(modes[label]["mean_length"], 1)])
-    lines += _table(["temperature", "mode", "MAD to d*", "mean d"], mad_rows) + [""]
-    lines += ["## Compared with the paper", ""] + _table(["paper", "here", "note"], _paper_rows(data, pooled)) + [""]
+    lines += _table(["temperature", "mode", "MAD to d*", "constant d = 1", f"static d = {profile.n}", "mean d"],
+                    mad_rows, pooled_tag) + [""]
+    lines += ["## Compared with the paper", ""] + _table(["paper", "here", "note"], _paper_rows(data, pooled),
+                                                          pooled_tag) + [""]
     lines += ["## Goals", "", "LibraSpec pooled over suites; a goal is met when it holds at every temperature.", ""]
     goal_table = {t: goal_rows(m) for t, m in pooled.items() if m}
     if goal_table:
@@ -307,7 +435,7 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
             overall = "**met**" if all(v == "**met**" for v in verdicts) else (
                 "n/a" if all(v == "n/a" for v in verdicts) else "**not met**")
             rows.append([row[0]] + [c[1] for c in cells] + [overall])
-        lines += _table(["goal"] + [f"T={t:g}" for t in temps] + ["verdict"], rows) + [""]
+        lines += _table(["goal"] + [f"T={t:g}" for t in temps] + ["verdict"], rows, pooled_tag) + [""]
     samples = acceptance_evidence(data)
     lines += ["## What limits the speedup", ""] + _limits(data, pooled.get(0.0, {}), samples) + [""]
     if not samples.empty:
@@ -317,16 +445,48 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
                   "submitted and every earlier draft was accepted):", ""]
         lines += _table(["position i", "rounds", "accepted"],
                         [[str(i), str(c), f"{100 * r:.1f}%"]
-                         for i, c, r, _ in by_position.itertuples(index=False)]) + [""]
+                         for i, c, r, _ in by_position.itertuples(index=False)], pooled_tag) + [""]
         lines += ["Calibration of q_i on the same drafts:", ""]
         lines += _table(["q_i bin", "drafts", "mean q_i", "accepted"],
                         [[f"{lo:.1f}-{hi:.1f}", str(c), f"{q:.2f}", f"{r:.2f}"]
-                         for lo, hi, c, q, r in table.itertuples(index=False) if c])
+                         for lo, hi, c, q, r in table.itertuples(index=False) if c], pooled_tag)
         lines += [""]
     lines += ["## Reproduce", "", "The whole report:", "", "```", data.command, "```", "",
               "Each main run on its own (the report wrote these files; per-round records sit beside each JSON "
               "as `.records.parquet`):", "", "```"] + data.bench_commands + ["```", ""]
     return "\n".join(lines)
+
+
+def _prompts(modes: dict) -> int:
+    """The number of prompts behind a table of modes."""
+    return max(e.get("prompts", 0) for e in modes.values())
+
+
+def regime_section(pooled: dict, tag: str) -> list[str]:
+    """The oracle d* per policy mode (histogram) and how often Algorithm 1 moved d (stats.regime_stats)."""
+    lines = ["## Regime of the rounds", "",
+             "The oracle's d* in hindsight over each policy mode's own rounds (rounds with the untimed annotation), "
+             "and how LibraSpec's Algorithm 1 moved d: shares of rounds that extend d, roll back below the d "
+             "reached, draft a further block, and where d_max bound (an extension capped at d_max).", ""]
+    hist, moves = [], []
+    for t, modes in pooled.items():
+        for label, e in modes.items():
+            regime = e.get("regime")
+            if regime is None:
+                continue
+            if regime["judged"]:
+                hist.append([f"{t:g}", _plain(label, modes), str(regime["judged"])]
+                            + [str(regime["dstar_histogram"][name]) for name, _, _ in DSTAR_BINS])
+            if e["mode"] == "libraspec":
+                moves.append([f"{t:g}", str(regime["rounds"])] + [_pct(regime[k]) for k in (
+                    "extends", "rolls_back", "further_block", "d_max_bound", "ar_steps")] + [str(regime["max_d"])])
+    if hist:
+        lines += _table(["temperature", "mode", "rounds with d*"] + [f"d* = {name}" for name, _, _ in DSTAR_BINS],
+                        hist, tag) + [""]
+    if moves:
+        lines += _table(["temperature", "LibraSpec rounds", "extends", "rolls back", "further block", "d_max bound",
+                         "AR steps", "max d"], moves, tag) + [""]
+    return lines
 
 
 def _figure(alt: str, path: str) -> str:

@@ -23,40 +23,14 @@ from typing import Callable, Iterator, Sequence
 
 import pandas as pd
 
-from ..analysis.autoalpha import AutoAlphaLibraSpecPolicy
-from .driver import Cancelled, Job, decode_grid
+from .driver import AUTO, Cancelled, Job, alpha_label, decode_grid, libraspec_policy, parse_alphas
 from ..engine import DecodeConfig, SpeculativeDecoder
-from ..modes import MODES, PolicySettings
-from ..policy import LibraSpecPolicy
 from ..records import NOISE_Z, RoundRecord, summarize, timing_noise_s
 
-AUTO = "auto"
 DEFAULT_ALPHAS = (1.6, 2.0, 2.2, 2.6, AUTO)  # around the paper's 2.0 (Fast-dLLM) and 2.2 (DFlash)
 DEFAULT_D_MAXES = (16, 24, 32, 48)  # around the paper's 24 for DFlash
 COLUMNS = ["alpha", "d_max", "prompts", "tokens", "rounds", "tau", "mean_d", "alpha_used", "wall_s", "noise_s",
            "modeled_s", "speedup_measured", "speedup_modeled", "mad_vs_oracle"]
-
-
-def parse_alphas(text: str | Sequence) -> tuple:
-    """"1.6, 2.2, auto" -> (1.6, 2.2, "auto"); values must be finite and > 0, no repeats."""
-    items = [str(x).strip() for x in (text.split(",") if isinstance(text, str) else text)]
-    out = []
-    for item in filter(None, items):
-        if item.lower() == AUTO:
-            out.append(AUTO)
-            continue
-        try:
-            value = float(item)
-        except ValueError:
-            raise ValueError(f"alpha values must be numbers or 'auto', got {item!r}") from None
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"alpha values must be finite and > 0, got {item!r}")
-        out.append(value)
-    if not out:
-        raise ValueError("give at least one alpha value (numbers or 'auto')")
-    if len(set(out)) != len(out):
-        raise ValueError(f"alpha values listed twice: {', '.join(map(str, out))}")
-    return tuple(out)
 
 
 def parse_d_maxes(text: str | Sequence) -> tuple[int, ...]:
@@ -69,10 +43,6 @@ def parse_d_maxes(text: str | Sequence) -> tuple[int, ...]:
     if not out or min(out) < 1 or len(set(out)) != len(out):
         raise ValueError(f"d_max values must be distinct integers >= 1, got {text!r}")
     return out
-
-
-def alpha_label(alpha) -> str:
-    return AUTO if alpha == AUTO else f"{float(alpha):g}"
 
 
 @dataclass(frozen=True)
@@ -98,12 +68,6 @@ def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRe
             "mad_vs_oracle": s.mad_vs_oracle}
 
 
-def _policy(alpha, d_max: int, decoder: SpeculativeDecoder) -> LibraSpecPolicy:
-    if alpha == AUTO:
-        return AutoAlphaLibraSpecPolicy(decoder.profile, d_max)
-    return MODES["libraspec"].policy(PolicySettings(alpha=alpha, d_max=d_max))
-
-
 def _cell_config(configs: list[DecodeConfig], d_max: int, index: int) -> DecodeConfig:
     return dataclasses.replace(configs[index], lookahead=d_max, annotate_oracle=True)
 
@@ -127,7 +91,7 @@ def iter_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]]
     configs = [dataclasses.replace(config, seed=config.seed + i) for i in range(len(prompts_ids))]
     cells = {f"alpha = {alpha_label(alpha)}, d_max = {d_max}": (alpha, d_max) for alpha in alphas for d_max in d_maxes}
     jobs = [Job("AR", "ar", None, configs.__getitem__)]
-    jobs += [Job(label, "libraspec", functools.partial(_policy, alpha, d_max, decoder),
+    jobs += [Job(label, "libraspec", functools.partial(libraspec_policy, alpha, d_max, decoder),
                  functools.partial(_cell_config, configs, d_max)) for label, (alpha, d_max) in cells.items()]
     ar: list[RoundRecord] = []
     runs: list[list[RoundRecord]] = []

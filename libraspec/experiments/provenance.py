@@ -1,0 +1,98 @@
+"""Where a benchmark result came from: code, files, software and the machine's load.
+
+A result names the git commit of this tree and whether the tree had uncommitted changes,
+the SHA-256 of every file its models and drafter were loaded from (`ModelPair.weight_files`,
+plus the look-up drafter's calibration and corpus when it drafts), the versions of the
+packages the numbers depend on, and the 1-minute load average before and after the run:
+a load above `BUSY_LOAD` before a run means other processes competed for the CPU.
+Digests of large files are cached by path, size and modification time.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+from ..drafters.lookup import DEFAULT_CALIBRATION
+from ..files import atomic_write_text, sha256_file
+from ..profiling import cache_root
+
+ROOT = Path(__file__).resolve().parents[2]
+BUSY_LOAD = 0.5  # 1-minute load average above which other heavy processes were running
+LOOKUP_DRAFTERS = ("lookup", "hybrid")  # drafters that read the look-up calibration and corpus
+
+
+def versions() -> dict:
+    """Versions of the software a result depends on."""
+    import numpy
+    import pandas
+    import torch
+    import transformers
+    from importlib.metadata import PackageNotFoundError, version
+    out = {"python": platform.python_version(), "torch": torch.__version__,
+           "transformers": transformers.__version__, "numpy": numpy.__version__, "pandas": pandas.__version__}
+    try:
+        out["libraspec"] = version("libraspec")
+    except PackageNotFoundError:
+        out["libraspec"] = "source tree"
+    return out
+
+
+def git_state(root: str | os.PathLike = ROOT) -> dict:
+    """{"commit": full hash or None, "dirty": uncommitted changes to tracked files (None without git)}."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+    try:
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, None where the system has none."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def cached_sha256(path: str | os.PathLike) -> str:
+    """`files.sha256_file`, remembered by absolute path, size and mtime in the user cache."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
+    store = Path(cache_root()) / "file_hashes.json"
+    try:
+        known = json.loads(store.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key not in known:
+        known[key] = sha256_file(path)
+        atomic_write_text(store, json.dumps(known, indent=1, sort_keys=True))
+    return known[key]
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as results and commands show it: relative to the repository when inside it."""
+    full = Path(path).resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(full)
+
+
+def model_files(pair, drafter: str) -> list[dict]:
+    """[{"role", "path", "bytes", "sha256"}] for every file the pair and `drafter` read."""
+    roles = [(role, Path(p)) for role, paths in pair.weight_files.items() for p in paths]
+    if drafter in LOOKUP_DRAFTERS:
+        roles.append(("drafter", DEFAULT_CALIBRATION))
+        if pair.lookup_corpus is not None:
+            roles.append(("drafter", Path(pair.lookup_corpus)))
+    return [{"role": role, "path": shown_path(path), "bytes": path.stat().st_size, "sha256": cached_sha256(path)}
+            for role, path in roles if path.is_file()]
+
+
+def provenance(pair, drafter: str, load_before: float | None) -> dict:
+    """The config's "provenance" entry, taken after a run that began at `load_before`."""
+    return {**{f"git_{k}": v for k, v in git_state().items()}, "files": model_files(pair, drafter),
+            "load_1min": {"before": load_before, "after": load_average()}}

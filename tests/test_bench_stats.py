@@ -1,0 +1,190 @@
+"""Benchmark statistics and provenance: bootstrap intervals over prompts, regime statistics on
+hand-made rounds, the provenance of a run on the tiny pair, and the report's verdicts."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from libraspec.cost import LatencyProfile
+from libraspec.experiments import bench, provenance, report, report_md, stats
+from libraspec.models.registry import tiny_pair
+from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_frame, summarize, write_parquet
+
+torch.set_num_threads(1)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=50)
+PROMPTS = ["Add 2 and 3.", "Why is ice slippery?", "Say hello.", "Name a colour."]
+
+
+@pytest.fixture(autouse=True)
+def own_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
+
+
+def within(value: float, interval) -> bool:
+    """value inside the interval, up to rounding (a point interval sums in another order)."""
+    low, high = interval
+    return low * (1 - 1e-9) <= value <= high * (1 + 1e-9)
+
+
+def rows_of(speedups: list[float], tokens: int = 10) -> list[dict]:
+    """Per-prompt rows whose prompt i runs at speedups[i] over an AR step of 0.1 s."""
+    return [{"tokens": tokens, "wall_s": tokens * 0.1 / s, "modeled_s": tokens * 0.1 / s,
+             "ar_tokens": tokens, "ar_wall_s": tokens * 0.1, "ar_modeled_s": tokens * 0.1} for s in speedups]
+
+
+def test_identical_prompts_give_a_point_interval():
+    low, high = stats.speedup_interval(rows_of([1.5] * 6), "wall_s")
+    assert low == pytest.approx(1.5) and high == pytest.approx(1.5)
+
+
+def test_interval_contains_the_ratio_of_sums_and_narrows_with_more_prompts():
+    speedups = [0.8, 1.1, 1.4, 2.0, 0.9, 1.6]
+    rows = rows_of(speedups)
+    point = sum(r["ar_wall_s"] for r in rows) / sum(r["wall_s"] for r in rows)  # equal tokens everywhere
+    low, high = stats.speedup_interval(rows, "wall_s")
+    assert low < point < high
+    # the same spread over four times the prompts: the interval shrinks by about half
+    low4, high4 = stats.speedup_interval(rows * 4, "wall_s")
+    assert low4 < point < high4 and high4 - low4 < 0.75 * (high - low)
+    assert stats.speedup_interval(rows, "wall_s", seed=1) != (low, high)  # seeded: another seed, other draws
+    assert stats.speedup_interval(rows, "wall_s") == (low, high)
+    assert stats.speedup_interval([{k: v for k, v in r.items() if not k.startswith("ar_")} for r in rows],
+                                  "wall_s") is None  # no AR: nothing to divide by
+
+
+def test_bench_keeps_per_prompt_results_and_intervals():
+    pair = tiny_pair("llama", seed=5)
+    spec = bench.BenchSpec(modes=("ar", "static", "libraspec"), max_new_tokens=8, temperature=1.0)
+    result = bench.run_bench(pair, PROMPTS, spec, profile=PROFILE)
+    modes = result.summary["modes"]
+    ar_rows = modes["ar"]["per_prompt"]
+    for label, entry in modes.items():
+        rows = entry["per_prompt"]
+        assert len(rows) == len(PROMPTS) == entry["prompts"]
+        assert sum(r["tokens"] for r in rows) == entry["tokens"]
+        assert sum(r["wall_s"] for r in rows) == pytest.approx(entry["wall_s"])
+        assert sum(r["modeled_s"] for r in rows) == pytest.approx(entry["modeled_s"])
+        for row, ar in zip(rows, ar_rows):  # AR of the same prompt beside each row
+            assert (row["ar_tokens"], row["ar_wall_s"], row["ar_modeled_s"]) == (ar["tokens"], ar["wall_s"],
+                                                                                 ar["modeled_s"])
+        for key in ("speedup_measured", "speedup_modeled"):
+            assert within(entry[key], entry[f"{key}_ci"])
+    assert result.summary["config"]["bootstrap"] == {"resamples": 2000, "level": 0.95, "seed": 0}
+
+
+def test_modeled_interval_without_ar_uses_the_profile():
+    spec = bench.BenchSpec(modes=("static",), max_new_tokens=6)
+    entry = bench.run_bench(tiny_pair("llama"), PROMPTS[:2], spec, profile=PROFILE).summary["modes"]["static"]
+    assert entry["speedup_measured_ci"] is None
+    assert within(entry["speedup_modeled"], entry["speedup_modeled_ci"])
+
+
+def test_provenance_of_a_run(tmp_path):
+    target, drafter = tmp_path / "target.safetensors", tmp_path / "drafter.safetensors"
+    target.write_bytes(b"target weights")
+    drafter.write_bytes(b"drafter weights" * 1000)
+    pair = dataclasses.replace(tiny_pair("llama"), weight_files={"target": (target,), "drafter": (drafter,)})
+    spec = bench.BenchSpec(modes=("ar", "static"), max_new_tokens=4)
+    config = bench.run_bench(pair, PROMPTS[:1], spec, profile=PROFILE).summary["config"]
+    prov = config["provenance"]
+    assert re.fullmatch(r"[0-9a-f]{40}", prov["git_commit"]) and isinstance(prov["git_dirty"], bool)
+    assert [f["role"] for f in prov["files"]] == ["target", "drafter"]
+    for entry, path in zip(prov["files"], (target, drafter)):
+        assert re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])
+        assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert entry["bytes"] == path.stat().st_size and entry["path"] == str(path.resolve())
+    assert all(isinstance(prov["load_1min"][k], float) for k in ("before", "after"))
+    assert {"torch", "transformers"} <= set(config["versions"])
+    # tiny pairs load no files: nothing to hash
+    plain = bench.run_bench(tiny_pair("llama"), PROMPTS[:1], spec, profile=PROFILE).summary["config"]
+    assert plain["provenance"]["files"] == []
+
+
+def test_digests_are_cached_by_path_size_and_mtime(tmp_path, monkeypatch):
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"abc")
+    first = provenance.cached_sha256(path)
+    monkeypatch.setattr(provenance, "sha256_file", lambda p: pytest.fail("hashed again"))
+    assert provenance.cached_sha256(path) == first == hashlib.sha256(b"abc").hexdigest()
+    monkeypatch.undo()
+    path.write_bytes(b"abcd")  # new size: hashed again
+    assert provenance.cached_sha256(path) == hashlib.sha256(b"abcd").hexdigest()
+
+
+def libra(d: int, dstar: int | None, steps=()) -> RoundRecord:
+    """A LibraSpec round that submitted d drafts, accepted none and committed one token."""
+    return RoundRecord(mode="libraspec", round_index=0, start_position=5, draft_tokens=(1,) * 4,
+                       confidences=(0.5,) * 4, blocks_drafted=1, policy_steps=tuple(steps), eps_bounds=(),
+                       chosen_length=d, accepted=0, committed_tokens=(1,), bonus_token=1, oracle_length=dstar,
+                       draft_s=0.01, policy_s=0.0, verify_s=0.05, modeled_s=0.06, cumulative_tokens=1,
+                       cumulative_s=0.06, cumulative_modeled_s=0.06)
+
+
+# n = 4, d_max = 10: a rollback, an extension to 8 that ends where it stands, an extension capped
+# at d_max, an AR step without d*, and a round that kept d = n
+ROUNDS = [libra(3, 1, [PolicyStep(4, 3, 3, 1, 0, True)]),
+          libra(8, 8, [PolicyStep(4, 8, 8, 0, 1, False), PolicyStep(8, 8, 8, 0, 0, True)]),
+          libra(10, 5, [PolicyStep(4, 12, 10, 2, 2, False)]),
+          libra(0, None),
+          libra(4, 2)]
+
+
+@pytest.mark.parametrize("through_parquet", [False, True])
+def test_regime_stats_by_hand(tmp_path, through_parquet):
+    frame = records_to_frame(ROUNDS)
+    if through_parquet:  # benchmarks/drafters.py reads the saved records
+        frame = read_trace(write_parquet(frame, str(tmp_path / "r.parquet")))
+    got = stats.regime_stats(frame, n=4)
+    assert got["rounds"] == 5 and got["judged"] == 4  # d* = 1, 8, 5, 2
+    assert got["dstar_histogram"] == {"0": 0, "1": 1, "2": 1, "3": 0, "4-7": 1, "8+": 1}
+    assert got["dstar_ge3_count"] == 2 and got["dstar_ge3"] == 0.5
+    assert got["mad_constant_1"] == pytest.approx((0 + 7 + 4 + 1) / 4)
+    assert got["mad_static_n"] == pytest.approx((3 + 4 + 1 + 2) / 4)
+    assert (got["extends"], got["rolls_back"], got["further_block"], got["d_max_bound"], got["ar_steps"]) == \
+        pytest.approx((0.4, 0.2, 0.4, 0.2, 0.2))
+    assert got["max_d"] == 10
+    assert summarize(ROUNDS).mad_vs_oracle == pytest.approx((2 + 0 + 5 + 2) / 4)  # the mode's own MAD
+
+
+def test_regime_of_no_judged_rounds_is_none_not_nan():
+    got = stats.regime_stats(records_to_frame([libra(4, None)]), n=4)
+    assert got["judged"] == 0 and got["dstar_ge3"] is None and got["mad_constant_1"] is None
+    assert sum(got["dstar_histogram"].values()) == 0
+
+
+def entry(mode: str, value: float, interval, length: int | None = None, best: bool = False) -> dict:
+    out = {"mode": mode, "speedup_measured": value, "speedup_measured_ci": interval,
+           "speedup_modeled": value, "speedup_modeled_ci": interval}
+    return out | ({"length": length, "best": best} if mode == "static" else {})
+
+
+def test_overlapping_intervals_are_not_distinguishable():
+    modes = {"ar": entry("ar", 1.0, (1.0, 1.0)), "static-4": entry("static", 1.30, (1.1, 1.5), 4, True),
+             "static-8": entry("static", 1.25, (1.0, 1.45), 8), "libraspec": entry("libraspec", 1.4, (1.2, 1.6)),
+             "g4": entry("g4", 0.9, (0.8, 1.0))}
+    assert report_md.compare(modes["libraspec"], modes["static-4"], "speedup_modeled") == "not distinguishable"
+    assert report_md.compare(modes["libraspec"], modes["g4"], "speedup_modeled") == "faster"
+    assert report_md.compare(modes["g4"], modes["libraspec"], "speedup_measured") == "slower"
+    text = "\n".join(report_md.comparisons(modes))
+    assert "LibraSpec, measured: not distinguishable from static d=4, static d=8; faster than G4." in text
+    assert "best static length (static d=4, highest measured speedup) is not distinguishable from static d=8" in text
+
+
+def test_sample_tags():
+    assert report_md.sample_tag(report.QUICK, 6) == f" (quick: 6 prompts x {report.QUICK.max_new_tokens} tokens)"
+    assert report_md.sample_tag(report.DEFAULT, 18) == f" (18 prompts x {report.DEFAULT.max_new_tokens} tokens)"
+
+
+def test_header_says_when_the_machine_was_busy():
+    def result(before: float) -> bench.BenchResult:
+        return bench.BenchResult({"config": {"provenance": {"load_1min": {"before": before, "after": 0.2}}}})
+
+    idle = SimpleNamespace(main={("math", 0.0): result(0.3)}, sweeps={})
+    busy = SimpleNamespace(main={("math", 0.0): result(0.3)}, sweeps={("math", "alpha", 1.0): result(1.7)})
+    assert report_md.busy_warning(idle) == []
+    assert "before 1 of 2 runs exceeded 0.5 (up to 1.70)" in report_md.busy_warning(busy)[0]
