@@ -88,7 +88,7 @@ def table(args) -> str:
         raise SystemExit(f"the run files in {args.out} used different settings {sorted(settings)}: rerun them")
     (prompts, tokens, alpha, d_max), = settings
     threads = ", ".join(str(t) for t in sorted({r["threads"] for r in rows}))
-    recorded = any(r["load_before"][0] == r["load_before"][0] for r in rows)  # NaN when not recorded
+    recorded = any(r["load_before"] is not None for r in rows)
     lines = [f"# Drafters on public prompts ({prompts} per suite, {tokens} tokens, greedy)", "",
              f"Embedded pair, n = {rows[0]['n']}, LibraSpec alpha = {alpha:g}, d_max = {d_max}, {threads} "
              f"thread(s) per run on {', '.join(sorted({r['cpu'] for r in rows}))} (read from the run files). "
