@@ -25,13 +25,14 @@ sys.path.insert(0, str(ROOT))
 
 from libraspec.experiments.bench import (BenchSpec, read_prompts, records_path, run_bench, static_grid,  # noqa: E402
                                          write_result)
+from libraspec.experiments.report import PUBLIC_DATA, PUBLIC_SUITES  # noqa: E402
 from libraspec.experiments.stats import regime_stats  # noqa: E402
 from libraspec.drafters import DRAFTERS  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 
-SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "mtbench": "mt_bench_questions.jsonl"}
+SUITES = {name: PUBLIC_SUITES[name] for name in ("gsm8k", "humaneval", "mtbench")}
 
 
 def run_suite(pair, suite: str, file: str, args) -> None:
@@ -131,7 +132,7 @@ def table(args) -> str:
 
 def add_run_arguments(parser: argparse.ArgumentParser, prompts: int, max_new_tokens: int) -> None:
     """The flags of a run over the public suites, shared with timing.py."""
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--data", default=str(PUBLIC_DATA))
     parser.add_argument("--prompts", type=int, default=prompts, help="prompts per suite")
     parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
     parser.add_argument("--alpha", type=float, default=8.0)

@@ -36,7 +36,8 @@ def write_lines(path: Path, lines: list[str]) -> Path:
 def prompt_file(tmp_path):
     return write_lines(tmp_path / "p.jsonl", [json.dumps({"prompt": "Add 2 and 3."}), "",
                                               json.dumps({"question": "Why is ice slippery?"}),
-                                              json.dumps({"turns": ["Say hello.", "Now goodbye."]})])
+                                              json.dumps({"turns": ["Say hello.", "Now goodbye."]}),
+                                              json.dumps({"problem": "Solve x + 1 = 3.", "solution": "x = 2"})])
 
 
 @pytest.fixture
@@ -48,7 +49,8 @@ def fixed_profile(monkeypatch, tmp_path):
 
 
 def test_prompt_shapes(prompt_file):
-    assert bench.read_prompts(prompt_file) == ["Add 2 and 3.", "Why is ice slippery?", "Say hello."]
+    assert bench.read_prompts(prompt_file) == ["Add 2 and 3.", "Why is ice slippery?", "Say hello.",
+                                               "Solve x + 1 = 3."]
 
 
 @pytest.mark.parametrize("line", ["{not json", json.dumps(["a list"]), json.dumps({"text": "no known key"}),
@@ -69,6 +71,17 @@ def test_every_suite_parses():
     for suite in report.SUITES:
         prompts = bench.read_prompts(report.PROMPTS_DIR / f"{suite}.jsonl")
         assert len(prompts) >= 20 and len(set(prompts)) == len(prompts)
+
+
+def test_public_suites_are_read_from_the_shared_data_folder(tmp_path):
+    """Public prompt sets are never copied in: a suite names its file in the data folder, and a
+    missing folder gives a clear error."""
+    with pytest.raises(FileNotFoundError, match="never copied in"):
+        report.suite_path("gsm8k", data=tmp_path)
+    (tmp_path / report.PUBLIC_SUITES["math500"]).write_text(json.dumps({"problem": "What is 2 + 2?"}) + "\n")
+    assert bench.read_prompts(report.suite_path("math500", data=tmp_path)) == ["What is 2 + 2?"]
+    with pytest.raises(FileNotFoundError, match="public suites: gsm8k"):
+        report.suite_path("poetry")
 
 
 def test_bench_cli_writes_the_contract(tmp_path, prompt_file, fixed_profile):
@@ -133,7 +146,7 @@ def test_speedups_are_totals_over_prompts(tmp_path, prompt_file, fixed_profile):
 def test_greedy_lossless_every_mode_float64(prompt_file):
     pair = tiny_pair("qwen3", seed=2, dtype=torch.float64)
     spec = bench.BenchSpec(modes=tuple(ALL.split(",")), max_new_tokens=10, static_lengths=(1, 3, 9), d_max=16)
-    result = bench.run_bench(pair, bench.read_prompts(prompt_file)[1:], spec, profile=PROFILE)
+    result = bench.run_bench(pair, bench.read_prompts(prompt_file)[1:3], spec, profile=PROFILE)
     ar = {r["prompt_index"]: r["output_ids"] for r in result.summary["runs"] if r["mode"] == "ar"}
     assert len(result.summary["runs"]) == 2 * 8
     assert all(r["output_ids"] == ar[r["prompt_index"]] for r in result.summary["runs"])

@@ -40,7 +40,7 @@ from .provenance import load_average, provenance, versions
 from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
-PROMPT_KEYS = ("prompt", "question", "turns")
+PROMPT_KEYS = ("prompt", "question", "problem", "turns")  # HumanEval, GSM8K, MATH-500, MT-Bench
 FAILFAST = {"threshold": 0.6, "step": 4}  # ours: PolicySettings' defaults, recorded in the config
 FAILFAST_PAPER = {"threshold": 0.45, "step": 10, "d_max": 60}  # the FailFast paper's: start at 10 drafts, extend
 # by 10 while every q_i >= 0.45, at most 60; the label "failfast-paper"
@@ -52,8 +52,8 @@ def static_grid(n: int, d_max: int) -> tuple[int, ...]:
 
 
 def read_prompts(path: str | os.PathLike) -> list[str]:
-    """Prompts of a JSONL file: each non-blank line an object with `prompt`, `question`
-    or `turns` (a list whose first turn is used). Errors name the file and line."""
+    """Prompts of a JSONL file: each non-blank line an object with `prompt`, `question`,
+    `problem` or `turns` (a list whose first turn is used). Errors name the file and line."""
     prompts = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):

@@ -35,8 +35,13 @@ from .provenance import BUSY_LOAD, load_average, shown_path
 from .driver import AUTO, alpha_label, parse_alphas
 from .report_md import render
 
-SUITES = ("math", "code", "chat")
+SUITES = ("math", "code", "chat")  # the default: assets/prompts, written for this project
 PROMPTS_DIR = ASSETS / "prompts"
+# public prompt sets, read at run time from the shared data folder beside the repository and never
+# committed; choose them with --suites (each adds a main run and the sensitivity runs)
+PUBLIC_DATA = ASSETS.parents[1] / "shared" / "data"
+PUBLIC_SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "math500": "math500.jsonl",
+                 "mtbench": "mt_bench_questions.jsonl"}
 ALL_MODES = tuple(MODES)
 
 
@@ -129,10 +134,23 @@ def estimate_seconds(plan: ReportPlan, profile: LatencyProfile, n: int) -> tuple
     return out[0], out[1]
 
 
-def suite_prompts(suite: str, limit: int, folder: Path = PROMPTS_DIR) -> tuple[str, list[str]]:
+def suite_path(suite: str, folder: Path = PROMPTS_DIR, data: Path = PUBLIC_DATA) -> Path:
+    """A suite's prompt file: assets/prompts/SUITE.jsonl, or a public set (`PUBLIC_SUITES`) in `data`."""
+    if suite in PUBLIC_SUITES:
+        path = Path(data) / PUBLIC_SUITES[suite]
+        if not path.is_file():
+            raise FileNotFoundError(f"public prompt suite {suite!r} needs {path} (the shared data folder beside "
+                                    "the repository; its files are read at run time, never copied in)")
+        return path
     path = Path(folder) / f"{suite}.jsonl"
     if not path.is_file():
-        raise FileNotFoundError(f"prompt suite {suite!r} not found: {path}")
+        raise FileNotFoundError(f"prompt suite {suite!r} not found: {path} (public suites: "
+                                f"{', '.join(PUBLIC_SUITES)})")
+    return path
+
+
+def suite_prompts(suite: str, limit: int, folder: Path = PROMPTS_DIR) -> tuple[str, list[str]]:
+    path = suite_path(suite, folder)
     return str(path), read_prompts(path)[:limit]
 
 
@@ -253,7 +271,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
     parser.add_argument("--prompts-per-suite", type=int, default=None)
     parser.add_argument("--max-new-tokens", type=int, default=None)
-    parser.add_argument("--suites", default=",".join(SUITES))
+    parser.add_argument("--suites", default=",".join(SUITES),
+                        help=f"assets/prompts suites or public ones read from {shown_path(PUBLIC_DATA)}: "
+                             f"{', '.join(PUBLIC_SUITES)}")
     parser.add_argument("--temperatures", default="0,1")
     parser.add_argument("--static-lengths", default=None, help="default: 1..n, 2n and d_max")
     parser.add_argument("--annotate", default=None, help="policy modes whose rounds get the oracle d* (MAD); "
