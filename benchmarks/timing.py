@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from libraspec.experiments.bench import BenchSpec, read_prompts, run_bench  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.profiling import cached_profile  # noqa: E402
+from libraspec.profiling import cached_profile, machine_description  # noqa: E402
 
 from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
 
@@ -48,9 +48,10 @@ def table(result: dict) -> str:
     lines = [f"# Measured vs modeled time per token ({result['prompts']} prompts, {result['max_new_tokens']} tokens, "
              "greedy)", "",
              f"Embedded pair, LibraSpec alpha = {result['alpha']:g}, d_max = {result['d_max']}, "
-             f"{result['threads']} thread(s); load average (1 min) {result['load_before'][0]:.2f} before, "
+             f"{result['threads']} thread(s) on {result.get('cpu', 'a CPU not recorded')}; load average (1 min) {result['load_before'][0]:.2f} before, "
              f"{result['load_after'][0]:.2f} after. Ratio = measured / modeled seconds per token; the profile is "
-             f"{result['profile']}.", "", "Command: `python benchmarks/timing.py " + " ".join(result["argv"]) + "`",
+             f"{result['profile']}" + (" (ms: " + ", ".join(f"{k} {v:.1f}" for k, v in result["profile_ms"].items()) + ")"
+                                if "profile_ms" in result else "") + ".", "", "Command: `python benchmarks/timing.py " + " ".join(result["argv"]) + "`",
              "", "The speedup columns divide AR's seconds per token by the mode's, measured beside it prompt by "
              "prompt, so a machine that runs faster or slower for a while moves both and their ratio stays; the "
              "per-token ratio moves with it.", "",
@@ -92,7 +93,9 @@ def main() -> int:
               "d_max": args.d_max, "threads": args.threads, "load_before": load_before,
               "load_after": os.getloadavg(), "argv": sys.argv[1:], "drafters": drafters,
               "profile": "read from the cache" if args.cached_profile else "measured at the start of the run",
-              "ar_profile_ms": 1000 * profile.ar_token_time()}
+              "ar_profile_ms": 1000 * profile.ar_token_time(), "cpu": machine_description()["cpu"],
+              "profile_ms": {"verify_1": 1000 * profile.verify_s[0], "draft_1": 1000 * profile.draft_s[0],
+                             "fit": 1000 * profile.fit_s, "lookup": 1000 * profile.lookup_s}}
     os.makedirs(args.out, exist_ok=True)
     atomic_write_text(str(Path(args.out) / "timing.json"), json.dumps(result, indent=1))
     publish(args.out, table(result))
