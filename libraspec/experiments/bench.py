@@ -242,10 +242,11 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
 
 
 def _settings(spec: BenchSpec, n: int, length: int | None) -> PolicySettings:
-    """The policy knobs of one label: the static length (n when unset) and FailFast's recorded defaults."""
+    """The policy knobs of one label: the static length (n when unset), FailFast's recorded defaults
+    and ddtree's default shape (depth n, 32 nodes)."""
     return PolicySettings(alpha=spec.alpha, d_max=spec.d_max, static_length=length or n,
                           g4_initial=min(n, spec.d_max), failfast_threshold=FAILFAST["threshold"],
-                          failfast_step=FAILFAST["step"])
+                          failfast_step=FAILFAST["step"], tree_depth=n)
 
 
 def _config(spec: BenchSpec, mode: str, index: int) -> DecodeConfig:
