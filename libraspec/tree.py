@@ -1,11 +1,12 @@
 """Draft trees from one block-diffusion pass (DDTree, arXiv 2604.12989) and their greedy acceptance.
 
-A block-diffusion pass gives a distribution q_i(.) for every draft position i, each conditioned
-on the anchor and the drafter's own best tokens before it. A tree takes several candidates per
-position: a node at depth i holds one of position i's candidates, and a root path x_1..x_i has
-the path probability prod_{j<=i} q_j(x_j). `build_tree` adds nodes best-first by path
-probability within a node budget and a depth limit, so the tree holds the `budget` most likely
-paths' nodes (every prefix of a path is at least as likely as the path, so parents come first).
+A block-diffusion pass gives a distribution q_i(.) for every draft position i, conditioned on
+the anchor (and, past the first pass, on the drafter's own chosen tokens), not on a path's
+tokens. A tree takes several candidates per position: a node at depth i holds one of position
+i's candidates, and its root path x_1..x_i has the path probability prod_{j<=i} q_j(x_j).
+`build_tree` adds nodes best-first by path probability within a node budget and a depth limit,
+so the nodes are the ends of the `budget` most likely root paths (a prefix is at least as likely
+as its path, so parents come first).
 
 The target verifies `[last committed token, nodes...]` in one forward with a tree attention mask
 (`TargetModel.forward_tree`). Greedy acceptance (`greedy_tree_accept`) walks from the root along
