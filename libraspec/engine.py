@@ -20,11 +20,12 @@ import torch
 
 from .cost import LatencyProfile
 from .drafters import DraftBuffer, Drafter, make_drafter
-from .models.target import crop_cache
+from .models.target import crop_cache, keep_rows
 from .modes import get_mode
 from .oracle import oracle_length
 from .policy import Decision, LengthPolicy, epsilon_bounds
 from .records import RoundRecord
+from .tree import TreeShape, build_tree, greedy_tree_accept
 from .verify import SamplingConfig, acceptance_prefix, greedy_accept, probabilities, sample_accept
 
 
@@ -97,30 +98,37 @@ class SpeculativeDecoder:
         """A re-measured profile; runs already under way keep the one they started with."""
         self._profile = profile
 
-    def run(self, prompt_ids, mode: str, policy: LengthPolicy | None, config: DecodeConfig) -> Iterator[RoundRecord]:
-        """Decode `prompt_ids`; yields one frozen RoundRecord per round."""
+    def run(self, prompt_ids, mode: str, policy: LengthPolicy | TreeShape | None,
+            config: DecodeConfig) -> Iterator[RoundRecord]:
+        """Decode `prompt_ids`; yields one frozen RoundRecord per round. `policy` is a policy mode's
+        length policy, a tree mode's `TreeShape`, None for AR and the oracle."""
         kind = get_mode(mode).kind
-        if (policy is None) != (kind != "policy"):
-            raise ValueError(f"mode {mode!r} {'needs' if kind == 'policy' else 'takes no'} policy")
+        if (policy is None) != (kind not in ("policy", "tree")):
+            raise ValueError(f"mode {mode!r} {'takes no' if policy is not None else 'needs a'} policy")
         sampling = config.sampling
+        if kind == "tree" and not sampling.greedy:
+            raise ValueError(f"mode {mode!r}: tree sampling (temperature > 0) is not implemented yet; "
+                             "use temperature 0 or a chain mode")
         limit = self.target.max_positions - 1
         for name, value in (("config.lookahead", config.lookahead), ("policy.d_max", policy.d_max if policy else 1)):
             if value > limit:
                 raise ValueError(f"{name}={value} is beyond the target's context window ({limit + 1})")
         state = self._prefill(prompt_ids, config.seed)
         profile = self.profile
-        if policy is not None:
+        if kind == "policy":
             policy.reset()
         while True:
             if kind == "ar":
                 record = self._ar_step(state, sampling, profile)
+            elif kind == "tree":
+                record = self._tree_round(state, mode, policy, config, profile)
             else:
                 record = self._round(state, mode, policy, config, sampling, profile)
             finished = (record.committed_tokens and record.committed_tokens[-1] in self.eos_ids) \
                 or state.generated >= config.max_new_tokens or len(state.ids) >= self.target.max_positions
             if finished:
                 record = _replace(record, finished=True)
-            if policy is not None:
+            if kind == "policy":
                 policy.update(record)
             yield record
             if finished:
@@ -217,6 +225,43 @@ class SpeculativeDecoder:
             verify_s=verify_s, modeled_s=buffer.modeled_draft_s(profile, blocks) + profile.verify_time(d + 1)
             + self._upkeep_s(profile))
 
+    def _tree_round(self, state: _State, mode: str, shape: TreeShape, config: DecodeConfig,
+                    profile: LatencyProfile) -> RoundRecord:
+        """A greedy draft-tree round (DDTree): one tree from the drafter's per-position candidates,
+        verified in one target forward; the same six steps as `_round`."""
+        L = len(state.ids)
+        room = min(config.max_new_tokens - state.generated, self.target.max_positions - L)
+        buffer = self.drafter.start_round(state.context, state.ids, config.sampling, state.generator)
+        # 1. draft the blocks that cover the tree's depth (the round's room may cut it)
+        buffer.extend(1)
+        depth = 0 if buffer.empty else min(shape.depth, max(0, room - 1))
+        buffer.ensure(depth)
+        # 2. build the tree best-first by path probability (within the budget and the depth)
+        start = time.perf_counter()
+        tree = build_tree([buffer.candidates(i, shape.node_budget) for i in range(depth)], shape.node_budget)
+        build_s = time.perf_counter() - start
+        # 3. verify [last token, nodes...] in one target forward with the tree attention mask
+        start = time.perf_counter()
+        out = self.target.forward_tree(state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths,
+                                       with_hidden=self.drafter.needs_features)
+        # 4. accept the longest root path the target's argmax agrees with, then the bonus token
+        path, bonus = greedy_tree_accept(tree, out.logits)
+        accepted = [tree.tokens[j] for j in path]
+        committed = self._truncate(accepted + [bonus], room)
+        # 5. commit, then keep the root and the accepted path in every cache
+        state.ids.extend(committed)
+        self._fit_caches(state, out.hidden_states, L - 1, rows=[0] + [1 + j for j in path])
+        verify_s = time.perf_counter() - start
+        # 6. record: the drafts shown are the drafter's own chain, the tree's most likely path
+        shown = buffer.blocks * self.n
+        return self._record(
+            state, mode=mode, drafts=buffer.tokens[:shown], confidences=buffer.confidences[:shown].tolist(),
+            sources=buffer.sources[:shown], blocks=buffer.blocks, d=tree.depth, accepted=len(path),
+            committed=committed, bonus_token=bonus if len(committed) == len(path) + 1 else None,
+            draft_s=buffer.seconds, policy_s=build_s, verify_s=verify_s, tree_size=len(tree),
+            modeled_s=buffer.modeled_draft_s(profile, buffer.blocks) + profile.verify_time(len(tree) + 1)
+            + self._upkeep_s(profile))
+
     def _oracle_length(self, state: _State, buffer: DraftBuffer, D: int, sampling: SamplingConfig,
                        uniforms, profile: LatencyProfile) -> tuple[int | None, int]:
         """(d*, the oracle mode's d) from one look-ahead verification of D drafts.
@@ -250,10 +295,20 @@ class SpeculativeDecoder:
         """Modeled seconds of a round's drafter context upkeep (target features in, for drafters that read them)."""
         return profile.fit_s if self.drafter.needs_features else 0.0
 
-    def _fit_caches(self, state: _State, hidden_states, first_position: int | None) -> None:
+    def _fit_caches(self, state: _State, hidden_states, first_position: int | None,
+                    rows: list[int] | None = None) -> None:
         """The one rollback: crop the target cache to len(ids) - 1 and bring the drafter context
-        to the same length, appending the target features of newly verified tokens."""
-        crop_cache(state.target_cache, len(state.ids) - 1)
+        to the same length, appending the target features of newly verified tokens.
+
+        `rows` (a tree round) are the verified rows of the root and the accepted path: their
+        K/V move into place in the target cache and their features alone reach the drafter."""
+        keep = len(state.ids) - 1
+        if rows is not None:
+            rows = rows[: keep - first_position]  # the path EOS or the limit left in the sequence
+            keep_rows(state.target_cache, first_position, [first_position + r for r in rows])
+            index = torch.as_tensor(rows, dtype=torch.long)
+            hidden_states = tuple(h[:, index.to(h.device)] for h in hidden_states)  # each (1, len(rows), H)
+        crop_cache(state.target_cache, keep)
         self.drafter.fit_context(state.context, state.ids, hidden_states, first_position)
 
     def _truncate(self, tokens: list[int], room: int) -> list[int]:
@@ -267,7 +322,7 @@ class SpeculativeDecoder:
     def _record(self, state: _State, *, mode: str, committed: list[int], bonus_token: int | None,
                 verify_s: float, modeled_s: float, drafts=(), confidences=(), sources=(), blocks: int = 0,
                 decision: Decision = Decision(0), d: int = 0, accepted: int = 0, oracle_d: int | None = None,
-                draft_s: float = 0.0, policy_s: float = 0.0) -> RoundRecord:
+                draft_s: float = 0.0, policy_s: float = 0.0, tree_size: int = 0) -> RoundRecord:
         state.seconds += draft_s + policy_s + verify_s
         state.modeled += modeled_s
         record = RoundRecord(
@@ -279,7 +334,7 @@ class SpeculativeDecoder:
             bonus_token=None if bonus_token is None else int(bonus_token), oracle_length=oracle_d,
             draft_s=float(draft_s), policy_s=float(policy_s), verify_s=float(verify_s), modeled_s=float(modeled_s),
             cumulative_tokens=state.generated, cumulative_s=state.seconds, cumulative_modeled_s=state.modeled,
-            alpha=decision.alpha)
+            alpha=decision.alpha, tree_size=int(tree_size))
         state.rounds += 1
         return record
 

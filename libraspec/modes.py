@@ -1,4 +1,4 @@
-"""The one registry of decoding modes: AR, the hindsight oracle and every length policy.
+"""The one registry of decoding modes: AR, the hindsight oracle, every length policy and draft trees.
 
 Every list of modes in the library, the CLI and the app comes from `MODES`. Adding a mode is
 one `Mode` entry here plus its policy class (docs/ARCHITECTURE.md, "How to add a mode").
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy
+from .tree import TreeShape
 
 ALPHA_RANGE = (0.05, 64.0)  # the paper's alpha = T / (tau c) reaches ~16 on CPU profiles
 D_MAX_CAP = 512  # lengths beyond this are never useful on the supported models
@@ -27,6 +28,8 @@ class PolicySettings:
     g4_initial: int | None = None  # G4's first d; None = min(static length, d_max)
     failfast_threshold: float = 0.6  # FailFast extends while every q_i >= this
     failfast_step: int = 4  # FailFast's extension step
+    tree_depth: int | None = None  # ddtree's depth limit; None = n (one block-diffusion pass)
+    node_budget: int = 32  # ddtree's nodes verified besides the root (paper: 64..512 on GPUs)
 
     def checked(self, n: int, limit: int = D_MAX_CAP) -> tuple["PolicySettings", tuple[str, ...]]:
         """Settings clamped to what a drafter with n drafts per step can run, and what was changed.
@@ -51,7 +54,9 @@ class PolicySettings:
         fixed = PolicySettings(
             alpha=clamp("alpha", self.alpha, *ALPHA_RANGE, kind=float), d_max=d_max, static_length=static,
             g4_initial=g4, failfast_threshold=clamp("FailFast threshold", self.failfast_threshold, 0.0, 1.0, float),
-            failfast_step=clamp("FailFast step", self.failfast_step, 1, d_max))
+            failfast_step=clamp("FailFast step", self.failfast_step, 1, d_max),
+            tree_depth=clamp("tree depth", n if self.tree_depth in (None, 0) else self.tree_depth, 1, high),
+            node_budget=clamp("node budget", self.node_budget, 1, high))
         return fixed, tuple(notes)
 
 
@@ -62,15 +67,16 @@ class Mode:
     name: str
     label: str  # shown in tables and legends
     colour: str  # Okabe-Ito palette: distinguishable under common colour-vision deficiencies
-    kind: str  # "ar" (no drafts), "oracle" (hindsight d*) or "policy"
-    factory: Callable[[PolicySettings], LengthPolicy] | None = None  # policy modes only
+    kind: str  # "ar" (no drafts), "oracle" (hindsight d*), "policy" (a chain of length d) or "tree"
+    factory: Callable[[PolicySettings], LengthPolicy | TreeShape] | None = None  # policy and tree modes
 
     @property
     def needs_drafter(self) -> bool:
         return self.kind != "ar"
 
-    def policy(self, settings: PolicySettings) -> LengthPolicy | None:
-        """A fresh policy (None for AR and the oracle); settings must already be `checked`."""
+    def policy(self, settings: PolicySettings) -> LengthPolicy | TreeShape | None:
+        """A fresh policy, or a tree mode's `TreeShape` (None for AR and the oracle); settings must
+        already be `checked`."""
         return None if self.factory is None else self.factory(settings)
 
 
@@ -86,6 +92,7 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("failfast", "FailFast", "#E69F00", "policy",
          lambda s: FailFastPolicy(s.failfast_threshold, s.failfast_step, s.d_max)),
     Mode("oracle", "oracle", "#009E73", "oracle"),
+    Mode("ddtree", "DDTree", "#56B4E9", "tree", lambda s: TreeShape(s.tree_depth, s.node_budget)),
 )}
 POLICY_MODES = tuple(name for name, m in MODES.items() if m.kind == "policy")
 
@@ -96,10 +103,12 @@ def get_mode(name: str) -> Mode:
     return MODES[name]
 
 
-def make_policy(name: str, n: int, **settings) -> LengthPolicy:
-    """A policy mode's policy for a drafter with n drafts per step, from keyword settings (the
-    fields of `PolicySettings`, defaults for the rest), clamped by `PolicySettings.checked`."""
+def make_policy(name: str, n: int, **settings) -> LengthPolicy | TreeShape:
+    """A policy mode's policy (a tree mode's `TreeShape`) for a drafter with n drafts per step, from
+    keyword settings (the fields of `PolicySettings`, defaults for the rest), clamped by
+    `PolicySettings.checked`."""
     mode = get_mode(name)
     if mode.factory is None:
-        raise ValueError(f"mode {name!r} takes no policy; policy modes: {', '.join(POLICY_MODES)}")
+        raise ValueError(f"mode {name!r} takes no policy; modes with one: "
+                         f"{', '.join(key for key, m in MODES.items() if m.factory is not None)}")
     return mode.factory(PolicySettings(**settings).checked(n)[0])

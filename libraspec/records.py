@@ -43,8 +43,8 @@ class RoundRecord:
     blocks_drafted: int
     policy_steps: tuple[PolicyStep, ...]  # Algorithm 1 iterations (LibraSpec only)
     eps_bounds: tuple[int, ...]  # eps_i over q_1..q_d at the chosen d
-    chosen_length: int  # d (0: the drafter had nothing to offer and the round was an AR step)
-    accepted: int  # a: accepted draft tokens (0..d)
+    chosen_length: int  # d (0: the drafter had nothing to offer and the round was an AR step); a tree's depth
+    accepted: int  # a: accepted draft tokens (0..d); a tree's accepted path length
     committed_tokens: tuple[int, ...]  # tokens appended this round (a + 1, fewer at EOS / limit)
     bonus_token: int | None  # the target's correction / bonus token, None if cut by EOS / limit
     oracle_length: int | None  # d* of this round's state (oracle mode or annotation)
@@ -58,6 +58,7 @@ class RoundRecord:
     finished: bool = False  # True on the last round of a run (EOS or max_new_tokens)
     alpha: float | None = None  # LibraSpec's alpha this round (it changes under automatic alpha)
     draft_sources: tuple[str, ...] = ()  # the drafter that proposed each drafted token ("dflash", "lookup")
+    tree_size: int = 0  # nodes of the draft tree verified besides the root (tree modes; 0 for chains)
 
     @property
     def tau(self) -> int:

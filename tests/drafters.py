@@ -27,15 +27,18 @@ class GreedyOracleDrafter(torch.nn.Module):
     `right_for=k` is right for the first k drafts of each pass and wrong after them, so
     greedy rounds accept part of a draft (0 < a < d).
     `confidence` is the probability it reports for its proposal (q_i).
+    `runner_up` lists the positions of each pass (0-based) where the target's token comes second,
+    with probability 0.3, behind a wrong token with 0.6: a chain misses it, a draft tree need not.
     """
 
     def __init__(self, target, block_size: int = 8, wrong: bool = False, confidence: float = 1.0,
-                 right_for: int | None = None):
+                 right_for: int | None = None, runner_up: tuple[int, ...] = ()):
         super().__init__()
         self.target = target
         self.block_size = block_size
         self.right_for = 0 if wrong else right_for
         self.confidence = confidence
+        self.runner_up = tuple(runner_up)
         self.embedding = target.model.get_input_embeddings().weight
         self.target_layer_ids = [0]
         self.config = SimpleNamespace(mask_token_id=0, vocab_size=target.vocab_size,
@@ -86,6 +89,10 @@ class GreedyOracleDrafter(torch.nn.Module):
         rest = (1.0 - self.confidence) / (V - 1)
         probs = torch.full((len(ids), V), rest, dtype=torch.float64)
         probs[torch.arange(len(ids) - n, len(ids)), torch.tensor(out)] = self.confidence
+        for i in self.runner_up:
+            row = len(ids) - n + i
+            probs[row] = 0.1 / (V - 2)
+            probs[row, out[i]], probs[row, (out[i] + 1) % V] = 0.3, 0.6
         return probs.clamp_min(1e-30).log().unsqueeze(0)  # (1, Q, V)
 
 

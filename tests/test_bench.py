@@ -145,10 +145,11 @@ def test_speedups_are_totals_over_prompts(tmp_path, prompt_file, fixed_profile):
 
 def test_greedy_lossless_every_mode_float64(prompt_file):
     pair = tiny_pair("qwen3", seed=2, dtype=torch.float64)
-    spec = bench.BenchSpec(modes=tuple(ALL.split(",")), max_new_tokens=10, static_lengths=(1, 3, 9), d_max=16)
+    spec = bench.BenchSpec(modes=(*ALL.split(","), "ddtree"), max_new_tokens=10, static_lengths=(1, 3, 9),
+                           d_max=16)
     result = bench.run_bench(pair, bench.read_prompts(prompt_file)[1:3], spec, profile=PROFILE)
     ar = {r["prompt_index"]: r["output_ids"] for r in result.summary["runs"] if r["mode"] == "ar"}
-    assert len(result.summary["runs"]) == 2 * 8
+    assert len(result.summary["runs"]) == 2 * 9
     assert all(r["output_ids"] == ar[r["prompt_index"]] for r in result.summary["runs"])
 
 

@@ -9,6 +9,7 @@ from libraspec.modes import make_policy
 from libraspec.policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy, epsilon_bounds
 from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.records import PolicyStep, RoundRecord
+from libraspec.tree import TreeShape
 
 
 def naive_eps(q, alpha):
@@ -253,8 +254,10 @@ def test_make_policy_and_protocol():
         decision = policy.choose_length(stream(np.full(30, 0.8), 15))
         d = decision.d
         assert 1 <= d <= policy.d_max
+    assert make_policy("ddtree", 15) == TreeShape(depth=15, node_budget=32)  # a tree mode's shape
+    assert make_policy("ddtree", 15, tree_depth=30, node_budget=4) == TreeShape(depth=30, node_budget=4)
     with pytest.raises(ValueError, match="unknown mode"):
-        make_policy("ddtree", 15)
+        make_policy("turbo", 15)
 
 
 # ---- bad input -------------------------------------------------------------------

@@ -57,6 +57,11 @@ class DraftBuffer:
         """The proposal distributions of drafts 1..d over the full target vocabulary, (d, V); sampling only."""
         return torch.cat(self._probs, dim=0)[:d]
 
+    def candidates(self, i: int, k: int) -> tuple[list[int], list[float]]:
+        """Up to k most likely tokens at draft position i (0-based) and their probabilities, most
+        likely first (a draft tree's choices). A drafter with one proposal per position offers it."""
+        return [self.tokens[i]], [self._confidences[i]]
+
     def ensure(self, length: int) -> None:
         """Draft just enough steps to hold `length` tokens."""
         missing = length - len(self.tokens)

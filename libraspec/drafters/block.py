@@ -26,6 +26,7 @@ class BlockDraft(DraftBuffer):
         self.generator = generator
         self.mask_token_id = int(module.config.mask_token_id)
         self.device = next(module.parameters()).device
+        self._dists: list[torch.Tensor] = []  # (n, V_d) per step: each position's distribution
 
     def _step(self):
         n, device = self.n, self.device
@@ -41,9 +42,15 @@ class BlockDraft(DraftBuffer):
             probs = probabilities(logits, self.sampling)  # (n, V_d)
             choice = torch.multinomial(probs.float().cpu(), 1, generator=self.generator).view(-1).to(device)
             full = self.module.to_full_vocab(probs).cpu()  # (n, V)
+        self._dists.append(probs)
         q = probs.gather(1, choice.view(-1, 1)).view(-1)  # (n,)
         self.peak = probs.max(dim=-1).values.tolist()  # q of the argmax: what a choice may depend on
         return self.module.to_target_ids(choice).tolist(), q.tolist(), full, "dflash"
+
+    def candidates(self, i: int, k: int) -> tuple[list[int], list[float]]:
+        row = self._dists[i // self.n][i % self.n]  # (V_d,)
+        top = torch.topk(row, min(k, row.shape[0]))
+        return self.module.to_target_ids(top.indices).tolist(), top.values.tolist()
 
 
 class BlockDiffusionDrafter:

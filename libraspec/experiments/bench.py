@@ -254,13 +254,14 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
 
 def _settings(spec: BenchSpec, n: int, label: str, length: int | None) -> PolicySettings:
     """The policy knobs of one label other than LibraSpec (driver.libraspec_policy builds that): the
-    static length (n when unset) and FailFast's recorded settings (the paper's for failfast-paper)."""
+    static length (n when unset), FailFast's recorded settings (the paper's for failfast-paper) and
+    ddtree's default shape (depth n, 32 nodes)."""
     if label == "failfast-paper":
         return PolicySettings(d_max=FAILFAST_PAPER["d_max"], failfast_threshold=FAILFAST_PAPER["threshold"],
                               failfast_step=FAILFAST_PAPER["step"])
     return PolicySettings(d_max=spec.d_max, static_length=length or n,
                           g4_initial=min(n, spec.d_max), failfast_threshold=FAILFAST["threshold"],
-                          failfast_step=FAILFAST["step"])
+                          failfast_step=FAILFAST["step"], tree_depth=n)
 
 
 def _config(spec: BenchSpec, mode: str, index: int) -> DecodeConfig:

@@ -42,7 +42,7 @@ PROMPTS_DIR = ASSETS / "prompts"
 PUBLIC_DATA = ASSETS.parents[1] / "shared" / "data"
 PUBLIC_SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "math500": "math500.jsonl",
                  "mtbench": "mt_bench_questions.jsonl"}
-ALL_MODES = tuple(MODES)
+ALL_MODES = tuple(name for name, m in MODES.items() if m.kind != "tree")  # trees run greedy only, not in the report yet
 
 
 @dataclass(frozen=True)

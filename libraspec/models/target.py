@@ -6,6 +6,11 @@ newest one, which is the first input of the next round. A round feeds
 drafter taps, and then `crop_cache` drops the rejected tail. All cache calls go through
 this module, so the transformers 5.x changes (`DynamicCache.crop` takes a negative count;
 `past_key_values=` being renamed `cache=`) are handled in one place.
+
+A draft tree is verified in one forward (`forward_tree`) with an additive 4-D attention mask
+(a boolean one is read as additive 0/1 by the eager attention: measured wrong on transformers
+5.x, so never used); `keep_rows` then moves the accepted path's K/V rows into place before the
+crop.
 """
 from __future__ import annotations
 
@@ -27,6 +32,19 @@ def crop_cache(cache: DynamicCache, length: int) -> None:
         raise ValueError(f"cannot crop a cache of {current} positions to {length}")
     if length < current:
         cache.crop(length - current)  # 5.x: a negative count removes that many positions
+
+
+@torch.inference_mode()
+def keep_rows(cache: DynamicCache, start: int, rows: list[int]) -> None:
+    """Move the K/V of cache positions `rows` (ascending, each >= its destination) to positions
+    start, start + 1, ... and keep nothing after them: a verified tree's accepted path."""
+    if any(b <= a for a, b in zip(rows, rows[1:])) or (rows and (rows[0] < start or rows[-1] >= cache_length(cache))):
+        raise ValueError(f"rows {rows} are not ascending positions from {start} inside the cache")
+    index = torch.as_tensor(rows, dtype=torch.long)
+    for layer in cache.layers:
+        for kv in (layer.keys, layer.values):  # (1, H_kv, T, D)
+            kv[:, :, start:start + len(rows)] = kv[:, :, index.to(kv.device)]
+    crop_cache(cache, start + len(rows))
 
 
 @dataclass
@@ -74,11 +92,40 @@ class TargetModel:
                 f"({self.max_positions})"
             )
         positions = torch.arange(start, start + ids.shape[1], device=self.device).view(1, -1)
+        return self._run(cache, ids, positions, None, with_hidden)
+
+    @torch.inference_mode()
+    def forward_tree(self, cache: DynamicCache, root: int, tokens: list[int], parents: list[int],
+                     depths: list[int], with_hidden: bool = True) -> TargetOutput:
+        """Verify a draft tree after the cached prefix in one forward; the cache grows by 1 + N.
+
+        Row 0 is `root` (the last committed token) at position P = cache length; node j (row
+        j + 1) sits at position P + depths[j] and sees the prefix, the root, its ancestors and
+        itself. Parents precede children (parents[j] < j, -1 for the root).
+        """
+        P, N = cache_length(cache), len(tokens)
+        if P + max(depths, default=0) >= self.max_positions:
+            raise ValueError(f"a tree of depth {max(depths)} after {P + 1} positions exceeds the target's "
+                             f"context window ({self.max_positions})")
+        sees = torch.eye(N + 1, dtype=torch.bool)  # (1 + N, 1 + N): row i sees column k
+        sees[:, 0] = True
+        for j, parent in enumerate(parents):
+            if not -1 <= parent < j:
+                raise ValueError(f"node {j} has parent {parent}: parents must precede their children")
+            sees[j + 1] |= sees[parent + 1]
+        sees = torch.cat([torch.ones(N + 1, P, dtype=torch.bool), sees], dim=1)  # (1 + N, P + 1 + N)
+        mask = torch.zeros(sees.shape, dtype=self.dtype).masked_fill(~sees, torch.finfo(self.dtype).min)
+        ids = torch.as_tensor([root] + list(tokens), dtype=torch.long, device=self.device).view(1, -1)  # (1, 1 + N)
+        positions = (P + torch.as_tensor([0] + list(depths), dtype=torch.long)).view(1, -1).to(self.device)
+        return self._run(cache, ids, positions, mask.view(1, 1, *sees.shape).to(self.device), with_hidden)
+
+    def _run(self, cache, ids, positions, mask, with_hidden: bool) -> TargetOutput:
         out = self.model(
             input_ids=ids,
             position_ids=positions,
             use_cache=True,
             output_hidden_states=with_hidden,
+            **({} if mask is None else {"attention_mask": mask}),
             **{self._cache_kwarg: cache},
         )
         hidden = tuple(out.hidden_states) if with_hidden else ()

@@ -1,0 +1,269 @@
+"""Draft trees (ddtree mode): best-first construction, tree verification equal to chain
+verification, greedy output equal to AR for every drafter and shape, exact caches after every
+round, and the refusal to sample."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from libraspec.cost import LatencyProfile
+from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.models.registry import tiny_pair
+from libraspec.models.target import keep_rows
+from libraspec.modes import make_policy
+from libraspec.tree import DraftTree, TreeShape, build_tree, greedy_tree_accept
+
+from drafters import GreedyOracleDrafter, PartlyRightModule
+
+torch.set_num_threads(1)
+# float64 models, but transformers computes rotary cos / sin in float32, whose kernels round
+# differently for different sequence shapes: a fresh forward differs from a cached one by ~1e-8
+CLOSE = dict(rtol=1e-6, atol=1e-6)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen3"])
+def pair(request):
+    return tiny_pair(request.param, seed=3, dtype=torch.float64)
+
+
+def generated(records):
+    return [t for r in records for t in r.committed_tokens]
+
+
+def run(decoder, prompt, mode, policy, **cfg):
+    return list(decoder.run(prompt, mode, policy, DecodeConfig(**cfg)))
+
+
+def tree_run(decoder, prompt, depth=None, budget=32, **cfg):
+    return run(decoder, prompt, "ddtree", make_policy("ddtree", decoder.n, tree_depth=depth, node_budget=budget), **cfg)
+
+
+def with_drafter(pair, drafter, stop_ids=frozenset()):
+    return dataclasses.replace(pair, drafter=drafter, stop_ids=stop_ids)
+
+
+def prompts(pair, count: int):
+    gen = torch.Generator().manual_seed(11)
+    return [torch.randint(3, pair.target.vocab_size, (int(4 + 3 * i % 17),), generator=gen).tolist()
+            for i in range(count)]
+
+
+# -- construction ---------------------------------------------------------------------------------
+
+CANDIDATES = [([10, 11, 12], [0.5, 0.3, 0.2]),  # position 1
+              ([20, 21], [0.9, 0.1]),  # position 2
+              ([30, 31], [0.6, 0.4])]  # position 3
+
+
+def test_best_first_order_by_path_probability():
+    tree = build_tree(CANDIDATES, budget=100)
+    assert list(tree.path_probs) == sorted(tree.path_probs, reverse=True)
+    assert (tree.tokens[:4], tree.parents[:4]) == ((10, 20, 11, 30), (-1, 0, -1, 1))
+    assert tree.path_probs[:4] == pytest.approx([0.5, 0.45, 0.3, 0.27])
+    assert len(tree) == 3 + 3 * 2 + 3 * 2 * 2  # every path of every length
+    for j in range(len(tree)):
+        path = tree.path(j)
+        assert all(tree.parents[k] < k for k in path)  # parents before children
+        assert tree.depths[j] == len(path)
+        assert tree.probs[j] == CANDIDATES[tree.depths[j] - 1][1][CANDIDATES[tree.depths[j] - 1][0].index(tree.tokens[j])]
+        assert tree.path_probs[j] == pytest.approx(float(torch.tensor([tree.probs[k] for k in path]).prod()))
+
+
+def test_budget_and_depth_limits():
+    for budget in (1, 2, 5, 9):
+        tree = build_tree(CANDIDATES, budget)
+        assert len(tree) == budget
+        assert tree.path_probs == build_tree(CANDIDATES, 100).path_probs[:budget]  # the best `budget` nodes
+    assert build_tree(CANDIDATES[:1], 100).tokens == (10, 11, 12) and build_tree(CANDIDATES[:1], 100).depth == 1
+    assert build_tree(CANDIDATES[:2], 100).depth == 2
+    assert build_tree([([1, 2], [1.0, 0.0])], 10).tokens == (1,)  # probability 0 is never added
+    assert len(build_tree([], 10)) == 0
+    with pytest.raises(ValueError, match="budget"):
+        build_tree(CANDIDATES, 0)
+    with pytest.raises(ValueError, match="depth"):
+        TreeShape(0, 4)
+
+
+def test_greedy_acceptance_walks_the_matching_path():
+    tree = build_tree(CANDIDATES, budget=100)
+    V = 40
+    logits = torch.zeros(len(tree) + 1, V)
+    want = {-1: 11, tree.tokens.index(11): 21}  # root -> 11 -> 21 -> (no child 32): bonus 32
+    node_21 = next(j for j in range(len(tree)) if tree.tokens[j] == 21 and tree.parents[j] == tree.tokens.index(11))
+    want[node_21] = 32
+    for node, token in want.items():
+        logits[node + 1, token] = 1.0
+    path, bonus = greedy_tree_accept(tree, logits)
+    assert [tree.tokens[j] for j in path] == [11, 21] and bonus == 32
+    assert greedy_tree_accept(DraftTree((), (), (), (), ()), logits[:1]) == ([], 11)
+
+
+# -- verification ---------------------------------------------------------------------------------
+
+def chain_logits(target, ids):
+    return target.forward(target.new_cache(), ids, with_hidden=False).logits  # (T, V)
+
+
+@pytest.mark.parametrize("shape", ["chain", "wide", "deep"])
+def test_tree_forward_equals_chain_verification(pair, shape):
+    """Every node's logits equal those of a plain causal forward over the prefix and its root
+    path (additive 4-D mask, DynamicCache, both architectures, SDPA and eager)."""
+    target = pair.target
+    prefix = prompts(pair, 1)[0]
+    gen = torch.Generator().manual_seed(2)
+    depth, width = {"chain": (6, 1), "wide": (1, 12), "deep": (5, 3)}[shape]
+    candidates = [(torch.randperm(target.vocab_size, generator=gen)[:width].tolist(),
+                   sorted(torch.rand(width, generator=gen).tolist(), reverse=True)) for _ in range(depth)]
+    tree = build_tree(candidates, budget=20)
+    for impl in ("sdpa", "eager"):
+        target.model.set_attn_implementation(impl)
+        try:
+            cache = target.new_cache()
+            target.forward(cache, prefix[:-1], with_hidden=False)
+            out = target.forward_tree(cache, prefix[-1], tree.tokens, tree.parents, tree.depths, with_hidden=False)
+        finally:
+            target.model.set_attn_implementation("sdpa")
+        assert cache.get_seq_length() == len(prefix) + len(tree)
+        torch.testing.assert_close(out.logits[0], chain_logits(target, prefix)[-1], **CLOSE)
+        for j in range(len(tree)):
+            ids = prefix + [tree.tokens[k] for k in tree.path(j)]
+            torch.testing.assert_close(out.logits[j + 1], chain_logits(target, ids)[-1], **CLOSE)
+        if shape == "chain":  # a chain-shaped tree is exactly the chain verification
+            torch.testing.assert_close(out.logits, chain_logits(target, prefix + list(tree.tokens))[len(prefix) - 1:],
+                                       **CLOSE)
+
+
+def test_keep_rows_leaves_the_accepted_path_in_place(pair):
+    target = pair.target
+    prefix = prompts(pair, 1)[0]
+    tree = build_tree([([40, 41, 42], [0.5, 0.3, 0.2]), ([50, 51], [0.6, 0.4]), ([60], [1.0])], budget=12)
+    cache = target.new_cache()
+    target.forward(cache, prefix[:-1], with_hidden=False)
+    target.forward_tree(cache, prefix[-1], tree.tokens, tree.parents, tree.depths, with_hidden=False)
+    leaf = max(range(len(tree)), key=lambda j: (tree.depths[j], j))
+    path = tree.path(leaf)
+    P = len(prefix) - 1
+    keep_rows(cache, P, [P] + [P + 1 + j for j in path])
+    fresh = target.new_cache()
+    target.forward(fresh, prefix + [tree.tokens[j] for j in path], with_hidden=False)
+    assert cache.get_seq_length() == fresh.get_seq_length() == len(prefix) + len(path)
+    for have, want in zip(cache.layers, fresh.layers):
+        torch.testing.assert_close(have.keys, want.keys, **CLOSE)
+        torch.testing.assert_close(have.values, want.values, **CLOSE)
+    with pytest.raises(ValueError, match="ascending"):
+        keep_rows(cache, P, [P + 2, P + 1])
+
+
+# -- decoding -------------------------------------------------------------------------------------
+
+def drafters(pair):
+    return {"random": pair.drafter,
+            "right": GreedyOracleDrafter(pair.target, block_size=8),
+            "right2": GreedyOracleDrafter(pair.target, block_size=8, right_for=2, confidence=0.7),
+            "runner-up": GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9, runner_up=(0, 3)),
+            "partly": PartlyRightModule(pair, 2)}
+
+
+SHAPES = {"chain": (7, 7), "wide": (1, 32), "default": (None, 32), "deep": (20, 40), "small": (3, 4)}
+
+
+def test_greedy_ddtree_equals_ar(pair):
+    for name, drafter in drafters(pair).items():
+        decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+        for prompt in prompts(pair, 3):
+            reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=24))
+            for shape, (depth, budget) in SHAPES.items():
+                records = tree_run(decoder, prompt, depth, budget, max_new_tokens=24)
+                assert generated(records) == reference, (name, shape)
+                for r in records:
+                    assert r.mode == "ddtree" and r.tree_size <= budget and r.chosen_length <= (depth or 7)
+                    assert r.accepted <= r.chosen_length and r.tau <= r.accepted + 1
+                    assert r.modeled_s == pytest.approx(PROFILE.draft_time(r.blocks_drafted)
+                                                        + PROFILE.verify_time(r.tree_size + 1) + PROFILE.fit_s)
+
+
+def test_a_tree_accepts_what_the_chain_misses(pair):
+    """The target's token ranks second at positions 1 and 4: chains stop there, a tree does not."""
+    drafter = GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9, runner_up=(0, 3))
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    prompt = prompts(pair, 1)[0]
+    chain = run(decoder, prompt, "static", make_policy("static", 7), max_new_tokens=40)
+    tree = tree_run(decoder, prompt, 7, 32, max_new_tokens=40)
+    assert all(r.accepted == 0 for r in chain[:-1])
+    assert all(r.accepted == 7 and r.tree_size == 32 and r.chosen_length == 7 for r in tree[:-1])
+    assert generated(tree) == generated(chain)
+
+
+def test_caches_hold_exactly_the_committed_path(pair, monkeypatch):
+    """After every round the target cache equals a fresh prefill of the committed tokens minus
+    the newest, and the drafter context equals one rebuilt from them (gathered, not recomputed)."""
+    checked = []
+    original = SpeculativeDecoder._fit_caches
+
+    def checking(self, state, hidden, first, rows=None):
+        original(self, state, hidden, first, rows)
+        ids = state.ids
+        assert state.target_cache.get_seq_length() == len(ids) - 1
+        assert self.drafter.context_length(state.context) == len(ids) - 1
+        fresh = self.target.new_cache()
+        out = self.target.forward(fresh, ids[:-1])
+        for have, want in zip(state.target_cache.layers, fresh.layers):
+            torch.testing.assert_close(have.keys, want.keys, **CLOSE)
+            torch.testing.assert_close(have.values, want.values, **CLOSE)
+        module = self.drafter.module
+        context = module.new_cache()
+        module.extend_context(context, module.target_features(out.hidden_states),
+                              torch.arange(len(ids) - 1).view(1, -1))
+        for have, want in zip(state.context.keys + state.context.values, context.keys + context.values):
+            torch.testing.assert_close(have, want, **CLOSE)
+        checked.append(rows)
+
+    monkeypatch.setattr(SpeculativeDecoder, "_fit_caches", checking)
+    decoder = SpeculativeDecoder(with_drafter(pair, PartlyRightModule(pair, 2)), PROFILE)
+    random = SpeculativeDecoder(pair, PROFILE)
+    for shape, (depth, budget) in SHAPES.items():
+        tree_run(decoder, prompts(pair, 1)[0], depth, budget, max_new_tokens=16)
+        tree_run(random, prompts(pair, 1)[0], depth, budget, max_new_tokens=6)
+    assert sum(1 for rows in checked if rows is not None and len(rows) > 1) > 10
+
+
+def test_eos_and_max_new_tokens_inside_a_path(pair):
+    drafter = GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9, runner_up=(0,))
+    prompt = prompts(pair, 2)[1]
+    plain = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    free = generated(run(plain, prompt, "ar", None, max_new_tokens=30))
+    stop = free[4]  # the 5th generated token stops the text, inside the first round's path
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter, frozenset({stop})), PROFILE)
+    reference = free[: free.index(stop) + 1]
+    for depth, budget in SHAPES.values():
+        records = tree_run(decoder, prompt, depth, budget, max_new_tokens=30)
+        assert generated(records) == reference and records[-1].finished
+    for limit in (1, 2, 5, 10, 17):
+        for depth, budget in SHAPES.values():
+            records = tree_run(plain, prompt, depth, budget, max_new_tokens=limit)
+            assert generated(records) == free[:limit] and records[-1].cumulative_tokens == limit
+
+
+def test_the_context_window_stops_ddtree_where_ar_stops(pair):
+    drafter = GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9, runner_up=(1,))
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    window = pair.target.max_positions
+    for room in (1, 2, 3, 9):
+        prompt = (prompts(pair, 1)[0] * window)[: window - room]
+        reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=20))
+        for depth, budget in SHAPES.values():
+            records = tree_run(decoder, prompt, depth, budget, max_new_tokens=20)
+            assert generated(records) == reference and records[-1].finished, (room, depth, budget)
+    with pytest.raises(ValueError, match="context window"):
+        tree_run(decoder, [5, 6], depth=10_000)
+
+
+def test_tree_sampling_is_refused(pair):
+    decoder = SpeculativeDecoder(pair, PROFILE)
+    with pytest.raises(ValueError, match="tree sampling .* not implemented"):
+        tree_run(decoder, [5, 6], temperature=0.8)
+    with pytest.raises(ValueError, match="needs a policy"):
+        run(decoder, [5, 6], "ddtree", None)
