@@ -2,8 +2,6 @@
 lengths, EOS / max_new_tokens / context limits, clear errors for bad input."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
@@ -13,6 +11,7 @@ from libraspec.models.registry import tiny_pair
 from libraspec.policy import FailFastPolicy, G4Policy, LibraSpecPolicy, StaticPolicy
 from libraspec.records import summarize
 
+from decoding import generated, run, with_drafter
 from drafters import GreedyOracleDrafter, PartlyRightModule
 
 torch.set_num_threads(1)
@@ -33,18 +32,6 @@ def policies(n: int, d_max: int = 20):
 @pytest.fixture(scope="module", params=["llama", "qwen3"])
 def pair(request):
     return tiny_pair(request.param, seed=3, dtype=torch.float64)
-
-
-def generated(records):
-    return [t for r in records for t in r.committed_tokens]
-
-
-def run(decoder, prompt, mode, policy, **cfg):
-    return list(decoder.run(prompt, mode, policy, DecodeConfig(**cfg)))
-
-
-def with_drafter(pair, drafter, stop_ids=frozenset()):
-    return dataclasses.replace(pair, drafter=drafter, stop_ids=stop_ids)
 
 
 def prompts(pair, count: int):

@@ -3,18 +3,17 @@ verification, greedy output equal to AR for every drafter and shape, exact cache
 round, and the refusal to sample."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
 from libraspec.cost import LatencyProfile
-from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.engine import SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
 from libraspec.models.target import keep_rows
 from libraspec.modes import make_policy
 from libraspec.tree import DraftTree, TreeShape, build_tree, greedy_tree_accept
 
+from decoding import generated, run, with_drafter
 from drafters import GreedyOracleDrafter, PartlyRightModule
 
 torch.set_num_threads(1)
@@ -29,20 +28,8 @@ def pair(request):
     return tiny_pair(request.param, seed=3, dtype=torch.float64)
 
 
-def generated(records):
-    return [t for r in records for t in r.committed_tokens]
-
-
-def run(decoder, prompt, mode, policy, **cfg):
-    return list(decoder.run(prompt, mode, policy, DecodeConfig(**cfg)))
-
-
 def tree_run(decoder, prompt, depth=None, budget=32, **cfg):
     return run(decoder, prompt, "ddtree", make_policy("ddtree", decoder.n, tree_depth=depth, node_budget=budget), **cfg)
-
-
-def with_drafter(pair, drafter, stop_ids=frozenset()):
-    return dataclasses.replace(pair, drafter=drafter, stop_ids=stop_ids)
 
 
 def prompts(pair, count: int):
