@@ -104,7 +104,8 @@ def test_long_prompt_is_served_with_a_stated_clamp(client):
 
 def test_emoji_right_to_left_and_control_characters_are_plain_text(client):
     static, libraspec, oracle, summary = race(client, prompt=CONTROL)
-    assert static == libraspec == oracle and summary["finished"] and summary["notes"] == []
+    # nothing was clamped (timing notes, a re-measured profile or a load change, may come and go with the load)
+    assert static == libraspec == oracle and summary["finished"] and not [n for n in summary["notes"] if " -> " in n]
 
 
 def test_html_in_the_prompt_is_rendered_inert(client):

@@ -140,6 +140,20 @@ def test_a_baseline_another_run_takes_the_model_from_is_neither_raced_nor_kept(s
     assert again[-1].run.finished and len(again[-1].run.ar_records) == again[-1].run.ar_records[-1].cumulative_tokens
 
 
+def test_a_race_run_under_another_load_than_its_baseline_says_so():
+    """Measured over modeled time: AR's and the race's agree on a steady machine; a race that ran
+    3x faster against the profile (a busy baseline, then an idle race) gets the note."""
+    from ui.session import load_change_note
+
+    def rounds(measured, modeled, count=10):
+        return [SimpleNamespace(measured_s=measured, modeled_s=modeled)] * count
+    assert load_change_note(rounds(0.05, 0.04), rounds(0.06, 0.05)) is None
+    note = load_change_note(rounds(0.15, 0.04), rounds(0.05, 0.04))
+    assert note.startswith("the machine's load changed") and "3.0x faster" in note
+    assert "2.0x slower" in load_change_note(rounds(0.05, 0.05), rounds(0.10, 0.05))
+    assert load_change_note([], rounds(0.06, 0.05)) is None
+
+
 def test_a_missing_lookup_calibration_falls_back_with_a_note(tmp_path, monkeypatch):
     torch.set_num_threads(1)
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))

@@ -86,7 +86,7 @@ def test_model_text_and_prompt_are_escaped():
     out = column_html("static", segments, summarize([_record(0, [5, 6])]), rank=1)
     assert "<script>" not in out and html.escape(evil[:-1], quote=False) in out
     status = status_html("Racing", prompt=evil, notes=[evil], progress=evil)
-    assert "<script>" not in status and status.count(html.escape("<script>")) == 3
+    assert "<script>" not in status and status.count(html.escape("<script>")) == 4  # the notes twice: text, title
 
 
 def test_a_column_shows_the_spread_of_its_round_times():

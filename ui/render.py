@@ -21,7 +21,8 @@ from libraspec.records import RoundRecord, RunSummary
 TITLES = {"ar": "Autoregressive", "static": "Static", "libraspec": "LibraSpec", "oracle": "Oracle",
           "g4": "G4", "failfast": "Fail-fast"}
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
-TEXT_HEIGHT = "max(10em, calc(100vh - 615px))"  # a column's text scrolls beyond this: the columns fit one screen
+# a column's text scrolls beyond this, so the columns fit one screen with a line of notes above them
+TEXT_HEIGHT = "max(10em, calc(100vh - 645px))"
 # token origin -> (label, inline style); "draft" is a draft of a run stored before sources were recorded
 ORIGINS = {
     "dflash": ("accepted draft, block diffusion", "background:rgba(86,180,233,0.30)"),
@@ -184,6 +185,8 @@ def status_html(message: str, prompt: str | None = None, notes: list[str] | tupl
     if line:
         parts.append('<div style="font-size:0.85em;white-space:nowrap;overflow:hidden;text-overflow:ellipsis">'
                      + " · ".join(line) + "</div>")
-    if notes:  # one line: each clamp is also written under its field
-        parts.append(f'<div style="color:#9A6700;font-size:0.9em">⚠ {" · ".join(map(html.escape, notes))}</div>')
+    if notes:  # one line, cut to fit (the whole text on hover): each clamp is also written under its field
+        text = html.escape(" · ".join(notes))
+        parts.append(f'<div title="{text}" style="color:#9A6700;font-size:0.9em;white-space:nowrap;overflow:hidden;'
+                     f'text-overflow:ellipsis">⚠ {text}</div>')
     return "".join(parts) + "</div>"

@@ -438,6 +438,9 @@ class Session:
                 last = time.monotonic()
                 yield Snapshot("Racing…", run, progress=_race_progress(run, last - started))
         run.finished = len(run.finish_order) == len(RACE_MODES)
+        load_note = load_change_note(run.ar_records, [r for mode in RACE_MODES for r in run.records.get(mode, [])])
+        if load_note:
+            run.notes.append(load_note)
         if self._store is not None:
             self._store.save(run)
         yield Snapshot("Finished." if run.finished else "Stopped.", run, final=True)
@@ -576,6 +579,26 @@ def _remeasured(before: dict, after: dict) -> str:
         note += (f", still more than ±{PROFILE_TOLERANCE:.0%} off: the machine's load is changing, so the modeled "
                  "speedups are uncertain")
     return note
+
+
+def load_change_note(ar_records: list[RoundRecord], race_records: list[RoundRecord]) -> str | None:
+    """A note when the race ran under another load than its AR baseline, None otherwise.
+
+    Both are measured against the same latency profile, so their measured / modeled time
+    ratios agree on a steady machine (within about 15% on the timing benchmark); when the race's
+    is more than PROFILE_TOLERANCE away from the baseline's, the load changed between the two
+    and the measured speedups compare times taken under different loads.
+    """
+    ar_modeled, race_modeled = sum(r.modeled_s for r in ar_records), sum(r.modeled_s for r in race_records)
+    if ar_modeled <= 0 or race_modeled <= 0:
+        return None
+    change = (sum(r.measured_s for r in race_records) / race_modeled) / \
+        (sum(r.measured_s for r in ar_records) / ar_modeled)
+    if 1 / (1 + PROFILE_TOLERANCE) <= change <= 1 + PROFILE_TOLERANCE:
+        return None
+    return (f"the machine's load changed between the AR baseline and the race: against the latency profile the race "
+            f"ran {1 / change if change < 1 else change:.1f}x {'faster' if change < 1 else 'slower'} than the "
+            "baseline, so the measured speedups mislead; the modeled ones hold")
 
 
 def _owned(run: Run | None, owner: str) -> bool:
