@@ -99,6 +99,7 @@ def test_provenance_of_a_run(tmp_path):
         assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
         assert entry["bytes"] == path.stat().st_size and entry["path"] == str(path.resolve())
     assert all(isinstance(prov["load_1min"][k], float) for k in ("before", "after"))
+    assert 0.0 <= prov["others_cpu_share"] <= 1.0
     assert {"torch", "transformers"} <= set(config["versions"])
     # tiny pairs load no files: nothing to hash
     plain = bench.run_bench(tiny_pair("llama"), PROMPTS[:1], spec, profile=PROFILE).summary["config"]
@@ -181,10 +182,24 @@ def test_sample_tags():
 
 
 def test_header_says_when_the_machine_was_busy():
-    def result(before: float) -> bench.BenchResult:
-        return bench.BenchResult({"config": {"provenance": {"load_1min": {"before": before, "after": 0.2}}}})
+    """The warning reads the share of the CPU other processes used during each run, not the load
+    average, which a report's own threads raise for every run after its first."""
+    def result(share: float) -> bench.BenchResult:
+        return bench.BenchResult({"config": {"provenance": {"load_1min": {"before": 2.0, "after": 2.0},
+                                                            "others_cpu_share": share}}})
 
-    idle = SimpleNamespace(main={("math", 0.0): result(0.3)}, sweeps={})
-    busy = SimpleNamespace(main={("math", 0.0): result(0.3)}, sweeps={("math", "alpha", 1.0): result(1.7)})
+    idle = SimpleNamespace(main={("math", 0.0): result(0.02)}, sweeps={("math", "alpha", 1.0): result(0.1)})
+    busy = SimpleNamespace(main={("math", 0.0): result(0.02)}, sweeps={("math", "alpha", 1.0): result(0.6)})
     assert report_md.busy_warning(idle) == []
-    assert "before 1 of 2 runs exceeded 0.5 (up to 1.70)" in report_md.busy_warning(busy)[0]
+    assert "during 1 of 2 runs they used more than 25% of the machine's CPU time (up to 60%)" in \
+        report_md.busy_warning(busy)[0]
+
+
+def test_the_share_of_other_processes_leaves_this_process_out():
+    """others_share: the machine's busy seconds minus this process's, over all CPU seconds."""
+    assert provenance.others_share((10.0, 100.0, 4.0), (18.0, 120.0, 10.0)) == pytest.approx(0.1)
+    assert provenance.others_share(None, (1.0, 2.0, 0.0)) is None
+    start = provenance.cpu_clock()
+    sum(i * i for i in range(2_000_000))  # a reading across this process's own work
+    share = provenance.others_share(start, provenance.cpu_clock())
+    assert share is None or 0.0 <= share <= 1.0

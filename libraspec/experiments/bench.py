@@ -36,7 +36,7 @@ from ..files import atomic_write_text
 from ..modes import MODES, POLICY_MODES, PolicySettings
 from ..profiling import cached_profile, machine_description, profile_check
 from ..records import RoundRecord, records_to_frame, summarize, write_parquet
-from .provenance import load_average, provenance, versions
+from .provenance import cpu_clock, load_average, provenance, versions
 from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
@@ -240,7 +240,7 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
             mode_job(label, mode, _settings(spec, n, label, length), functools.partial(_config, spec, mode))
             for label, mode, length in labels]
     records = {label: [] for label, _, _ in labels}
-    load_before = load_average()
+    load_before, clock_before = load_average(), cpu_clock()
     bar = _progress(len(prompts) * len(labels), progress)
     for event in decode_grid(decoder, [pair.encode_prompt(p) for p in prompts], jobs):
         records[event.label].append(event.records)
@@ -248,7 +248,8 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
         bar.update(1)
     bar.close()
     summary = _summary(pair, prompts, spec, profile, records, labels, source)
-    summary["config"]["provenance"] = provenance(pair, spec.drafter or pair.default_drafter, load_before)
+    summary["config"]["provenance"] = provenance(pair, spec.drafter or pair.default_drafter, load_before,
+                                                   clock_before)
     return BenchResult(summary, records)
 
 

@@ -3,8 +3,12 @@
 A result names the git commit of this tree and whether the tree had uncommitted changes,
 the SHA-256 of every file its models and drafter were loaded from (`ModelPair.weight_files`,
 plus the look-up drafter's calibration and corpus when it drafts), the versions of the
-packages the numbers depend on, and the 1-minute load average before and after the run:
-a load above `BUSY_LOAD` before a run means other processes competed for the CPU.
+packages the numbers depend on, the 1-minute load average before and after the run, and the
+share of the machine's CPU time that *other* processes used during it (`others_share`: the load
+average counts this process's own threads too, so inside a report, where every run follows
+another, it cannot tell a busy machine from the report itself). A share above `BUSY_SHARE`
+means other processes competed for the CPU; a load above `BUSY_LOAD` before a report starts
+means the same.
 Digests of large files are cached by path, size and modification time.
 """
 from __future__ import annotations
@@ -20,7 +24,8 @@ from ..files import atomic_write_text, sha256_file
 from ..profiling import cache_root
 
 ROOT = Path(__file__).resolve().parents[2]
-BUSY_LOAD = 0.5  # 1-minute load average above which other heavy processes were running
+BUSY_LOAD = 0.5  # 1-minute load average before a report starts above which other processes are running
+BUSY_SHARE = 0.25  # share of the machine's CPU time other processes took during a run that makes it busy
 LOOKUP_DRAFTERS = ("lookup", "hybrid")  # drafters that read the look-up calibration and corpus
 
 
@@ -59,6 +64,27 @@ def load_average() -> float | None:
         return None
 
 
+def cpu_clock() -> tuple[float, float, float] | None:
+    """(CPU seconds the machine spent busy, all its CPU seconds, this process's CPU seconds) since
+    boot, from /proc/stat and os.times(); None where /proc is missing."""
+    try:
+        with open("/proc/stat") as handle:
+            ticks = [int(v) for v in handle.readline().split()[1:8]]  # user nice system idle iowait irq softirq
+    except (OSError, ValueError):
+        return None
+    per_second = os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    return (sum(ticks) - ticks[3] - ticks[4]) / per_second, sum(ticks) / per_second, own.user + own.system
+
+
+def others_share(start, end) -> float | None:
+    """Share of the machine's CPU time between two `cpu_clock` readings that other processes used."""
+    if start is None or end is None or end[1] <= start[1]:
+        return None
+    others = (end[0] - start[0]) - (end[2] - start[2])
+    return min(1.0, max(0.0, others / (end[1] - start[1])))
+
+
 def cached_sha256(path: str | os.PathLike) -> str:
     """`files.sha256_file`, remembered by absolute path, size and mtime in the user cache."""
     path = Path(path).resolve()
@@ -92,7 +118,9 @@ def model_files(pair, drafter: str) -> list[dict]:
             for role, path in roles if path.is_file()]
 
 
-def provenance(pair, drafter: str, load_before: float | None) -> dict:
-    """The config's "provenance" entry, taken after a run that began at `load_before`."""
+def provenance(pair, drafter: str, load_before: float | None, clock_before=None) -> dict:
+    """The config's "provenance" entry, taken after a run that began at `load_before` and
+    `clock_before` (a `cpu_clock` reading)."""
     return {**{f"git_{k}": v for k, v in git_state().items()}, "files": model_files(pair, drafter),
-            "load_1min": {"before": load_before, "after": load_average()}}
+            "load_1min": {"before": load_before, "after": load_average()},
+            "others_cpu_share": others_share(clock_before, cpu_clock())}

@@ -22,7 +22,7 @@ import datetime
 import pandas as pd
 
 from .bench import mode_summary
-from .provenance import BUSY_LOAD
+from .provenance import BUSY_SHARE
 from .stats import DSTAR_BINS, distinguishable
 from .driver import alpha_label
 from ..analysis.calibration import acceptance_by_position, acceptance_samples, expected_calibration_error, reliability_table
@@ -299,10 +299,13 @@ def provenance_lines(data, config: dict) -> list[str]:
     out.append("- Files (sha256): " + ("; ".join(f"{f['role']} `{f['path']}` {f['sha256']}" for f in files)
                                        if files else "none (random weights from a seed)"))
     before, after = _loads(data)
-    if not before:
-        return out + ["- Load average (1 min): not recorded"]
-    return out + [f"- Load average (1 min) before the {len(before)} runs: {min(before):.2f}-{max(before):.2f}; "
-                  f"after them: {min(after):.2f}-{max(after):.2f}"]
+    if before:
+        out.append(f"- Load average (1 min) before the {len(before)} runs: {min(before):.2f}-{max(before):.2f}; "
+                   f"after them: {min(after):.2f}-{max(after):.2f} (this process's own threads included)")
+    shares = _shares(data)
+    out.append(f"- Share of the machine's CPU time other processes used during each run: {100 * min(shares):.0f}-"
+               f"{100 * max(shares):.0f}%" if shares else "- Other processes' share of the CPU: not recorded")
+    return out
 
 
 def _loads(data) -> tuple[list[float], list[float]]:
@@ -313,15 +316,22 @@ def _loads(data) -> tuple[list[float], list[float]]:
             [x["after"] for x in loads if x.get("after") is not None])
 
 
+def _shares(data) -> list[float]:
+    """The share of the CPU other processes used during every bench run of the report (where recorded)."""
+    results = list(data.main.values()) + list(data.sweeps.values())
+    shares = [r.summary["config"].get("provenance", {}).get("others_cpu_share") for r in results]
+    return [x for x in shares if x is not None]
+
+
 def busy_warning(data) -> list[str]:
-    """A header paragraph when the load before any run exceeded BUSY_LOAD: other processes competed."""
-    before = _loads(data)[0]
-    busy = sum(x > BUSY_LOAD for x in before)
+    """A header paragraph when other processes took more than BUSY_SHARE of the CPU during any run."""
+    shares = _shares(data)
+    busy = sum(x > BUSY_SHARE for x in shares)
     if not busy:
         return []
-    return [f"**Other heavy processes were running:** the 1-minute load average before {busy} of {len(before)} "
-            f"runs exceeded {BUSY_LOAD:g} (up to {max(before):.2f}), so measured times carry that load; "
-            f"modeled times do not.", ""]
+    return [f"**Other processes competed for the CPU:** during {busy} of {len(shares)} runs they used more than "
+            f"{BUSY_SHARE:.0%} of the machine's CPU time (up to {max(shares):.0%}), so measured times carry that "
+            "load; modeled times do not.", ""]
 
 
 def render(pair, data, markdown_dir: str, default_plan) -> str:
