@@ -8,7 +8,7 @@ chosen from it). Writes one JSON per (suite, drafter) under benchmarks/results/d
 Markdown table with tau, measured and modeled speedups over AR, the share of rounds with
 d* >= 3, how often LibraSpec extends / rolls back (stats.regime_stats), and pooled figures
 (totals over suites). Timings are wall clock on this machine: run it on an otherwise idle
-machine; the table lists the load each run's provenance recorded.
+machine; the table lists the share of the CPU other processes used during each run (provenance).
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ SUITES = {name: PUBLIC_SUITES[name] for name in ("gsm8k", "humaneval", "mtbench"
 
 
 def run_suite(pair, suite: str, file: str, args) -> None:
-    """Decode one suite with every drafter: OUT/<suite>-<drafter>.json and its records (the load is in
-    the JSON's provenance)."""
+    """Decode one suite with every drafter: OUT/<suite>-<drafter>.json and its records (the machine's
+    load is in the JSON's provenance)."""
     n = pair.n
     prompts = read_prompts(Path(args.data) / file)[: args.prompts]
     for drafter in args.drafters.split(","):
@@ -52,13 +52,12 @@ def run_suite(pair, suite: str, file: str, args) -> None:
 
 
 def row(path: Path) -> dict:
-    """One table row from a run's JSON summary, its records and its load."""
+    """One table row from a run's JSON summary and its records."""
     summary = json.loads(path.read_text())
     modes, n = summary["modes"], summary["config"]["n"]
     statics = {label: m for label, m in modes.items() if label.startswith("static")}
     best = max(statics, key=lambda label: statics[label]["speedup_modeled"])
     frame = read_trace(records_path(path))
-    load = summary["config"].get("provenance", {}).get("load_1min", {"before": None, "after": None})
     suite, drafter = path.stem.split("-", 1)
     config = summary["config"]
     return {"suite": suite, "drafter": drafter, "n": n, "threads": config["threads"], "cpu": config["machine"]["cpu"],
@@ -69,13 +68,12 @@ def row(path: Path) -> dict:
             "best_static": best, "best_static_modeled": statics[best]["speedup_modeled"],
             **regime_stats(frame[frame["label"] == "libraspec"], n),
             "profile_ar_ratio": summary["config"]["profile_check"]["ratio"],
-            "load_before": load["before"], "load_after": load["after"],
+            "others": summary["config"].get("provenance", {}).get("others_cpu_share"),
             "totals": {label: [m["wall_s"], m["modeled_s"], m["tokens"]] for label, m in modes.items()}}
 
 
-def _load(r: dict) -> str:
-    before, after = r["load_before"], r["load_after"]
-    return "not recorded" if before is None or after is None else f"{before:.1f} / {after:.1f}"
+def _others(r: dict) -> str:
+    return "not recorded" if r["others"] is None else f"{100 * r['others']:.0f}%"
 
 
 def table(args) -> str:
@@ -89,12 +87,12 @@ def table(args) -> str:
         raise SystemExit(f"the run files in {args.out} used different settings {sorted(settings)}: rerun them")
     (prompts, tokens, alpha, d_max), = settings
     threads = ", ".join(str(t) for t in sorted({r["threads"] for r in rows}))
-    recorded = any(r["load_before"] is not None for r in rows)
+    recorded = any(r["others"] is not None for r in rows)
     lines = [f"# Drafters on public prompts ({prompts} per suite, {tokens} tokens, greedy)", "",
              f"Embedded pair, n = {rows[0]['n']}, LibraSpec alpha = {alpha:g}, d_max = {d_max}, {threads} "
              f"thread(s) per run on {', '.join(sorted({r['cpu'] for r in rows}))} (read from the run files). "
-             + ("Load averages (1 min) before and after each run are listed: other jobs shared the machine "
-                "where they exceed 1. " if recorded else "The load was not recorded for these runs. ")
+             + ("The last column is the share of the machine's CPU time other processes used during each run "
+                "(not this one's own threads). " if recorded else "The load was not recorded for these runs. ")
              + "AR is decoded beside every mode on each prompt, so ratios share the load."
              + ("" if all(r["upkeep_modeled"] for r in rows) else
                 " The latency profiles in these run files predate the profile's drafter context upkeep "
@@ -102,7 +100,7 @@ def table(args) -> str:
                 "block-diffusion and hybrid drafters too cheaply; measured columns are unaffected."),
              "Command: `python benchmarks/drafters.py " + " ".join(sys.argv[1:]) + "`", "",
              "| suite | drafter | tau | LibraSpec measured | LibraSpec modeled | static n modeled | best static "
-             "(modeled) | d* >= 3 | extends | rolls back | AR steps | max d | AR measured / profile | load |",
+             "(modeled) | d* >= 3 | extends | rolls back | AR steps | max d | AR measured / profile | others' CPU |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     pooled = {}
     for r in rows:
@@ -110,7 +108,7 @@ def table(args) -> str:
                      f"{r['speedup_modeled']:.2f}x | {r['static_n']:.2f}x | {r['best_static']} "
                      f"{r['best_static_modeled']:.2f}x | {r['dstar_ge3']:.0%} | {r['extends']:.0%} | "
                      f"{r['rolls_back']:.0%} | {r['ar_steps']:.0%} | {r['max_d']} | {r['profile_ar_ratio']:.2f} | "
-                     f"{_load(r)} |")
+                     f"{_others(r)} |")
         for label, got in r["totals"].items():
             acc = pooled.setdefault((r["drafter"], label), [0.0, 0.0, 0, 0, 0])
             for i in range(3):

@@ -7,7 +7,8 @@ a latency profile measured at the start of the run (`--fresh-profile`, the defau
 from the cache. Per mode it reports measured and modeled seconds per token and their ratio:
 1.00 means the profile's modeled time is the time the mode took. Writes
 benchmarks/results/timing/README.md and timing.json. Run it on an otherwise idle machine;
-the table records the load averages before and after.
+the table records the load average before it and the share of the CPU other processes used
+during it (the load average after it counts this run's own threads).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from libraspec.experiments.bench import BenchSpec, read_prompts, run_bench  # noqa: E402
+from libraspec.experiments.provenance import cpu_clock, others_share  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.profiling import cached_profile, machine_description  # noqa: E402
@@ -48,8 +50,11 @@ def table(result: dict) -> str:
     lines = [f"# Measured vs modeled time per token ({result['prompts']} prompts, {result['max_new_tokens']} tokens, "
              "greedy)", "",
              f"Embedded pair, LibraSpec alpha = {result['alpha']:g}, d_max = {result['d_max']}, "
-             f"{result['threads']} thread(s) on {result.get('cpu', 'a CPU not recorded')}; load average (1 min) {result['load_before'][0]:.2f} before, "
-             f"{result['load_after'][0]:.2f} after. Ratio = measured / modeled seconds per token; the profile is "
+             f"{result['threads']} thread(s) on {result.get('cpu', 'a CPU not recorded')}; load average (1 min) "
+             f"{result['load_before'][0]:.2f} before"
+             + (f", other processes used {100 * result['others_cpu_share']:.0f}% of the CPU during it"
+                if result.get("others_cpu_share") is not None else f", {result['load_after'][0]:.2f} after")
+             + ". Ratio = measured / modeled seconds per token; the profile is "
              f"{result['profile']}" + (" (ms: " + ", ".join(f"{k} {v:.1f}" for k, v in result["profile_ms"].items()) + ")"
                                 if "profile_ms" in result else "") + ".", "", "Command: `python benchmarks/timing.py " + " ".join(result["argv"]) + "`",
              "", "The speedup columns divide AR's seconds per token by the mode's, measured beside it prompt by "
@@ -79,7 +84,7 @@ def main() -> int:
         publish(args.out, table(json.loads((Path(args.out) / "timing.json").read_text())))
         return 0
     torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()
+    load_before, clock_before = os.getloadavg(), cpu_clock()
     pair = load_pair()
     profile = cached_profile(pair, max_tokens=args.d_max + 1, max_blocks=-(-args.d_max // pair.n),
                              refresh=not args.cached_profile)
@@ -91,7 +96,7 @@ def main() -> int:
         drafters[drafter] = ratios(run_bench(pair, prompts, spec, profile=profile).records)
     result = {"prompts": len(prompts), "max_new_tokens": args.max_new_tokens, "alpha": args.alpha,
               "d_max": args.d_max, "threads": args.threads, "load_before": load_before,
-              "load_after": os.getloadavg(), "argv": sys.argv[1:], "drafters": drafters,
+              "load_after": os.getloadavg(), "others_cpu_share": others_share(clock_before, cpu_clock()), "argv": sys.argv[1:], "drafters": drafters,
               "profile": "read from the cache" if args.cached_profile else "measured at the start of the run",
               "ar_profile_ms": 1000 * profile.ar_token_time(), "cpu": machine_description()["cpu"],
               "profile_ms": {"verify_1": 1000 * profile.verify_s[0], "draft_1": 1000 * profile.draft_s[0],

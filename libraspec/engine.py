@@ -168,9 +168,8 @@ class SpeculativeDecoder:
     def _round(self, state: _State, mode: str, policy, config: DecodeConfig,
                sampling: SamplingConfig, profile: LatencyProfile) -> RoundRecord:
         L = len(state.ids)
-        # d drafts commit up to d + 1 tokens: none past max_new_tokens nor past the context window
-        room = min(config.max_new_tokens - state.generated, self.target.max_positions - L)
-        cap = max(0, room - 1)
+        room = self._room(state, config)
+        cap = max(0, room - 1)  # d drafts commit up to d + 1 tokens
         uniforms = None if sampling.greedy else \
             torch.rand(max(config.lookahead, policy.d_max if policy else 0) + self.n, generator=state.generator)
         buffer = self.drafter.start_round(state.context, state.ids, sampling, state.generator)
@@ -230,7 +229,7 @@ class SpeculativeDecoder:
         """A greedy draft-tree round (DDTree): one tree from the drafter's per-position candidates,
         verified in one target forward; the same six steps as `_round`."""
         L = len(state.ids)
-        room = min(config.max_new_tokens - state.generated, self.target.max_positions - L)
+        room = self._room(state, config)
         buffer = self.drafter.start_round(state.context, state.ids, config.sampling, state.generator)
         # 1. draft the blocks that cover the tree's depth (the round's room may cut it)
         buffer.extend(1)
@@ -310,6 +309,10 @@ class SpeculativeDecoder:
             hidden_states = tuple(h[:, index.to(h.device)] for h in hidden_states)  # each (1, len(rows), H)
         crop_cache(state.target_cache, keep)
         self.drafter.fit_context(state.context, state.ids, hidden_states, first_position)
+
+    def _room(self, state: _State, config: DecodeConfig) -> int:
+        """Tokens this round may still commit: none past max_new_tokens nor past the context window."""
+        return min(config.max_new_tokens - state.generated, self.target.max_positions - len(state.ids))
 
     def _truncate(self, tokens: list[int], room: int) -> list[int]:
         """Stop exactly where AR decoding would: after the first EOS, or at max_new_tokens."""

@@ -148,6 +148,12 @@ def cached_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len:
     return profile
 
 
+def within(ratio: float, tolerance: float) -> bool:
+    """Whether a measured / modeled ratio is at most `tolerance` (relative) from 1: the one rule
+    for "the profile describes this run" (`profile_check`, the app's post-race load check)."""
+    return abs(ratio - 1.0) <= tolerance
+
+
 def profile_check(profile: LatencyProfile, ar_records, tolerance: float = 0.25) -> dict:
     """Does the profile still describe this machine? Compares the AR seconds per token that
     records measured with the profile's; `ok` is False beyond `tolerance` (relative), which
@@ -158,4 +164,4 @@ def profile_check(profile: LatencyProfile, ar_records, tolerance: float = 0.25) 
     measured = sum(r.measured_s for r in ar_records) / tokens
     ratio = measured / profile.ar_token_time()
     return {"measured_ar_s": measured, "profile_ar_s": profile.ar_token_time(), "ratio": ratio,
-            "ok": abs(ratio - 1.0) <= tolerance}
+            "ok": within(ratio, tolerance)}

@@ -200,6 +200,7 @@ def test_the_share_of_other_processes_leaves_this_process_out():
     assert provenance.others_share((10.0, 100.0, 4.0), (18.0, 120.0, 10.0)) == pytest.approx(0.1)
     assert provenance.others_share(None, (1.0, 2.0, 0.0)) is None
     start = provenance.cpu_clock()
+    assert start is not None and start[0] <= start[1]  # Linux has /proc/stat; busy time within all time
     sum(i * i for i in range(2_000_000))  # a reading across this process's own work
-    share = provenance.others_share(start, provenance.cpu_clock())
-    assert share is None or 0.0 <= share <= 1.0
+    end = provenance.cpu_clock()
+    assert end[2] > start[2] and 0.0 <= provenance.others_share(start, end) <= 1.0

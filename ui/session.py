@@ -41,7 +41,7 @@ from libraspec.device import free_memory, on_zero_gpu
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
 from libraspec.modes import MODES, PolicySettings
 from libraspec.experiments.driver import RunDone, decode_grid, mode_job
-from libraspec.profiling import cache_root, cached_profile, profile_check
+from libraspec.profiling import cache_root, cached_profile, profile_check, within
 from libraspec.records import (NOISE_Z, RoundRecord, RunSummary, records_to_frame, summarize, timing_noise_s, write_csv,
                                write_parquet)
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
@@ -244,9 +244,9 @@ class Session:
             if self.decoder is None:
                 start = time.perf_counter()
                 pair = load_pair(self.model)
-                drafter, note = drafter_with_fallback(pair.default_drafter, pair)
-                self.pair, self.decoder = pair, SpeculativeDecoder(pair, drafter=drafter)
-                self._decoders = {pair.default_drafter: (self.decoder, note)}
+                made = _decoder(pair, pair.default_drafter)
+                self.pair, self.decoder = pair, made[0]
+                self._decoders = {pair.default_drafter: made}
                 self.load_seconds = {"models": time.perf_counter() - start}
 
     def select(self, name: str | None) -> None:
@@ -273,8 +273,7 @@ class Session:
         profile = self.profile()
         with self._load_lock:
             if name not in self._decoders:
-                made, note = drafter_with_fallback(name, pair)
-                self._decoders[name] = (SpeculativeDecoder(pair, profile, drafter=made), note)
+                self._decoders[name] = _decoder(pair, name, profile)
             return self._decoders[name]
 
     @property
@@ -489,8 +488,7 @@ class Session:
         with self._model_lock:
             profile = cached_profile(pair, max_tokens=max(25, longest + 1),
                                      max_blocks=max(2, -(-longest // pair.n)))
-        drafter, note = drafter_with_fallback(pair.default_drafter, pair)
-        return SpeculativeDecoder(pair, profile, drafter=drafter), note
+        return _decoder(pair, pair.default_drafter, profile)
 
     def static_run(self, prompts: list[str], d, max_new_tokens,
                    drafter: str | None = None) -> Iterator[tuple[str, list[RoundRecord] | None]]:
@@ -581,6 +579,13 @@ def _remeasured(before: dict, after: dict) -> str:
     return note
 
 
+def _decoder(pair, drafter: str, profile: LatencyProfile | None = None) -> tuple[SpeculativeDecoder, str | None]:
+    """A decoder drafting with `drafter`, or with dflash and `drafter_with_fallback`'s note when it
+    could not be made (None otherwise)."""
+    made, note = drafter_with_fallback(drafter, pair)
+    return SpeculativeDecoder(pair, profile, drafter=made), note
+
+
 def load_change_note(ar_records: list[RoundRecord], race_records: list[RoundRecord]) -> str | None:
     """A note when the race ran under another load than its AR baseline, None otherwise.
 
@@ -594,7 +599,7 @@ def load_change_note(ar_records: list[RoundRecord], race_records: list[RoundReco
         return None
     change = (sum(r.measured_s for r in race_records) / race_modeled) / \
         (sum(r.measured_s for r in ar_records) / ar_modeled)
-    if 1 / (1 + PROFILE_TOLERANCE) <= change <= 1 + PROFILE_TOLERANCE:
+    if within(change, PROFILE_TOLERANCE):
         return None
     return (f"the machine's load changed between the AR baseline and the race: against the latency profile the race "
             f"ran {1 / change if change < 1 else change:.1f}x {'faster' if change < 1 else 'slower'} than the "

@@ -46,8 +46,9 @@ def _check_p(p, d_max: int) -> np.ndarray:
     return p
 
 
-def expected_accepted(p, d: int) -> float:
-    """E[accepted drafts at length d] = sum_{j=1..d} prod_{k<=j} p_k (Eq. 14, i = 1)."""
+def expected_accepted(p, d: int | None = None) -> float:
+    """E[accepted drafts at length d] = sum_{j=1..d} prod_{k<=j} p_k (Eq. 14, i = 1); d = None: all of p."""
+    d = len(p) if d is None else d
     if d < 0:
         raise ValueError(f"d must be >= 0, got {d}")
     p = _check_p(p, d)

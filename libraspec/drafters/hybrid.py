@@ -33,8 +33,7 @@ class HybridDraft(DraftBuffer):
     def _step(self):
         if self.source is None:
             (look, look_s), (block, block_s) = self._timed(self.lookup), self._timed(self.block)
-            use_lookup = not self.lookup.empty and expected_accepted(look[1], len(look[1])) > expected_accepted(
-                self.block.peak, len(self.block.peak))
+            use_lookup = not self.lookup.empty and expected_accepted(look[1]) > expected_accepted(self.block.peak)
             self.source = "lookup" if use_lookup else "dflash"
             self.discarded.append(("dflash", block_s) if use_lookup else ("lookup", look_s))
             return look if use_lookup else block

@@ -22,7 +22,7 @@ import datetime
 import pandas as pd
 
 from .bench import mode_summary
-from .provenance import BUSY_SHARE
+from .provenance import BUSY_SHARE, shown_path
 from .stats import DSTAR_BINS, distinguishable
 from .driver import alpha_label
 from ..analysis.calibration import acceptance_by_position, acceptance_samples, expected_calibration_error, reliability_table
@@ -308,19 +308,28 @@ def provenance_lines(data, config: dict) -> list[str]:
     return out
 
 
+def _provenances(data) -> list[dict]:
+    """The provenance of every bench run of the report, main runs first."""
+    return [r.summary["config"].get("provenance", {}) for r in list(data.main.values()) + list(data.sweeps.values())]
+
+
 def _loads(data) -> tuple[list[float], list[float]]:
     """1-minute load averages before and after every bench run of the report (where recorded)."""
-    results = list(data.main.values()) + list(data.sweeps.values())
-    loads = [r.summary["config"].get("provenance", {}).get("load_1min", {}) for r in results]
+    loads = [p.get("load_1min", {}) for p in _provenances(data)]
     return ([x["before"] for x in loads if x.get("before") is not None],
             [x["after"] for x in loads if x.get("after") is not None])
 
 
 def _shares(data) -> list[float]:
     """The share of the CPU other processes used during every bench run of the report (where recorded)."""
-    results = list(data.main.values()) + list(data.sweeps.values())
-    shares = [r.summary["config"].get("provenance", {}).get("others_cpu_share") for r in results]
-    return [x for x in shares if x is not None]
+    return [p["others_cpu_share"] for p in _provenances(data) if p.get("others_cpu_share") is not None]
+
+
+def _sources(data) -> dict[str, str]:
+    """suite -> the prompt file its main runs read (assets/prompts, written for this project, or a
+    public set read at run time)."""
+    return {suite: shown_path(result.summary["config"]["prompts"]) if result.summary["config"].get("prompts") else "?"
+            for (suite, _), result in data.main.items()}
 
 
 def busy_warning(data) -> list[str]:
@@ -365,7 +374,7 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
                 f"; FailFast (paper) threshold {config['failfast_paper']['threshold']}, start and step "
                 f"{config['failfast_paper']['step']}, at most {config['failfast_paper']['d_max']} (its d* and MAD "
                 f"still look ahead d_max = {plan.d_max} drafts)"),
-             f"- Suites {', '.join(plan.suites)} (assets/prompts/*.jsonl, written for this project): first "
+             f"- Suites {', '.join(f'{suite} (`{source}`)' for suite, source in _sources(data).items())}: first "
              f"{plan.prompts_per_suite} prompts each, {plan.max_new_tokens} new tokens, temperatures "
              f"{', '.join(f'{t:g}' for t in plan.temperatures)}, seed {plan.seed} (+ prompt index)",
              "- Measured time: drafting + policy + verification wall clock (prefill excluded); modeled time: the "
