@@ -25,7 +25,7 @@ from .modes import get_mode
 from .oracle import oracle_length
 from .policy import Decision, LengthPolicy, epsilon_bounds
 from .records import RoundRecord
-from .tree import TreeShape, build_tree, greedy_tree_accept
+from .tree import TreePolicy, build_tree, target_child_probs, tree_accept, tree_oracle
 from .verify import SamplingConfig, acceptance_prefix, greedy_accept, probabilities, sample_accept
 
 
@@ -98,37 +98,34 @@ class SpeculativeDecoder:
         """A re-measured profile; runs already under way keep the one they started with."""
         self._profile = profile
 
-    def run(self, prompt_ids, mode: str, policy: LengthPolicy | TreeShape | None,
+    def run(self, prompt_ids, mode: str, policy: LengthPolicy | None,
             config: DecodeConfig) -> Iterator[RoundRecord]:
         """Decode `prompt_ids`; yields one frozen RoundRecord per round. `policy` is a policy mode's
-        length policy, a tree mode's `TreeShape`, None for AR and the oracle."""
+        length policy, a tree mode's `TreePolicy`, None for AR and the oracle."""
         kind = get_mode(mode).kind
         if (policy is None) != (kind not in ("policy", "tree")):
             raise ValueError(f"mode {mode!r} {'takes no' if policy is not None else 'needs a'} policy")
         sampling = config.sampling
-        if kind == "tree" and not sampling.greedy:
-            raise ValueError(f"mode {mode!r}: tree sampling (temperature > 0) is not implemented yet; "
-                             "use temperature 0 or a chain mode")
         limit = self.target.max_positions - 1
         for name, value in (("config.lookahead", config.lookahead), ("policy.d_max", policy.d_max if policy else 1)):
             if value > limit:
                 raise ValueError(f"{name}={value} is beyond the target's context window ({limit + 1})")
         state = self._prefill(prompt_ids, config.seed)
         profile = self.profile
-        if kind == "policy":
+        if kind in ("policy", "tree"):
             policy.reset()
         while True:
             if kind == "ar":
                 record = self._ar_step(state, sampling, profile)
             elif kind == "tree":
-                record = self._tree_round(state, mode, policy, config, profile)
+                record = self._tree_round(state, mode, policy, config, sampling, profile)
             else:
                 record = self._round(state, mode, policy, config, sampling, profile)
             finished = (record.committed_tokens and record.committed_tokens[-1] in self.eos_ids) \
                 or state.generated >= config.max_new_tokens or len(state.ids) >= self.target.max_positions
             if finished:
                 record = _replace(record, finished=True)
-            if kind == "policy":
+            if kind in ("policy", "tree"):
                 policy.update(record)
             yield record
             if finished:
@@ -224,42 +221,80 @@ class SpeculativeDecoder:
             verify_s=verify_s, modeled_s=buffer.modeled_draft_s(profile, blocks) + profile.verify_time(d + 1)
             + self._upkeep_s(profile))
 
-    def _tree_round(self, state: _State, mode: str, shape: TreeShape, config: DecodeConfig,
-                    profile: LatencyProfile) -> RoundRecord:
-        """A greedy draft-tree round (DDTree): one tree from the drafter's per-position candidates,
-        verified in one target forward; the same six steps as `_round`."""
+    def _tree_round(self, state: _State, mode: str, policy: TreePolicy, config: DecodeConfig,
+                    sampling: SamplingConfig, profile: LatencyProfile) -> RoundRecord:
+        """A draft-tree round (DDTree): the depth policy picks the depth from the drafter's chain,
+        one tree fills the node budget within it, one target forward verifies it; the same six
+        steps as `_round`."""
         L = len(state.ids)
         room = self._room(state, config)
-        buffer = self.drafter.start_round(state.context, state.ids, config.sampling, state.generator)
-        # 1. draft the blocks that cover the tree's depth (the round's room may cut it)
+        cap = max(0, room - 1)
+        lookahead = min(config.lookahead, cap)
+        uniforms = None if sampling.greedy else \
+            torch.rand(max(lookahead, policy.d_max) + self.n, policy.node_budget, generator=state.generator)
+        buffer = self.drafter.start_round(state.context, state.ids, sampling, state.generator)
+        # 1. draft the first block
         buffer.extend(1)
-        depth = 0 if buffer.empty else min(shape.depth, max(0, room - 1))
-        buffer.ensure(depth)
-        # 2. build the tree best-first by path probability (within the budget and the depth)
+        # 2. choose the depth (the policy drafts the blocks it needs), then build the tree best-first
+        #    by path probability within the node budget and that depth
+        decision, policy_s = Decision(0), 0.0
+        if not buffer.empty:
+            drafted_before = buffer.seconds
+            start = time.perf_counter()
+            decision = policy.choose_length(buffer)
+            policy_s = max(time.perf_counter() - start - (buffer.seconds - drafted_before), 0.0)
+        depth = min(decision.d, cap)
         start = time.perf_counter()
-        tree = build_tree([buffer.candidates(i, shape.node_budget) for i in range(depth)], shape.node_budget)
-        build_s = time.perf_counter() - start
+        tree = build_tree([buffer.candidates(i, policy.node_budget) for i in range(depth)], policy.node_budget)
+        policy_s += time.perf_counter() - start
+        blocks = buffer.blocks
+        oracle = (None, None)
+        if config.annotate_oracle and lookahead and not buffer.empty:
+            saved = state.generator.get_state()  # annotation must not disturb this mode's randomness
+            oracle = self._tree_oracle(state, buffer, policy.node_budget, lookahead, sampling, uniforms, profile)
+            state.generator.set_state(saved)
         # 3. verify [last token, nodes...] in one target forward with the tree attention mask
         start = time.perf_counter()
         out = self.target.forward_tree(state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths,
                                        with_hidden=self.drafter.needs_features)
-        # 4. accept the longest root path the target's argmax agrees with, then the bonus token
-        path, bonus = greedy_tree_accept(tree, out.logits)
-        accepted = [tree.tokens[j] for j in path]
-        committed = self._truncate(accepted + [bonus], room)
+        # 4. accept a root path (greedy: the target's argmax; sampling: recursive rejection), then the bonus
+        path, bonus = tree_accept(tree, out.logits, sampling, uniforms, state.generator)
+        committed = self._truncate([tree.tokens[j] for j in path] + [bonus], room)
         # 5. commit, then keep the root and the accepted path in every cache
         state.ids.extend(committed)
         self._fit_caches(state, out.hidden_states, L - 1, rows=[0] + [1 + j for j in path])
         verify_s = time.perf_counter() - start
-        # 6. record: the drafts shown are the drafter's own chain, the tree's most likely path
-        shown = buffer.blocks * self.n
+        # 6. record: the drafts shown are the drafter's own chain, the tree's nodes beside them
+        shown = blocks * self.n
+        if depth < decision.d and decision.alpha:  # the round's room cut the depth
+            decision = dataclasses.replace(decision, eps_bounds=tuple(
+                epsilon_bounds(buffer.confidences[:depth], decision.alpha)) if depth else ())
         return self._record(
             state, mode=mode, drafts=buffer.tokens[:shown], confidences=buffer.confidences[:shown].tolist(),
-            sources=buffer.sources[:shown], blocks=buffer.blocks, d=tree.depth, accepted=len(path),
+            sources=buffer.sources[:shown], blocks=blocks, decision=decision, d=depth, accepted=len(path),
             committed=committed, bonus_token=bonus if len(committed) == len(path) + 1 else None,
-            draft_s=buffer.seconds, policy_s=build_s, verify_s=verify_s, tree_size=len(tree),
-            modeled_s=buffer.modeled_draft_s(profile, buffer.blocks) + profile.verify_time(len(tree) + 1)
-            + self._upkeep_s(profile))
+            oracle_d=oracle[0], oracle_tree_size=oracle[1], tree=tree, tree_path=path,
+            draft_s=buffer.draft_seconds(blocks), policy_s=policy_s, verify_s=verify_s,
+            modeled_s=self._tree_time(buffer, profile, blocks, len(tree)))
+
+    def _tree_time(self, buffer: DraftBuffer, profile: LatencyProfile, steps: int, nodes: int) -> float:
+        """Modeled seconds of a tree round: `steps` drafting steps, one verification of the root
+        and `nodes` nodes, the drafter's upkeep."""
+        return buffer.modeled_draft_s(profile, steps) + profile.verify_time(nodes + 1) + self._upkeep_s(profile)
+
+    def _tree_oracle(self, state: _State, buffer: DraftBuffer, budget: int, depth: int, sampling: SamplingConfig,
+                     uniforms, profile: LatencyProfile) -> tuple[int, int]:
+        """(depth*, nodes*) of the hindsight-best sub-tree of a look-ahead tree (`budget` nodes,
+        `depth` deep), verified once, untimed, under the round's uniforms (`tree.tree_oracle`)."""
+        buffer.ensure(depth)
+        tree = build_tree([buffer.candidates(i, budget) for i in range(depth)], budget)
+        out = self.target.forward_tree(state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths,
+                                       with_hidden=False)
+        child_probs, _ = target_child_probs(tree, out.logits, sampling)
+        self._fit_caches(state, None, None)
+        return tree_oracle(tree, child_probs, None if sampling.greedy else uniforms,
+                           lambda h, nodes: self._tree_time(buffer, profile, max(1, buffer.steps_for(h)), nodes),
+                           zero_time=self._tree_time(buffer, profile, 1, 0))
 
     def _oracle_length(self, state: _State, buffer: DraftBuffer, D: int, sampling: SamplingConfig,
                        uniforms, profile: LatencyProfile) -> tuple[int | None, int]:
@@ -325,7 +360,8 @@ class SpeculativeDecoder:
     def _record(self, state: _State, *, mode: str, committed: list[int], bonus_token: int | None,
                 verify_s: float, modeled_s: float, drafts=(), confidences=(), sources=(), blocks: int = 0,
                 decision: Decision = Decision(0), d: int = 0, accepted: int = 0, oracle_d: int | None = None,
-                draft_s: float = 0.0, policy_s: float = 0.0, tree_size: int = 0) -> RoundRecord:
+                draft_s: float = 0.0, policy_s: float = 0.0, tree=None, tree_path=(),
+                oracle_tree_size: int | None = None) -> RoundRecord:
         state.seconds += draft_s + policy_s + verify_s
         state.modeled += modeled_s
         record = RoundRecord(
@@ -337,7 +373,10 @@ class SpeculativeDecoder:
             bonus_token=None if bonus_token is None else int(bonus_token), oracle_length=oracle_d,
             draft_s=float(draft_s), policy_s=float(policy_s), verify_s=float(verify_s), modeled_s=float(modeled_s),
             cumulative_tokens=state.generated, cumulative_s=state.seconds, cumulative_modeled_s=state.modeled,
-            alpha=decision.alpha, tree_size=int(tree_size))
+            alpha=decision.alpha, tree_size=0 if tree is None else len(tree),
+            tree_tokens=() if tree is None else tree.tokens, tree_parents=() if tree is None else tree.parents,
+            tree_probs=() if tree is None else tree.probs, tree_path=tuple(int(j) for j in tree_path),
+            oracle_tree_size=oracle_tree_size)
         state.rounds += 1
         return record
 

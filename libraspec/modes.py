@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy
-from .tree import TreeShape
+from .tree import TreePolicy
 
 ALPHA_RANGE = (0.05, 64.0)  # the paper's alpha = T / (tau c) reaches ~16 on CPU profiles
 D_MAX_CAP = 512  # lengths beyond this are never useful on the supported models
@@ -28,8 +28,8 @@ class PolicySettings:
     g4_initial: int | None = None  # G4's first d; None = min(static length, d_max)
     failfast_threshold: float = 0.6  # FailFast extends while every q_i >= this
     failfast_step: int = 4  # FailFast's extension step
-    tree_depth: int | None = None  # ddtree's depth limit; None = n (one block-diffusion pass)
-    node_budget: int = 32  # ddtree's nodes verified besides the root (paper: 64..512 on GPUs)
+    tree_depth: int | None = None  # ddtree's depth; None = n (one block-diffusion pass)
+    node_budget: int = 32  # tree modes' nodes verified besides the root (paper: 64..512 on GPUs)
 
     def checked(self, n: int, limit: int = D_MAX_CAP) -> tuple["PolicySettings", tuple[str, ...]]:
         """Settings clamped to what a drafter with n drafts per step can run, and what was changed.
@@ -68,14 +68,14 @@ class Mode:
     label: str  # shown in tables and legends
     colour: str  # Okabe-Ito palette: distinguishable under common colour-vision deficiencies
     kind: str  # "ar" (no drafts), "oracle" (hindsight d*), "policy" (a chain of length d) or "tree"
-    factory: Callable[[PolicySettings], LengthPolicy | TreeShape] | None = None  # policy and tree modes
+    factory: Callable[[PolicySettings], LengthPolicy] | None = None  # policy and tree modes
 
     @property
     def needs_drafter(self) -> bool:
         return self.kind != "ar"
 
-    def policy(self, settings: PolicySettings) -> LengthPolicy | TreeShape | None:
-        """A fresh policy, or a tree mode's `TreeShape` (None for AR and the oracle); settings must
+    def policy(self, settings: PolicySettings) -> LengthPolicy | None:
+        """A fresh policy, a tree mode's `TreePolicy` (None for AR and the oracle); settings must
         already be `checked`."""
         return None if self.factory is None else self.factory(settings)
 
@@ -92,7 +92,9 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("failfast", "FailFast", "#E69F00", "policy",
          lambda s: FailFastPolicy(s.failfast_threshold, s.failfast_step, s.d_max)),
     Mode("oracle", "oracle", "#009E73", "oracle"),
-    Mode("ddtree", "DDTree", "#56B4E9", "tree", lambda s: TreeShape(s.tree_depth, s.node_budget)),
+    Mode("ddtree", "DDTree", "#56B4E9", "tree", lambda s: TreePolicy(StaticPolicy(s.tree_depth), s.node_budget)),
+    Mode("ddtree-libraspec", "DDTree+LibraSpec", "#882255", "tree",
+         lambda s: TreePolicy(LibraSpecPolicy(s.alpha, s.d_max), s.node_budget)),
 )}
 POLICY_MODES = tuple(name for name, m in MODES.items() if m.kind == "policy")
 
@@ -103,8 +105,8 @@ def get_mode(name: str) -> Mode:
     return MODES[name]
 
 
-def make_policy(name: str, n: int, **settings) -> LengthPolicy | TreeShape:
-    """A policy mode's policy (a tree mode's `TreeShape`) for a drafter with n drafts per step, from
+def make_policy(name: str, n: int, **settings) -> LengthPolicy:
+    """A policy mode's policy (a tree mode's `TreePolicy`) for a drafter with n drafts per step, from
     keyword settings (the fields of `PolicySettings`, defaults for the rest), clamped by
     `PolicySettings.checked`."""
     mode = get_mode(name)

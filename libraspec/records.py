@@ -59,6 +59,11 @@ class RoundRecord:
     alpha: float | None = None  # LibraSpec's alpha this round (it changes under automatic alpha)
     draft_sources: tuple[str, ...] = ()  # the drafter that proposed each drafted token ("dflash", "lookup")
     tree_size: int = 0  # nodes of the draft tree verified besides the root (tree modes; 0 for chains)
+    tree_tokens: tuple[int, ...] = ()  # the tree's nodes in best-first order, parents before children
+    tree_parents: tuple[int, ...] = ()  # each node's parent index, -1 for children of the root
+    tree_probs: tuple[float, ...] = ()  # each node's drafter confidence q_i(x)
+    tree_path: tuple[int, ...] = ()  # indices of the accepted nodes, root to leaf
+    oracle_tree_size: int | None = None  # nodes of the hindsight-best sub-tree (tree modes' d* is its depth)
 
     @property
     def tau(self) -> int:
@@ -71,7 +76,8 @@ class RoundRecord:
 
 
 # record fields holding one value per draft / step / token: lists in frames and Parquet, JSON in CSV
-LIST_COLUMNS = ("draft_tokens", "confidences", "draft_sources", "eps_bounds", "committed_tokens", "policy_steps")
+LIST_COLUMNS = ("draft_tokens", "confidences", "draft_sources", "eps_bounds", "committed_tokens", "tree_tokens",
+                "tree_parents", "tree_probs", "tree_path", "policy_steps")
 
 
 def records_to_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:

@@ -9,17 +9,23 @@ so the nodes are the ends of the `budget` most likely root paths (a prefix is at
 as its path, so parents come first).
 
 The target verifies `[last committed token, nodes...]` in one forward with a tree attention mask
-(`TargetModel.forward_tree`). Greedy acceptance (`greedy_tree_accept`) walks from the root along
-the child whose token equals the target's argmax at its parent, and takes the target's argmax
-after the last accepted node as the bonus token. Tree sampling is not implemented yet.
+(`TargetModel.forward_tree`). Acceptance (`tree_accept`) walks from the root: greedy, along the
+child whose token is the target's argmax at its parent, then the argmax after the last accepted
+node as the bonus; sampling, by recursive rejection over each node's children (SpecInfer /
+EAGLE-2 with deterministic candidates: each child is a proposal with q = 1 on its token), then
+the correction from the residual. `tree_oracle` finds the best depth and size in hindsight, and
+`TreePolicy` lets a length policy (static, or LibraSpec's Algorithm 1) choose the depth.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from dataclasses import dataclass
 
 import torch
+
+from .verify import SamplingConfig, probabilities
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,14 @@ class DraftTree:
     @property
     def depth(self) -> int:
         return max(self.depths, default=0)
+
+    @functools.cached_property
+    def children(self) -> dict[int, list[int]]:
+        """node (-1: the root) -> its children in the order they entered, which is their rank order."""
+        out: dict[int, list[int]] = {}
+        for j, parent in enumerate(self.parents):
+            out.setdefault(parent, []).append(j)
+        return out
 
     def path(self, node: int) -> list[int]:
         """Node indices from the root's child down to `node`."""
@@ -85,35 +99,130 @@ def build_tree(candidates: list[tuple[list[int], list[float]]], budget: int) -> 
     return DraftTree(tuple(tokens), tuple(parents), tuple(depths), tuple(probs), tuple(path_probs))
 
 
-def greedy_tree_accept(tree: DraftTree, target_logits: torch.Tensor) -> tuple[list[int], int]:
-    """target_logits (N + 1, V), row 0 the root's -> (accepted node indices root to leaf, bonus).
+def tree_walk(tree: DraftTree, child_probs, uniforms, budget: int | None = None,
+              depth: int | None = None) -> list[int]:
+    """The accepted root path (node indices) of the sub-tree of the first `budget` nodes up to `depth`.
 
-    Accept the longest root path whose every token equals the target's argmax at its parent;
-    the bonus is the target's argmax after the last accepted node. Siblings hold distinct
-    tokens, so at most one child matches at each step.
+    child_probs[j] = p(x_j), the target's probability of node j's token at node j's parent
+    (greedy: 1 for the argmax, 0 otherwise); uniforms (depths, siblings), the round's shared
+    random numbers, one per (depth, sibling rank), None when greedy. At each node its children are tried in
+    rank order: child c is accepted with probability p(c) / (1 - R), R the mass of the
+    siblings rejected before it, which is exactly a draw from p restricted to what is left;
+    when every child is rejected the walk ends there and the correction comes from p without
+    them (`tree_residual`). Every child x_j thus leaves the node with probability p(x_j), and
+    the committed tokens are distributed as the target's (docs/ARCHITECTURE.md, "Lossless
+    verification"). Since best-first order adds each node's children in rank order, a sub-tree
+    of the first b nodes holds a prefix of every node's children and uses the same uniforms.
     """
-    best = target_logits.argmax(dim=-1).cpu().tolist()  # (N + 1,)
-    children: dict[int, dict[int, int]] = {}
-    for j, (parent, token) in enumerate(zip(tree.parents, tree.tokens)):
-        children.setdefault(parent, {})[token] = j
+    budget = len(tree) if budget is None else budget
+    depth = tree.depth if depth is None else depth
     path, node = [], -1
-    while best[node + 1] in children.get(node, {}):
-        node = children[node][best[node + 1]]
-        path.append(node)
-    return path, best[node + 1]
+    while len(path) < depth:
+        rejected, chosen = 0.0, None
+        for rank, c in enumerate(tree.children.get(node, ())):
+            if c >= budget:
+                break
+            p = float(child_probs[c])
+            u = 0.0 if uniforms is None else float(uniforms[len(path), rank])
+            if u * (1.0 - rejected) < p:
+                chosen = c
+                break
+            rejected += p
+        if chosen is None:
+            break
+        path.append(chosen)
+        node = chosen
+    return path
 
 
-@dataclass(frozen=True)
-class TreeShape:
-    """ddtree mode's fixed tree: depth limit and node budget (its `policy` in `engine.run`)."""
+def tree_residual(tree: DraftTree, probs: torch.Tensor, node: int) -> torch.Tensor:
+    """p at `node` (-1: the root) without its children's tokens, renormalised: the correction's
+    distribution after every child was rejected (p itself at a leaf). probs (V,) -> (V,)."""
+    rejected = [tree.tokens[c] for c in tree.children.get(node, ())]
+    residual = probs.clone()
+    residual[torch.as_tensor(rejected, dtype=torch.long, device=probs.device)] = 0.0
+    total = float(residual.sum())
+    return residual / total if total > 0.0 else probs
 
-    depth: int  # deepest node: the drafts of one path (default the drafter's n)
-    node_budget: int  # nodes verified besides the root
 
-    def __post_init__(self):
-        if self.depth < 1 or self.node_budget < 1:
-            raise ValueError(f"a tree needs depth >= 1 and node_budget >= 1, got {self.depth}, {self.node_budget}")
+def target_child_probs(tree: DraftTree, target_logits: torch.Tensor, sampling: SamplingConfig):
+    """(child_probs (N,), rows) from the tree verification's logits (N + 1, V), row 0 the root's.
+
+    child_probs[j] is the target's probability of node j's token at its parent; greedy, the
+    distribution is the one-hot of the argmax and rows holds the argmax per row (N + 1,);
+    sampling, rows holds each row's distribution (N + 1, V) after temperature, top-k, top-p.
+    """
+    parents = torch.as_tensor(tree.parents, dtype=torch.long) + 1  # (N,) rows of the parents
+    tokens = torch.as_tensor(tree.tokens, dtype=torch.long)  # (N,)
+    if sampling.greedy:
+        rows = target_logits.argmax(dim=-1).cpu()  # (N + 1,)
+        return (rows[parents] == tokens).double(), rows
+    rows = probabilities(target_logits, sampling)  # (N + 1, V)
+    return rows[parents.to(rows.device), tokens.to(rows.device)].cpu(), rows
+
+
+def tree_accept(tree: DraftTree, target_logits: torch.Tensor, sampling: SamplingConfig, uniforms,
+                generator: torch.Generator | None) -> tuple[list[int], int]:
+    """target_logits (N + 1, V) -> (accepted node indices root to leaf, bonus / correction token).
+
+    Greedy: the longest root path whose every token is the target's argmax at its parent, then
+    the argmax after it (siblings hold distinct tokens, so at most one child matches). Sampling:
+    `tree_walk` under the round's uniforms, then a draw from `tree_residual` at the last node.
+    """
+    child_probs, rows = target_child_probs(tree, target_logits, sampling)
+    path = tree_walk(tree, child_probs, None if sampling.greedy else uniforms)
+    end = path[-1] if path else -1
+    if sampling.greedy:
+        return path, int(rows[end + 1])
+    dist = tree_residual(tree, rows[end + 1], end)
+    return path, int(torch.multinomial(dist.float().cpu(), 1, generator=generator))  # a CPU generator
+
+
+def tree_oracle(tree: DraftTree, child_probs, uniforms, round_time, zero_time: float) -> tuple[int, int]:
+    """(depth*, nodes*): the sub-tree that commits the most tokens per modeled second in hindsight.
+
+    Sub-trees are the first b nodes (b = 1..len(tree)) cut at depth h (h = 1..tree.depth);
+    each commits len(tree_walk(...)) + 1 tokens in round_time(h, nodes) seconds, where nodes is
+    its size; (0, 0), an AR step after the first drafting step, competes at zero_time. Ties go
+    to the shallower, then the smaller tree.
+    """
+    best, best_rate = (0, 0), 1.0 / zero_time
+    depths = torch.as_tensor(tree.depths, dtype=torch.long)
+    for h in range(1, tree.depth + 1):
+        inside = (depths <= h).cumsum(0).tolist()  # nodes of depth <= h among the first b
+        seen = set()
+        for b in range(1, len(tree) + 1):
+            nodes = inside[b - 1]
+            if nodes in seen:  # the same sub-tree as a smaller b
+                continue
+            seen.add(nodes)
+            rate = (len(tree_walk(tree, child_probs, uniforms, b, h)) + 1) / round_time(h, nodes)
+            if rate > best_rate * (1.0 + 1e-12):
+                best, best_rate = (h, nodes), rate
+    return best
+
+
+class TreePolicy:
+    """A tree mode's policy: a length policy picks the depth from the drafter's chain
+    confidences, and the tree fills `node_budget` nodes within that depth (docs/ARCHITECTURE.md,
+    "Modes"). ddtree's depth policy is a static length, ddtree-libraspec's is Algorithm 1."""
+
+    def __init__(self, depth_policy, node_budget: int):
+        if isinstance(node_budget, bool) or int(node_budget) != node_budget or node_budget < 1:
+            raise ValueError(f"the node budget must be an integer >= 1, got {node_budget!r}")
+        self.depth_policy = depth_policy
+        self.node_budget = int(node_budget)
+        self.name = f"tree-{depth_policy.name}"
 
     @property
     def d_max(self) -> int:
-        return self.depth
+        return self.depth_policy.d_max
+
+    def choose_length(self, buffer):
+        return self.depth_policy.choose_length(buffer)
+
+    def update(self, record) -> None:
+        self.depth_policy.update(record)
+
+    def reset(self) -> None:
+        self.depth_policy.reset()

@@ -9,7 +9,7 @@ from libraspec.modes import make_policy
 from libraspec.policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy, epsilon_bounds
 from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.records import PolicyStep, RoundRecord
-from libraspec.tree import TreeShape
+from libraspec.tree import TreePolicy
 
 
 def naive_eps(q, alpha):
@@ -254,8 +254,15 @@ def test_make_policy_and_protocol():
         decision = policy.choose_length(stream(np.full(30, 0.8), 15))
         d = decision.d
         assert 1 <= d <= policy.d_max
-    assert make_policy("ddtree", 15) == TreeShape(depth=15, node_budget=32)  # a tree mode's shape
-    assert make_policy("ddtree", 15, tree_depth=30, node_budget=4) == TreeShape(depth=30, node_budget=4)
+    tree = make_policy("ddtree", 15)  # a tree mode: a depth policy and a node budget
+    assert isinstance(tree, TreePolicy) and isinstance(tree, LengthPolicy)
+    assert (tree.depth_policy.name, tree.d_max, tree.node_budget) == ("static", 15, 32)
+    tree = make_policy("ddtree", 15, tree_depth=30, node_budget=4)
+    assert (tree.d_max, tree.node_budget) == (30, 4)
+    tree = make_policy("ddtree-libraspec", 15, alpha=3.0, d_max=40, node_budget=64)
+    assert (tree.depth_policy.name, tree.depth_policy.alpha, tree.d_max, tree.node_budget) == ("libraspec", 3.0, 40, 64)
+    assert tree.choose_length(stream(np.full(30, 0.8), 15)) == LibraSpecPolicy(3.0, 40).choose_length(
+        stream(np.full(30, 0.8), 15))
     with pytest.raises(ValueError, match="unknown mode"):
         make_policy("turbo", 15)
 

@@ -12,9 +12,12 @@ these fixed seeds, once it has passed).
 Cases: LibraSpec with 2 new tokens (k = 2, N = 2400; one draft verified per round); static
 d = 3 with 4 new tokens (k = 3, N = 1200), so the first round verifies three drafts and
 their uniforms, rejections and residuals at positions 2 and 3 matter; the same with top-k
-and top-p, the exact probabilities filtered by this file's own top-k / top-p. A
-deliberately broken verifier that accepts every draft produces the drafter's distribution
-instead and must exceed the threshold by far: that shows the test can fail.
+and top-p, the exact probabilities filtered by this file's own top-k / top-p; the oracle; draft
+trees (ddtree with depth 3 and 8 nodes, ddtree-libraspec), whose recursive rejection over
+siblings and residual decide every token. A deliberately broken verifier that accepts every
+draft produces the drafter's distribution instead and must exceed the threshold by far, and a
+tree whose correction forgets to remove the rejected siblings is caught too: that shows the
+test can fail.
 """
 from __future__ import annotations
 
@@ -26,11 +29,13 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import libraspec.engine as engine
+import libraspec.tree as tree_module
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.dflash import DFlashConfig, DFlashDrafter
 from libraspec.models.registry import ModelPair, ByteTokenizer
 from libraspec.models.target import TargetModel
+from libraspec.modes import make_policy
 from libraspec.policy import LibraSpecPolicy, StaticPolicy
 
 torch.set_num_threads(1)
@@ -138,3 +143,28 @@ def test_oracle_mode_keeps_the_target_distribution(pair):
     print(f"oracle: chi-square {statistic:.1f}, threshold {threshold:.1f}")
     assert statistic < threshold, f"chi-square {statistic:.1f} >= {threshold:.1f}"
     assert {r.chosen_length for r in first} >= {1, 3}  # the length follows the outcome
+
+
+TREES = {"ddtree": dict(tree_depth=3, node_budget=8), "ddtree-libraspec": dict(alpha=4.0, d_max=6, node_budget=8)}
+
+
+@pytest.mark.parametrize("mode, top_k, top_p", [("ddtree", 0, 1.0), ("ddtree-libraspec", 0, 1.0), ("ddtree", 3, 0.9)],
+                         ids=["ddtree", "ddtree-libraspec", "ddtree-top-k-top-p"])
+def test_draft_trees_keep_the_target_distribution(pair, mode, top_k, top_p):
+    statistic, threshold, first = chi2(pair, mode, lambda: make_policy(mode, pair.n, **TREES[mode]), new_tokens=4,
+                                       k=3, n=1200, top_k=top_k, top_p=top_p)
+    print(f"{mode}, top_k {top_k}, top_p {top_p}: chi-square {statistic:.1f}, threshold {threshold:.1f}")
+    assert statistic < threshold, f"chi-square {statistic:.1f} >= {threshold:.1f}"
+    assert max(r.tree_size for r in first) == 8 and {0, 1, 2} <= {r.accepted for r in first}
+    if mode == "ddtree-libraspec":
+        assert len({r.chosen_length for r in first}) > 1  # Algorithm 1 chose several depths
+    siblings = [r for r in first if r.tree_path and r.tree_path[0] != r.tree_parents.index(-1)]
+    assert len(siblings) > 100  # the walk often accepts a root child other than the first one
+
+
+def test_a_tree_residual_that_keeps_rejected_siblings_is_detected(pair, monkeypatch):
+    monkeypatch.setattr(tree_module, "tree_residual", lambda tree, probs, node: probs)
+    statistic, threshold, _ = chi2(pair, "ddtree", lambda: make_policy("ddtree", pair.n, **TREES["ddtree"]),
+                                   new_tokens=4, k=3, n=1200)
+    print(f"broken tree residual: chi-square {statistic:.1f}, threshold {threshold:.1f}")
+    assert statistic > 2 * threshold, f"broken tree residual not detected: chi-square {statistic:.1f}"

@@ -1,17 +1,21 @@
-"""Draft trees (ddtree mode): best-first construction, tree verification equal to chain
-verification, greedy output equal to AR for every drafter and shape, exact caches after every
-round, and the refusal to sample."""
+"""Draft trees (ddtree and ddtree-libraspec): best-first construction, tree verification equal to
+chain verification, greedy output equal to AR for every drafter and shape, exact caches after
+every round, the tree walk and the tree oracle. Tree sampling's statistical test is in
+tests/test_sampling.py."""
 from __future__ import annotations
 
 import pytest
 import torch
 
+from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.cost import LatencyProfile
 from libraspec.engine import SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
 from libraspec.models.target import keep_rows
 from libraspec.modes import make_policy
-from libraspec.tree import DraftTree, TreeShape, build_tree, greedy_tree_accept
+from libraspec.policy import StaticPolicy
+from libraspec.tree import DraftTree, TreePolicy, build_tree, tree_accept, tree_oracle, tree_walk
+from libraspec.verify import SamplingConfig
 
 from decoding import generated, run, with_drafter
 from drafters import GreedyOracleDrafter, PartlyRightModule
@@ -28,8 +32,11 @@ def pair(request):
     return tiny_pair(request.param, seed=3, dtype=torch.float64)
 
 
-def tree_run(decoder, prompt, depth=None, budget=32, **cfg):
-    return run(decoder, prompt, "ddtree", make_policy("ddtree", decoder.n, tree_depth=depth, node_budget=budget), **cfg)
+GREEDY = SamplingConfig()
+
+
+def tree_run(decoder, prompt, depth=None, budget=32, mode="ddtree", **cfg):
+    return run(decoder, prompt, mode, make_policy(mode, decoder.n, tree_depth=depth, node_budget=budget), **cfg)
 
 
 def prompts(pair, count: int):
@@ -70,8 +77,10 @@ def test_budget_and_depth_limits():
     assert len(build_tree([], 10)) == 0
     with pytest.raises(ValueError, match="budget"):
         build_tree(CANDIDATES, 0)
-    with pytest.raises(ValueError, match="depth"):
-        TreeShape(0, 4)
+    with pytest.raises(ValueError, match="static length"):
+        TreePolicy(StaticPolicy(0), 4)
+    with pytest.raises(ValueError, match="node budget"):
+        TreePolicy(StaticPolicy(3), 0)
 
 
 def test_greedy_acceptance_walks_the_matching_path():
@@ -83,9 +92,9 @@ def test_greedy_acceptance_walks_the_matching_path():
     want[node_21] = 32
     for node, token in want.items():
         logits[node + 1, token] = 1.0
-    path, bonus = greedy_tree_accept(tree, logits)
+    path, bonus = tree_accept(tree, logits, GREEDY, None, None)
     assert [tree.tokens[j] for j in path] == [11, 21] and bonus == 32
-    assert greedy_tree_accept(DraftTree((), (), (), (), ()), logits[:1]) == ([], 11)
+    assert tree_accept(DraftTree((), (), (), (), ()), logits[:1], GREEDY, None, None) == ([], 11)
 
 
 # -- verification ---------------------------------------------------------------------------------
@@ -158,6 +167,8 @@ SHAPES = {"chain": (7, 7), "wide": (1, 32), "default": (None, 32), "deep": (20, 
 
 
 def test_greedy_ddtree_equals_ar(pair):
+    """Every drafter and shape; each round's modeled time is its drafting, one verification of the
+    tree and the upkeep."""
     for name, drafter in drafters(pair).items():
         decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
         for prompt in prompts(pair, 3):
@@ -248,9 +259,105 @@ def test_the_context_window_stops_ddtree_where_ar_stops(pair):
         tree_run(decoder, [5, 6], depth=10_000)
 
 
-def test_tree_sampling_is_refused(pair):
+def test_tree_modes_need_a_policy(pair):
     decoder = SpeculativeDecoder(pair, PROFILE)
-    with pytest.raises(ValueError, match="tree sampling .* not implemented"):
-        tree_run(decoder, [5, 6], temperature=0.8)
-    with pytest.raises(ValueError, match="needs a policy"):
-        run(decoder, [5, 6], "ddtree", None)
+    for mode in ("ddtree", "ddtree-libraspec"):
+        with pytest.raises(ValueError, match="needs a policy"):
+            run(decoder, [5, 6], mode, None)
+
+
+def test_greedy_ddtree_libraspec_equals_ar_and_lets_algorithm_1_choose_the_depth(pair):
+    """LibraSpec picks the depth from the chain's confidences (extending by blocks, rolling back);
+    the tree fills the budget within it. Output equals AR for every drafter."""
+    depths, steps = set(), set()
+    for name, drafter in drafters(pair).items():
+        decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+        for prompt in prompts(pair, 2):
+            reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=24))
+            for budget in (4, 32):
+                policy = make_policy("ddtree-libraspec", decoder.n, alpha=2.2, d_max=24, node_budget=budget)
+                records = run(decoder, prompt, "ddtree-libraspec", policy, max_new_tokens=24)
+                assert generated(records) == reference, (name, budget)
+                for r in records:
+                    chain = make_policy("libraspec", decoder.n, alpha=2.2, d_max=24)
+                    want = chain.choose_length(ArrayBuffer(r.confidences[: decoder.n], decoder.n,
+                                                           r.confidences[decoder.n:]))
+                    room = 24 - (r.cumulative_tokens - r.tau)  # tokens the round could still commit
+                    assert r.policy_steps == want.steps and r.chosen_length == min(want.d, room - 1)
+                    assert r.tree_size <= budget and max((len(_path(r, j)) for j in range(r.tree_size)), default=0) \
+                        <= r.chosen_length
+                    depths.add(r.chosen_length)
+                    steps.update(s.rollback for s in r.policy_steps)
+    assert len(depths) > 2 and steps == {True, False}  # several depths, extensions and rollbacks
+
+
+def _path(record, node):
+    out = []
+    while node >= 0:
+        out.append(node)
+        node = record.tree_parents[node]
+    return out[::-1]
+
+
+def test_records_carry_the_tree_and_its_accepted_path(pair):
+    drafter = GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9, runner_up=(0, 3))
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    for mode in ("ddtree", "ddtree-libraspec"):
+        for r in tree_run(decoder, prompts(pair, 1)[0], 7, 12, mode=mode, max_new_tokens=30):
+            assert len(r.tree_tokens) == len(r.tree_parents) == len(r.tree_probs) == r.tree_size
+            assert all(p < j for j, p in enumerate(r.tree_parents))
+            assert len(r.tree_path) == r.accepted and list(r.tree_path) == _path(r, r.tree_path[-1]) \
+                if r.tree_path else r.accepted == 0
+            assert [r.tree_tokens[j] for j in r.tree_path][: r.tau] == list(r.committed_tokens[: r.accepted])
+
+
+# -- the walk and the oracle ----------------------------------------------------------------------
+
+def test_the_walk_tries_siblings_with_the_mass_left():
+    """Child c is accepted when u (1 - R) < p(c), R the mass of the siblings rejected before it."""
+    tree = build_tree(CANDIDATES, budget=100)
+    first = tree.children[-1]  # 10, 11, 12
+    probs = torch.zeros(len(tree), dtype=torch.float64)
+    probs[first[0]], probs[first[1]], probs[first[2]] = 0.2, 0.3, 0.1
+    u = torch.full((3, 3), 0.99, dtype=torch.float64)
+    u[0, 0], u[0, 1] = 0.5, 0.3  # 0.5 >= 0.2 rejects 10; 0.3 * 0.8 = 0.24 < 0.3 accepts 11
+    assert tree_walk(tree, probs, u) == [first[1]]
+    u[0, 1] = 0.4  # 0.32 >= 0.3 rejects 11; 0.99 * 0.5 >= 0.1 rejects 12: the walk ends at the root
+    assert tree_walk(tree, probs, u) == []
+    assert tree_walk(tree, probs, u, budget=1) == []
+    deep = torch.ones(len(tree), dtype=torch.float64)
+    assert len(tree_walk(tree, deep, None)) == 3 and len(tree_walk(tree, deep, None, depth=2)) == 2
+    assert tree_walk(tree, deep, None, budget=2) == [0, 1]  # the first two nodes: 10 -> 20
+
+
+def test_tree_oracle_is_the_best_sub_tree_by_brute_force():
+    gen = torch.Generator().manual_seed(5)
+    for trial in range(20):
+        cands = [(list(range(10 * i, 10 * i + 3)), sorted(torch.rand(3, generator=gen).tolist(), reverse=True))
+                 for i in range(4)]
+        tree = build_tree(cands, budget=int(torch.randint(1, 30, (1,), generator=gen)))
+        child = (torch.rand(len(tree), generator=gen) < 0.4).double()
+        u = torch.rand(5, 30, generator=gen, dtype=torch.float64) if trial % 2 else None
+        times = lambda h, nodes: 1.0 + 0.3 * (h > 3) + 0.05 * nodes  # a second block past depth 3
+        depth, nodes = tree_oracle(tree, child, u, times, zero_time=0.9)
+        rates = {(0, 0): 1 / 0.9}
+        for b in range(1, len(tree) + 1):
+            for h in range(1, tree.depth + 1):
+                size = sum(1 for j in range(b) if tree.depths[j] <= h)
+                rates.setdefault((h, size), (len(tree_walk(tree, child, u, b, h)) + 1) / times(h, size))
+        best = max(rates.values())
+        assert rates[(depth, nodes)] == pytest.approx(best)
+        assert (depth, nodes) == min(k for k, v in rates.items() if v >= best * (1 - 1e-12))
+
+
+def test_annotation_gives_every_tree_round_a_hindsight_depth_and_size(pair):
+    drafter = GreedyOracleDrafter(pair.target, block_size=8, right_for=2, confidence=0.7)
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    prompt = prompts(pair, 1)[0]
+    plain = tree_run(decoder, prompt, 7, 8, max_new_tokens=24)
+    for mode in ("ddtree", "ddtree-libraspec"):
+        records = tree_run(decoder, prompt, 7, 8, mode=mode, max_new_tokens=24, annotate_oracle=True)
+        assert generated(records) == generated(plain)
+        assert all(r.oracle_length is not None and r.oracle_tree_size is not None for r in records[:-1])
+        # the drafter is right for two tokens: a longer path never commits more, so d* <= 2
+        assert {r.oracle_length for r in records[:-1]} <= {0, 1, 2} and max(r.oracle_length for r in records) >= 1
