@@ -97,6 +97,7 @@ MODES: dict[str, Mode] = {m.name: m for m in (
          lambda s: TreePolicy(LibraSpecPolicy(s.alpha, s.d_max), s.node_budget)),
 )}
 POLICY_MODES = tuple(name for name, m in MODES.items() if m.kind == "policy")
+TREE_MODES = tuple(name for name, m in MODES.items() if m.kind == "tree")
 
 
 def get_mode(name: str) -> Mode:

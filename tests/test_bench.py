@@ -145,11 +145,11 @@ def test_speedups_are_totals_over_prompts(tmp_path, prompt_file, fixed_profile):
 
 def test_greedy_lossless_every_mode_float64(prompt_file):
     pair = tiny_pair("qwen3", seed=2, dtype=torch.float64)
-    spec = bench.BenchSpec(modes=(*ALL.split(","), "ddtree"), max_new_tokens=10, static_lengths=(1, 3, 9),
-                           d_max=16)
+    spec = bench.BenchSpec(modes=(*ALL.split(","), "ddtree", "ddtree-libraspec"), max_new_tokens=10,
+                           static_lengths=(1, 3, 9), d_max=16)
     result = bench.run_bench(pair, bench.read_prompts(prompt_file)[1:3], spec, profile=PROFILE)
     ar = {r["prompt_index"]: r["output_ids"] for r in result.summary["runs"] if r["mode"] == "ar"}
-    assert len(result.summary["runs"]) == 2 * 9
+    assert len(result.summary["runs"]) == 2 * 10
     assert all(r["output_ids"] == ar[r["prompt_index"]] for r in result.summary["runs"])
 
 
@@ -160,8 +160,32 @@ def test_annotation_subset(prompt_file):
     assert modes["static"]["mad_vs_oracle"] is None and modes["libraspec"]["mad_vs_oracle"] is not None
     assert all(r.oracle_length is None for r in result.records["static"][0])
     assert result.summary["config"]["oracle_annotation"] == ["libraspec"]
-    with pytest.raises(ValueError, match="only policy modes"):
+    with pytest.raises(ValueError, match="only policy and tree modes"):
         bench.BenchSpec(annotate=("ar",))
+
+
+def test_tree_modes_with_several_node_budgets(prompt_file):
+    """--node-budget 2,12: one label per mode and budget, each with its own trees, its tree
+    statistics and (annotated) the hindsight depth and size; outputs equal AR."""
+    pair = tiny_pair("llama", seed=2, dtype=torch.float64)
+    spec = bench.BenchSpec(modes=("ar", "ddtree", "ddtree-libraspec"), max_new_tokens=10, node_budgets=(2, 12),
+                           d_max=16, annotate=("ddtree-libraspec",))
+    result = bench.run_bench(pair, bench.read_prompts(prompt_file)[:2], spec, profile=PROFILE)
+    modes = result.summary["modes"]
+    assert set(modes) == {"ar", "ddtree-b2", "ddtree-b12", "ddtree-libraspec-b2", "ddtree-libraspec-b12"}
+    for label, budget in (("ddtree-b2", 2), ("ddtree-b12", 12), ("ddtree-libraspec-b12", 12)):
+        sizes = [r.tree_size for run in result.records[label] for r in run]
+        assert max(sizes) == budget and modes[label]["mean_tree_size"] == pytest.approx(sum(sizes) / len(sizes))
+    assert modes["ddtree-b12"]["mean_oracle_tree_size"] is None
+    runs = result.records["ddtree-libraspec-b12"]
+    annotated = [r for run in runs for r in run]
+    assert all(r.oracle_length is not None for run in runs for r in run[:-1]) and modes["ddtree-libraspec-b12"]["mad_vs_oracle"] \
+        == pytest.approx(sum(abs(r.chosen_length - r.oracle_length) for r in annotated if r.oracle_length is not None)
+                         / sum(1 for r in annotated if r.oracle_length is not None))
+    ar = {r["prompt_index"]: r["output_ids"] for r in result.summary["runs"] if r["mode"] == "ar"}
+    assert all(r["output_ids"] == ar[r["prompt_index"]] for r in result.summary["runs"])
+    with pytest.raises(ValueError, match="node budgets"):
+        bench.BenchSpec(node_budgets=(4, 4))
 
 
 def test_bad_arguments_exit_with_a_message(tmp_path, prompt_file, capsys):

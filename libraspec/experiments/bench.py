@@ -33,13 +33,15 @@ from ..drafters import DRAFTERS
 from .driver import Job, decode_grid, libraspec_policy, mode_job, parse_alphas
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..files import atomic_write_text
-from ..modes import MODES, POLICY_MODES, PolicySettings
+from ..modes import MODES, POLICY_MODES, TREE_MODES, PolicySettings
+from ..tree import TreePolicy
 from ..profiling import cached_profile, machine_description, profile_check
 from ..records import RoundRecord, records_to_frame, summarize, write_parquet
 from .provenance import cpu_clock, load_average, provenance, versions
 from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
+ANNOTATED_MODES = POLICY_MODES + TREE_MODES  # modes whose rounds can carry the hindsight d*
 PROMPT_KEYS = ("prompt", "question", "problem", "turns")  # HumanEval, GSM8K, MATH-500, MT-Bench
 FAILFAST = {"threshold": 0.6, "step": 4}  # ours: PolicySettings' defaults, recorded in the config
 FAILFAST_PAPER = {"threshold": 0.45, "step": 10, "d_max": 60}  # the FailFast paper's: start at 10 drafts, extend
@@ -92,17 +94,23 @@ def parse_modes(text: str | Sequence[str]) -> tuple[str, ...]:
     return modes
 
 
-def parse_lengths(text: str | Sequence[int] | None) -> tuple[int, ...] | None:
+def parse_lengths(text: str | Sequence[int] | None, what: str = "static lengths") -> tuple[int, ...] | None:
+    """"4,8,15" -> (4, 8, 15): distinct integers >= 1 (static lengths, node budgets); None stays None."""
     if text is None:
         return None
     items = text.split(",") if isinstance(text, str) else list(text)
     try:
         lengths = tuple(int(str(x).strip()) for x in items if str(x).strip())
     except ValueError:
-        raise ValueError(f"static lengths must be integers, got {text!r}") from None
+        raise ValueError(f"{what} must be integers, got {text!r}") from None
     if not lengths or min(lengths) < 1 or len(set(lengths)) != len(lengths):
-        raise ValueError(f"static lengths must be distinct integers >= 1, got {text!r}")
+        raise ValueError(f"{what} must be distinct integers >= 1, got {text!r}")
     return lengths
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
 
 
 def parse_annotate(text: str) -> tuple[str, ...]:
@@ -125,6 +133,8 @@ class BenchSpec:
     # none, or the policy modes named (the annotation's look-ahead costs a long verification a round)
     drafter: str | None = None  # a name in drafters.DRAFTERS; None: the pair's default
     failfast_paper: bool = False  # with "failfast" in modes, also "failfast-paper" (FAILFAST_PAPER)
+    node_budgets: tuple[int, ...] = (32,)  # tree modes' node budgets; several give labels MODE-bB
+    tree_depth: int | None = None  # ddtree's depth; None = n
 
     def __post_init__(self):
         object.__setattr__(self, "modes", parse_modes(self.modes))
@@ -132,11 +142,12 @@ class BenchSpec:
         object.__setattr__(self, "static_lengths", parse_lengths(self.static_lengths))
         if self.drafter is not None and self.drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {self.drafter!r}; choose one of {', '.join(DRAFTERS)}")
+        object.__setattr__(self, "node_budgets", parse_lengths(self.node_budgets, "node budgets"))
         if not isinstance(self.annotate, bool):
             object.__setattr__(self, "annotate", tuple(self.annotate))
-            unknown = set(self.annotate) - set(POLICY_MODES)
+            unknown = set(self.annotate) - set(ANNOTATED_MODES)
             if unknown:
-                raise ValueError(f"only policy modes can be annotated ({', '.join(POLICY_MODES)}), "
+                raise ValueError(f"only policy and tree modes can be annotated ({', '.join(ANNOTATED_MODES)}), "
                                  f"got {', '.join(sorted(unknown))}")
         if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
                 and self.temperature >= 0):
@@ -147,23 +158,28 @@ class BenchSpec:
         return self.static_lengths or (n,)
 
     def longest(self, n: int) -> int:
-        """The longest d any label may verify (the latency profile must reach it)."""
+        """The longest d any label may verify, or the most tree nodes (the latency profile must reach it)."""
         paper = (FAILFAST_PAPER["d_max"],) if self.failfast_paper and "failfast" in self.modes else ()
-        return max((self.d_max,) + self.lengths(n) + paper)
+        trees = self.node_budgets + ((self.tree_depth or n),) if any(m in TREE_MODES for m in self.modes) else ()
+        return max((self.d_max,) + self.lengths(n) + paper + trees)
 
     def annotated(self) -> tuple[str, ...]:
-        """Policy modes whose rounds get the oracle annotation."""
+        """Policy and tree modes whose rounds get the oracle annotation."""
         if isinstance(self.annotate, bool):
-            return tuple(m for m in self.modes if m in POLICY_MODES) if self.annotate else ()
+            return tuple(m for m in self.modes if m in ANNOTATED_MODES) if self.annotate else ()
         return tuple(m for m in self.modes if m in self.annotate)
 
     def labels(self, n: int) -> list[tuple[str, str, int | None]]:
-        """(label, mode, static length) per run of a prompt; several static lengths give
-        labels static-L, FailFast with the paper's settings the label failfast-paper."""
+        """(label, mode, static length or node budget) per run of a prompt; several static lengths
+        give labels static-L, several node budgets MODE-bB, FailFast with the paper's settings the
+        label failfast-paper."""
         out = []
         for mode in self.modes:
             if mode == "static" and len(self.lengths(n)) > 1:
                 out += [(f"static-{L}", "static", L) for L in self.lengths(n)]
+            elif mode in TREE_MODES:
+                several = len(self.node_budgets) > 1
+                out += [(f"{mode}-b{B}" if several else mode, mode, B) for B in self.node_budgets]
             else:
                 out.append((mode, mode, self.lengths(n)[0] if mode == "static" else None))
             if mode == "failfast" and self.failfast_paper:
@@ -217,10 +233,12 @@ def mode_summary(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequen
             "speedup_measured_ci": speedup_interval(rows, "wall_s"),
             "speedup_modeled_ci": speedup_interval(rows, "modeled_s",
                                                    None if ar_runs else profile.ar_token_time()),
-            "mad_vs_oracle": s.mad_vs_oracle if kind == "policy" else None,
+            "mad_vs_oracle": s.mad_vs_oracle if kind in ("policy", "tree") else None,
             "mean_length": sum(r.chosen_length for r in records) / len(records) if kind != "ar" else None,
+            "mean_tree_size": sum(r.tree_size for r in records) / len(records) if kind == "tree" else None,
+            "mean_oracle_tree_size": _mean([r.oracle_tree_size for r in records]) if kind == "tree" else None,
             "policy_s": policy_s, "policy_share": policy_s / s.seconds if s.seconds > 0 else None,
-            "regime": regime_stats(records_to_frame(records), profile.n) if kind == "policy" else None,
+            "regime": regime_stats(records_to_frame(records), profile.n) if kind in ("policy", "tree") else None,
             "per_prompt": rows}
 
 
@@ -237,8 +255,10 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     labels = spec.labels(n)
     jobs = [Job(label, mode, functools.partial(libraspec_policy, spec.alpha, spec.d_max, decoder),
                 functools.partial(_config, spec, mode)) if mode == "libraspec" else
-            mode_job(label, mode, _settings(spec, n, label, length), functools.partial(_config, spec, mode))
-            for label, mode, length in labels]
+            Job(label, mode, functools.partial(_libraspec_tree, spec, decoder, value),
+                functools.partial(_config, spec, mode)) if mode == "ddtree-libraspec" else
+            mode_job(label, mode, _settings(spec, n, label, mode, value), functools.partial(_config, spec, mode))
+            for label, mode, value in labels]
     records = {label: [] for label, _, _ in labels}
     load_before, clock_before = load_average(), cpu_clock()
     bar = _progress(len(prompts) * len(labels), progress)
@@ -253,16 +273,23 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     return BenchResult(summary, records)
 
 
-def _settings(spec: BenchSpec, n: int, label: str, length: int | None) -> PolicySettings:
+def _libraspec_tree(spec: BenchSpec, decoder: SpeculativeDecoder, budget: int) -> TreePolicy:
+    """ddtree-libraspec: LibraSpec (alpha a number or auto, as for the chain) picks the depth."""
+    return TreePolicy(libraspec_policy(spec.alpha, spec.d_max, decoder), budget)
+
+
+def _settings(spec: BenchSpec, n: int, label: str, mode: str, value: int | None) -> PolicySettings:
     """The policy knobs of one label other than LibraSpec (driver.libraspec_policy builds that): the
-    static length (n when unset), FailFast's recorded settings (the paper's for failfast-paper) and
-    ddtree's default shape (depth n, 32 nodes)."""
+    static length (n when unset), FailFast's recorded settings (the paper's for failfast-paper),
+    ddtree's depth (n when unset) and a tree mode's node budget (`value`)."""
     if label == "failfast-paper":
         return PolicySettings(d_max=FAILFAST_PAPER["d_max"], failfast_threshold=FAILFAST_PAPER["threshold"],
                               failfast_step=FAILFAST_PAPER["step"])
-    return PolicySettings(d_max=spec.d_max, static_length=length or n,
+    tree = MODES[mode].kind == "tree"
+    return PolicySettings(d_max=spec.d_max, static_length=n if tree else value or n,
                           g4_initial=min(n, spec.d_max), failfast_threshold=FAILFAST["threshold"],
-                          failfast_step=FAILFAST["step"], tree_depth=n)
+                          failfast_step=FAILFAST["step"], tree_depth=spec.tree_depth or n,
+                          node_budget=value if tree else spec.node_budgets[0])
 
 
 def _config(spec: BenchSpec, mode: str, index: int) -> DecodeConfig:
@@ -348,8 +375,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--failfast-paper", action="store_true",
                         help="with failfast: also FailFast with the paper's settings (threshold 0.45, start and "
                              "step 10, at most 60), labelled failfast-paper")
-    parser.add_argument("--annotate", default=",".join(POLICY_MODES),
-                        help="policy modes to annotate with the oracle d* (for MAD); 'none' for none")
+    parser.add_argument("--node-budget", default="32",
+                        help="tree modes' node budget, or a comma list (labels MODE-bB), e.g. 16,32,64")
+    parser.add_argument("--tree-depth", type=int, default=None, help="ddtree's depth (default: n)")
+    parser.add_argument("--annotate", default=",".join(ANNOTATED_MODES),
+                        help="policy and tree modes to annotate with the oracle d* (for MAD); 'none' for none")
     add_drafter_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -377,7 +407,8 @@ def run(args) -> int:
     spec = BenchSpec(modes=parse_modes(args.modes), max_new_tokens=args.max_new_tokens,
                      temperature=args.temperature, seed=args.seed, alpha=args.alpha, d_max=args.d_max,
                      static_lengths=parse_lengths(args.static_lengths), annotate=parse_annotate(args.annotate),
-                     drafter=args.drafter, failfast_paper=args.failfast_paper)
+                     drafter=args.drafter, failfast_paper=args.failfast_paper,
+                     node_budgets=parse_lengths(args.node_budget, "node budgets"), tree_depth=args.tree_depth)
     pair = load_pair(args.model)
     result = run_bench(pair, prompts, spec, progress=not args.quiet, source=str(args.prompts))
     write_result(result, args.out)
