@@ -329,6 +329,7 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
         "static_length": best[1] if best else spec.lengths(n)[0], "static_lengths": list(spec.lengths(n)),
         "best_static": best[0] if best else None, "g4_initial": min(n, spec.d_max), "failfast": dict(FAILFAST),
         "failfast_paper": dict(FAILFAST_PAPER) if spec.failfast_paper and "failfast" in spec.modes else None,
+        "node_budgets": list(spec.node_budgets), "tree_depth": spec.tree_depth or n,
         "modes": list(spec.modes), "max_new_tokens": spec.max_new_tokens, "temperature": spec.temperature,
         "seed": spec.seed, "prompts": source, "num_prompts": len(prompts),
         "oracle_annotation": list(spec.annotated()),

@@ -1,0 +1,148 @@
+"""Chains against draft trees on public prompts: `python benchmarks/trees.py`.
+
+For each suite (the first K prompts of GSM8K, HumanEval and MT-Bench first turns, read at run
+time from ../shared/data and never copied into the repository) one `bench` run with the
+block-diffusion drafter decodes AR, static d = n (the chain at the tree's depth), LibraSpec on
+the chain, ddtree (depth n) and ddtree-libraspec (Algorithm 1 picks the depth) at every node
+budget of --node-budget, interleaved prompt by prompt. No mode is oracle-annotated unless
+--annotate asks (then all are), so every mode is timed under the same conditions. Writes one
+JSON per suite under benchmarks/results/trees/ and a Markdown table: tau, tau over the chain's
+at the same depth, mean depth and nodes, measured and modeled speedups over AR with 95%
+bootstrap intervals over prompts, and the verification's measured and modeled milliseconds per
+round (the cost of a wider verification). Run it on an otherwise idle machine: the table
+lists the share of the CPU other processes used during each run (provenance).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from libraspec.cost import LatencyProfile  # noqa: E402
+from libraspec.experiments.bench import (ANNOTATED_MODES, BenchSpec, read_prompts, records_path,  # noqa: E402
+                                         run_bench, write_result)
+from libraspec.models.registry import load_pair  # noqa: E402
+from libraspec.records import read_trace  # noqa: E402
+
+from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
+
+MODES = ("ar", "static", "libraspec", "ddtree", "ddtree-libraspec")
+
+
+def run_suite(pair, suite: str, file: str, args) -> None:
+    out = Path(args.out) / f"{suite}.json"
+    if out.exists() and not args.force:
+        return
+    prompts = read_prompts(Path(args.data) / file)[: args.prompts]
+    spec = BenchSpec(modes=MODES, max_new_tokens=args.max_new_tokens, alpha=args.alpha, d_max=args.d_max,
+                     annotate=tuple(m for m in MODES if m in ANNOTATED_MODES) if args.annotate else False,
+                     drafter=args.drafters, node_budgets=tuple(int(b) for b in args.node_budget.split(",")))
+    write_result(run_bench(pair, prompts, spec, source=f"{file} (first {args.prompts})"), out)
+
+
+def _ci(entry: dict, key: str) -> str:
+    low, high = entry[f"{key}_ci"] or (None, None)
+    value = entry[key]
+    return f"{value:.2f}x" + (f" [{low:.2f}-{high:.2f}]" if low is not None else "")
+
+
+def rows(path: Path) -> list[dict]:
+    """One row per label of a suite's run: its summary, and from its records the verification's
+    measured and modeled milliseconds per round."""
+    summary = json.loads(path.read_text())
+    frame = read_trace(records_path(path))
+    profile = LatencyProfile.from_dict(summary["config"]["profile"])
+    chain_tau = summary["modes"]["static"]["tau"]
+    out = []
+    for label, entry in summary["modes"].items():
+        mine = frame[frame["label"] == label]
+        nodes = mine["tree_size"].where(mine["tree_size"] > 0, mine["chosen_length"])
+        modeled = [profile.ar_token_time() if label == "ar" else profile.verify_time(k + 1) for k in nodes]
+        out.append({"suite": path.stem, "label": label, "entry": entry,
+                     "tau_vs_chain": entry["tau"] / chain_tau if label != "ar" else None,
+                     "verify_ms": 1e3 * float(mine["verify_s"].mean()), "verify_model_ms": 1e3 * sum(modeled) / len(modeled),
+                     "config": summary["config"]})
+    return out
+
+
+def table(args) -> str:
+    found = [Path(args.out) / f"{suite}.json" for suite in SUITES if (Path(args.out) / f"{suite}.json").exists()]
+    if not found:
+        raise SystemExit(f"no run files in {args.out}: run without --table-only first")
+    all_rows = [r for path in found for r in rows(path)]
+    config = all_rows[0]["config"]
+    others = [r["config"].get("provenance", {}).get("others_cpu_share") for r in all_rows]
+    others = [x for x in others if x is not None]
+    lines = [f"# Chains and draft trees on public prompts ({config['num_prompts']} per suite, "
+             f"{config['max_new_tokens']} tokens, greedy, block-diffusion drafter)", "",
+             f"Embedded pair, n = {config['n']}, LibraSpec alpha = {config['alpha']:g}, d_max = {config['d_max']}; "
+             f"ddtree's depth is n; node budgets {', '.join(str(b) for b in config.get('node_budgets', []))}; "
+             f"{config['threads']} thread(s) on {config['machine']['cpu']}. "
+             + (f"Other processes used {100 * min(others):.0f}-{100 * max(others):.0f}% of the machine's CPU "
+                "during the runs. " if others else "")
+             + "AR is decoded beside every mode on each prompt. Speedups: AR seconds per token over the mode's, "
+               "95% bootstrap intervals over prompts in brackets. Verification ms per round: measured wall "
+               "clock of the verifying forward and acceptance, and the latency profile's time for the same "
+               "number of rows (its chain verification of nodes + 1 tokens).",
+             "Command: `python benchmarks/trees.py " + " ".join(sys.argv[1:]) + "`", "",
+             "| suite | mode | tau | tau / chain's | mean depth | mean nodes | measured | modeled | "
+             "verify ms measured | verify ms modeled |", "|---|---|---|---|---|---|---|---|---|---|"]
+    pooled: dict[str, list[float]] = {}
+    for r in all_rows:
+        e = r["entry"]
+        lines.append(f"| {r['suite']} | {r['label']} | {e['tau']:.2f} | "
+                     + (f"{r['tau_vs_chain']:.2f}x" if r["tau_vs_chain"] else "") + " | "
+                     + (f"{e['mean_length']:.1f}" if e["mean_length"] is not None else "") + " | "
+                     + (f"{e['mean_tree_size']:.1f}" if e.get("mean_tree_size") is not None else "") + " | "
+                     + f"{_ci(e, 'speedup_measured')} | {_ci(e, 'speedup_modeled')} | {r['verify_ms']:.1f} | "
+                     f"{r['verify_model_ms']:.1f} |")
+        acc = pooled.setdefault(r["label"], [0.0, 0.0, 0, 0])
+        acc[0] += e["wall_s"]
+        acc[1] += e["modeled_s"]
+        acc[2] += e["tokens"]
+        acc[3] += e["rounds"]
+    ar = pooled["ar"]
+    lines += ["", "Pooled over suites (totals): speedup = AR seconds per token / mode seconds per token.", "",
+              "| mode | tau | tau / chain's | measured | modeled |", "|---|---|---|---|---|"]
+    chain_tau = pooled["static"][2] / pooled["static"][3]
+    for label, (wall, modeled, tokens, rounds) in pooled.items():
+        if label == "ar":
+            continue
+        tau = tokens / rounds
+        lines.append(f"| {label} | {tau:.2f} | {tau / chain_tau:.2f}x | {(ar[0] / ar[2]) / (wall / tokens):.2f}x | "
+                     f"{(ar[1] / ar[2]) / (modeled / tokens):.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(parser, prompts=8, max_new_tokens=128)
+    parser.set_defaults(alpha=2.2, d_max=24, drafters="dflash")  # the paper's DDTree + LibraSpec setting
+    parser.add_argument("--suites", default=",".join(SUITES))
+    parser.add_argument("--node-budget", default="16,32", help="comma list of tree node budgets")
+    parser.add_argument("--annotate", action="store_true", help="oracle-annotate every policy and tree mode")
+    parser.add_argument("--table-only", action="store_true", help="only rebuild README.md from the results")
+    parser.add_argument("--force", action="store_true", help="decode again runs whose results exist")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "trees"))
+    args = parser.parse_args()
+    if "," in args.drafters:
+        raise SystemExit("--drafters: one drafter (trees need per-position candidates: dflash)")
+    torch.set_num_threads(args.threads)
+    os.makedirs(args.out, exist_ok=True)
+    if not args.table_only:
+        pair = load_pair()
+        for suite in args.suites.split(","):
+            run_suite(pair, suite, SUITES[suite], args)
+    publish(args.out, table(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
