@@ -20,6 +20,7 @@ import torch
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models import embedded, registry
+from libraspec.modes import make_policy
 from libraspec.policy import LibraSpecPolicy, StaticPolicy
 from libraspec.train.prompts import heldout_prompts
 
@@ -163,6 +164,22 @@ def test_greedy_speculative_output_equals_ar_and_the_drafter_drafts(decoder):
         assert static == ar and libraspec == ar and len(ar) >= 8
         committed, rounds = committed + len(static), rounds + static_rounds
     assert committed / rounds > 1.2  # tau of static d = n; the held-out evaluation measured 1.73
+
+
+def test_greedy_draft_trees_equal_ar_and_accept_more_than_the_chain(decoder):
+    """ddtree (depth n, 16 nodes) and ddtree-libraspec on the embedded pair: AR's tokens, and the
+    tree commits more per round than the chain of the same depth."""
+    chain = tree = chain_rounds = tree_rounds = 0
+    for prompt in heldout_prompts()[:2]:
+        ids = decoder.pair.encode_prompt(prompt)
+        ar, _ = tokens(decoder, ids, "ar", None)
+        static, static_rounds = tokens(decoder, ids, "static", StaticPolicy(7))
+        ddtree, ddtree_rounds = tokens(decoder, ids, "ddtree", make_policy("ddtree", 7, node_budget=16))
+        both, _ = tokens(decoder, ids, "ddtree-libraspec", make_policy("ddtree-libraspec", 7, node_budget=16))
+        assert ddtree == ar and both == ar
+        chain, chain_rounds, tree, tree_rounds = (chain + len(static), chain_rounds + static_rounds,
+                                                  tree + len(ddtree), tree_rounds + ddtree_rounds)
+    assert tree / tree_rounds > chain / chain_rounds
 
 
 def test_the_apps_math_examples_get_the_right_answers(decoder):
