@@ -291,6 +291,18 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     assert json.loads((results / "math-alphaauto.json").read_text())["config"]["alpha"] == "auto"
     assert "| auto |" in text and "| FailFast (paper) |" in text
     assert os.path.exists(results / "chat-d_max15.json")
+    # chains against trees: one run per suite and temperature, on the block-diffusion drafter
+    trees = json.loads((results / "math-trees-T0.json").read_text())
+    assert trees["config"]["models"]["drafter"] == "dflash" and trees["config"]["node_budgets"] == [16, 32]
+    assert set(trees["modes"]) == {"ar", "static", "libraspec", "ddtree-b16", "ddtree-b32", "ddtree-libraspec-b16",
+                                   "ddtree-libraspec-b32"}
+    assert all(r["output_ids"] == next(a["output_ids"] for a in trees["runs"] if a["mode"] == "ar")
+               for r in trees["runs"]) and os.path.exists(results / "chat-trees-T1.json")
+    for heading in ("## Chains and draft trees", "### math, temperature 0 (trees)",
+                    "### pooled over suites, temperature 1 (trees)"):
+        assert heading in text, heading
+    assert "| ddtree-libraspec-b32 |" in text and "- ddtree-b16: measured " in text
+    assert "DDTree + LibraSpec: +0.39-0.69x" in text and "--node-budget 16,32" in text
 
 
 def test_fair_grids():

@@ -42,7 +42,8 @@ PROMPTS_DIR = ASSETS / "prompts"
 PUBLIC_DATA = ASSETS.parents[1] / "shared" / "data"
 PUBLIC_SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "math500": "math500.jsonl",
                  "mtbench": "mt_bench_questions.jsonl"}
-ALL_MODES = tuple(name for name, m in MODES.items() if m.kind != "tree")  # trees run greedy only, not in the report yet
+ALL_MODES = tuple(name for name, m in MODES.items() if m.kind != "tree")  # trees have their own runs (tree_spec)
+TREE_RUN_MODES = ("ar", "static", "libraspec") + tuple(name for name, m in MODES.items() if m.kind == "tree")
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class ReportPlan:
     seed: int = 0
     annotate: tuple[str, ...] = ("static", "libraspec", "g4", "failfast")  # modes that get MAD to d*
     drafter: str | None = None  # None: the pair's default
+    node_budgets: tuple[int, ...] = (16, 32)  # the chain-vs-tree runs' node budgets (paper: 64..512 on GPUs)
+    tree_drafter: str = "dflash"  # trees need per-position candidates: the block-diffusion drafter
     quick: bool = False  # every table says "quick": the sample is too small for the conclusions of a full run
 
     def lengths(self, n: int) -> tuple[int, ...]:
@@ -72,6 +75,13 @@ class ReportPlan:
                          seed=self.seed, alpha=self.alpha, d_max=self.d_max, static_lengths=self.lengths(n),
                          annotate=self.annotate, drafter=self.drafter, failfast_paper=True)
 
+    def tree_spec(self, n: int, temperature: float) -> BenchSpec:
+        """Chains against trees on one drafter: AR, static d = n, LibraSpec, ddtree (depth n) and
+        ddtree-libraspec at every node budget, none annotated (all timed alike)."""
+        return BenchSpec(modes=TREE_RUN_MODES, max_new_tokens=self.max_new_tokens, temperature=temperature,
+                         seed=self.seed, alpha=self.alpha, d_max=self.d_max, static_lengths=(n,), annotate=False,
+                         drafter=self.tree_drafter, node_budgets=self.node_budgets)
+
     def sweep_specs(self, n: int) -> list[tuple[str, float, BenchSpec]]:
         """(kind, value, spec) for each sensitivity run not already covered by the main run."""
         base = BenchSpec(modes=("ar", "libraspec"), max_new_tokens=self.max_new_tokens, temperature=0.0,
@@ -81,7 +91,7 @@ class ReportPlan:
         return out
 
     def longest(self, n: int) -> int:
-        return max((self.main_spec(n, 0.0).longest(n),) + tuple(self.d_maxes))
+        return max((self.main_spec(n, 0.0).longest(n), self.tree_spec(n, 0.0).longest(n)) + tuple(self.d_maxes))
 
 
 # Sized for a 2-core CPU and a 135M target (one AR step ~66 ms, a look-ahead of d_max ~0.2 s). With the
@@ -101,6 +111,7 @@ class ReportData:
     profile: LatencyProfile
     main: dict = field(default_factory=dict)  # (suite, temperature) -> BenchResult
     sweeps: dict = field(default_factory=dict)  # (suite, kind, value) -> BenchResult
+    trees: dict = field(default_factory=dict)  # (suite, temperature) -> BenchResult of the chain-vs-tree run
     files: dict = field(default_factory=dict)  # (suite, temperature) -> OUT.json path
     figures: dict = field(default_factory=dict)  # name -> path relative to the markdown
     figure_note: str = ""
@@ -126,10 +137,11 @@ def estimate_seconds(plan: ReportPlan, profile: LatencyProfile, n: int) -> tuple
     per_round = sum(profile.round_time(d) + (look if mode in plan.annotate else 0.0) for d, mode in lengths)
     per_round += look + profile.round_time(n)  # the oracle mode
     sweep_round = sum(profile.round_time(n) for _ in plan.sweep_specs(n))
+    tree_round = 2 * profile.round_time(n) + 2 * sum(profile.round_time(b) for b in plan.node_budgets)
     sweep_ar = len(plan.sweep_specs(n)) * tokens * profile.ar_token_time()
     out = []
     for tau in (3.0, 1.0):
-        main = len(plan.temperatures) * tokens * (profile.ar_token_time() + per_round / tau)
+        main = len(plan.temperatures) * tokens * (2 * profile.ar_token_time() + (per_round + tree_round) / tau)
         out.append(main + sweep_ar + tokens * sweep_round / tau)
     return out[0], out[1]
 
@@ -164,18 +176,23 @@ def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None]
     data = ReportData(plan=plan, profile=profile)
     start = time.perf_counter()
     jobs = [(s, t, plan.main_spec(n, t)) for s in plan.suites for t in plan.temperatures]
+    jobs += [(s, ("trees", t), plan.tree_spec(n, t)) for s in plan.suites for t in plan.temperatures]
     jobs += [(s, (kind, value), spec) for s in plan.suites for kind, value, spec in plan.sweep_specs(n)]
     for step, (suite, key, spec) in enumerate(jobs, start=1):
         path, prompts = suite_prompts(suite, plan.prompts_per_suite)
         what = f"T={key:g}" if isinstance(key, float) else f"{key[0]}={alpha_label(key[1])}"
         log(f"[{step}/{len(jobs)}] {suite} {what} ({time.perf_counter() - start:.0f} s so far)")
         result = run_bench(pair, prompts, spec, profile=profile, progress=progress, source=path)
-        name = f"{suite}-T{key:g}" if isinstance(key, float) else f"{suite}-{key[0]}{alpha_label(key[1])}"
+        name = f"{suite}-T{key:g}" if isinstance(key, float) else f"{suite}-trees-T{key[1]:g}" \
+            if key[0] == "trees" else f"{suite}-{key[0]}{alpha_label(key[1])}"
         out = os.path.join(data_dir, f"{name}.json")
         write_result(result, out)
         if isinstance(key, float):
             data.main[(suite, key)] = result
             data.files[(suite, key)] = out
+            data.bench_commands.append(bench_command(path, spec, pair.name, out, plan.prompts_per_suite))
+        elif key[0] == "trees":
+            data.trees[(suite, key[1])] = result
             data.bench_commands.append(bench_command(path, spec, pair.name, out, plan.prompts_per_suite))
         else:
             data.sweeps[(suite,) + key] = result
@@ -190,6 +207,8 @@ def bench_command(prompts: str, spec: BenchSpec, model: str, out: str, limit: in
     return (f"python -m libraspec bench --prompts {prompts} --modes {','.join(spec.modes)} "
             f"--static-lengths {lengths} --alpha {alpha_label(spec.alpha)} --d-max {spec.d_max} "
             f"--annotate {','.join(spec.annotated()) or 'none'} {'--failfast-paper ' if spec.failfast_paper else ''}"
+            + (f"--drafter {spec.drafter} " if spec.drafter else "")
+            + (f"--node-budget {','.join(map(str, spec.node_budgets))} " if "ddtree" in spec.modes else "") +
             f"--max-new-tokens {spec.max_new_tokens} --temperature {spec.temperature:g} "
             f"--seed {spec.seed} --limit {limit} --model {model} --threads {torch.get_num_threads()} "
             f"--out {out}")

@@ -124,9 +124,11 @@ def comparisons(modes: dict) -> list[str]:
     return out
 
 
-def pooled_modes(data, temperature: float) -> dict:
-    """Per-label summaries over the runs of every suite at one temperature."""
-    results = [data.main[(s, temperature)] for s in data.plan.suites if (s, temperature) in data.main]
+def pooled_modes(data, temperature: float, runs: dict | None = None) -> dict:
+    """Per-label summaries over the runs of every suite at one temperature (`runs`: data.main, or
+    data.trees for the chain-vs-tree runs)."""
+    runs = data.main if runs is None else runs
+    results = [runs[(s, temperature)] for s in data.plan.suites if (s, temperature) in runs]
     if not results:
         return {}
     ar = [run for r in results for run in r.records.get("ar", [])] or None
@@ -279,6 +281,16 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
                     + (f"not distinguishable from {kind} = {', '.join(ties)}" if ties else
                        "ahead of every other value beyond the 95% intervals"))
             rows.append([paper, f"{best}; range {_x(min(spread))}-{_x(max(spread))}", "T = 0, pooled over suites"])
+    for t in data.plan.temperatures:
+        trees = pooled_modes(data, t, data.trees)
+        pairs = [(label, label.replace("ddtree-libraspec", "ddtree", 1)) for label, e in trees.items()
+                 if e["mode"] == "ddtree-libraspec"]
+        if pairs:
+            gains = [f"{_x(trees[lib]['speedup_measured'] - trees[dd]['speedup_measured'])} measured, "
+                     f"{_x(trees[lib]['speedup_modeled'] - trees[dd]['speedup_modeled'])} modeled ({dd}: "
+                     f"{compare(trees[lib], trees[dd], 'speedup_measured')})" for lib, dd in pairs if dd in trees]
+            rows.append([f"DDTree + LibraSpec: +0.39-0.69x (greedy), +0.45-0.56x (sampling) over DDTree (T={t:g})",
+                         "; ".join(gains), "pooled over suites, the chain-vs-tree runs; budgets as labelled"])
     if 0.0 in pooled and "libraspec" in pooled[0.0] and best_static(pooled[0.0]):
         modes = pooled[0.0]
         regime = modes["libraspec"]["regime"] or {}
@@ -409,6 +421,7 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
         if modes:
             lines += [f"### temperature {t:g}", ""] + _modes_table(modes, pooled_tag) + [""]
             lines += comparisons(modes) + [""]
+    lines += tree_section(data)
     for kind, title in (("alpha", "Alpha sensitivity (paper Table 4)"), ("d_max", "d_max sensitivity (paper Fig. 4)")):
         rows = sweep_rows(data, kind)
         lines += [f"## {title}", "", "LibraSpec at temperature 0, "
@@ -474,6 +487,60 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
               "Each main run on its own (the report wrote these files; per-round records sit beside each JSON "
               "as `.records.parquet`):", "", "```"] + data.bench_commands + ["```", ""]
     return "\n".join(lines)
+
+
+def _tree_table(modes: dict, tag: str) -> list[str]:
+    chain = modes.get("static", {}).get("tau")
+    header = ["mode", "speedup measured [95% CI]", "speedup modeled [95% CI]", "tau", "tau / chain's", "mean depth",
+              "mean nodes", "tokens"]
+    rows = [[NAMES.get(label, label), _ci(e["speedup_measured"], e["speedup_measured_ci"]),
+             _ci(e["speedup_modeled"], e["speedup_modeled_ci"]), _f(e["tau"]),
+             _x(e["tau"] / chain) if chain and e["mode"] != "ar" else "-", _f(e["mean_length"], 1),
+             _f(e.get("mean_tree_size"), 1), str(e["tokens"])] for label, e in modes.items()]
+    return _table(header, rows, tag)
+
+
+def tree_comparisons(modes: dict) -> list[str]:
+    """Each tree label against the chain of its depth (static d = n) and ddtree-libraspec against
+    ddtree at the same node budget, by the overlap of their 95% intervals."""
+    out = []
+    for label, e in modes.items():
+        pairs = [("static", "the chain (static d = n)")] if e["mode"] == "ddtree" else [
+            (label.replace("ddtree-libraspec", "ddtree", 1), "ddtree at the same budget"),
+            ("libraspec", "LibraSpec on the chain")] if e["mode"] == "ddtree-libraspec" else []
+        for other, name in pairs:
+            if other in modes:
+                verdicts = [f"{what} {PHRASES[compare(e, modes[other], key)]} {name}"
+                            for key, what in (("speedup_measured", "measured"), ("speedup_modeled", "modeled"))]
+                out.append(f"- {NAMES.get(label, label)}: " + "; ".join(verdicts) + ".")
+    return out
+
+
+def tree_section(data) -> list[str]:
+    """Chains against draft trees on the tree drafter (paper Table 2, its DDTree half)."""
+    if not data.trees:
+        return []
+    plan = data.plan
+    first = next(iter(data.trees.values())).summary["config"]
+    lines = ["## Chains and draft trees (paper Table 2, DDTree half)", "",
+             f"One run per suite and temperature with the `{first['models']['drafter']}` drafter: AR, the chain "
+             f"static d = n = {first['n']}, LibraSpec on the chain, ddtree (depth n, node budgets "
+             f"{', '.join(map(str, first['node_budgets']))}) and ddtree-libraspec (Algorithm 1 picks the depth "
+             "from the chain's confidences, the tree fills the budget within it), none annotated. A tree's "
+             "verification costs the latency profile's verification of nodes + 1 tokens: wider trees accept more "
+             "per round but each verified row costs time, which on a CPU is far from free.", ""]
+    for t in plan.temperatures:
+        for suite in plan.suites:
+            result = data.trees.get((suite, t))
+            if result is not None:
+                modes = result.summary["modes"]
+                lines += [f"### {suite}, temperature {t:g} (trees)", ""]
+                lines += _tree_table(modes, sample_tag(plan, _prompts(modes))) + [""] + tree_comparisons(modes) + [""]
+        pooled = pooled_modes(data, t, data.trees)
+        if pooled:
+            lines += [f"### pooled over suites, temperature {t:g} (trees)", ""]
+            lines += _tree_table(pooled, sample_tag(plan, _prompts(pooled))) + [""] + tree_comparisons(pooled) + [""]
+    return lines
 
 
 def _prompts(modes: dict) -> int:
