@@ -25,7 +25,7 @@ from .modes import get_mode
 from .oracle import oracle_length
 from .policy import Decision, LengthPolicy, epsilon_bounds
 from .records import RoundRecord
-from .tree import TreePolicy, build_tree, target_child_probs, tree_accept, tree_oracle
+from .tree import TreePolicy, TreeView, build_tree, target_child_probs, tree_accept, tree_oracle
 from .verify import SamplingConfig, acceptance_prefix, greedy_accept, probabilities, sample_accept
 
 
@@ -237,17 +237,18 @@ class SpeculativeDecoder:
         buffer.extend(1)
         # 2. choose the depth (the policy drafts the blocks it needs), then build the tree best-first
         #    by path probability within the node budget and that depth
-        decision, policy_s = Decision(0), 0.0
+        decision, policy_s, view = Decision(0), 0.0, TreeView(buffer, policy.node_budget)
         if not buffer.empty:
             drafted_before = buffer.seconds
             start = time.perf_counter()
-            decision = policy.choose_length(buffer)
+            decision = policy.choose_length(view)
             policy_s = max(time.perf_counter() - start - (buffer.seconds - drafted_before), 0.0)
         depth = min(decision.d, cap)
         start = time.perf_counter()
         tree = build_tree([buffer.candidates(i, policy.node_budget) for i in range(depth)], policy.node_budget)
         policy_s += time.perf_counter() - start
         blocks = buffer.blocks
+        tree_q = () if buffer.empty else view.confidences  # what the depth policy saw, before any look-ahead
         oracle = (None, None)
         if config.annotate_oracle and lookahead and not buffer.empty:
             saved = state.generator.get_state()  # annotation must not disturb this mode's randomness
@@ -268,12 +269,12 @@ class SpeculativeDecoder:
         shown = blocks * self.n
         if depth < decision.d and decision.alpha:  # the round's room cut the depth
             decision = dataclasses.replace(decision, eps_bounds=tuple(
-                epsilon_bounds(buffer.confidences[:depth], decision.alpha)) if depth else ())
+                epsilon_bounds(tree_q[:depth], decision.alpha)) if depth else ())
         return self._record(
             state, mode=mode, drafts=buffer.tokens[:shown], confidences=buffer.confidences[:shown].tolist(),
             sources=buffer.sources[:shown], blocks=blocks, decision=decision, d=depth, accepted=len(path),
             committed=committed, bonus_token=bonus if len(committed) == len(path) + 1 else None,
-            oracle_d=oracle[0], oracle_tree_size=oracle[1], tree=tree, tree_path=path,
+            oracle_d=oracle[0], oracle_tree_size=oracle[1], tree=tree, tree_path=path, tree_confidences=tree_q,
             draft_s=buffer.draft_seconds(blocks), policy_s=policy_s, verify_s=verify_s,
             modeled_s=self._tree_time(buffer, profile, blocks, len(tree)))
 
@@ -360,7 +361,7 @@ class SpeculativeDecoder:
     def _record(self, state: _State, *, mode: str, committed: list[int], bonus_token: int | None,
                 verify_s: float, modeled_s: float, drafts=(), confidences=(), sources=(), blocks: int = 0,
                 decision: Decision = Decision(0), d: int = 0, accepted: int = 0, oracle_d: int | None = None,
-                draft_s: float = 0.0, policy_s: float = 0.0, tree=None, tree_path=(),
+                draft_s: float = 0.0, policy_s: float = 0.0, tree=None, tree_path=(), tree_confidences=(),
                 oracle_tree_size: int | None = None) -> RoundRecord:
         state.seconds += draft_s + policy_s + verify_s
         state.modeled += modeled_s
@@ -376,7 +377,7 @@ class SpeculativeDecoder:
             alpha=decision.alpha, tree_size=0 if tree is None else len(tree),
             tree_tokens=() if tree is None else tree.tokens, tree_parents=() if tree is None else tree.parents,
             tree_probs=() if tree is None else tree.probs, tree_path=tuple(int(j) for j in tree_path),
-            oracle_tree_size=oracle_tree_size)
+            tree_confidences=tuple(float(q) for q in tree_confidences), oracle_tree_size=oracle_tree_size)
         state.rounds += 1
         return record
 

@@ -63,6 +63,7 @@ class RoundRecord:
     tree_parents: tuple[int, ...] = ()  # each node's parent index, -1 for children of the root
     tree_probs: tuple[float, ...] = ()  # each node's drafter confidence q_i(x)
     tree_path: tuple[int, ...] = ()  # indices of the accepted nodes, root to leaf
+    tree_confidences: tuple[float, ...] = ()  # per drafted depth, the tree's q_i its depth policy saw
     oracle_tree_size: int | None = None  # nodes of the hindsight-best sub-tree (tree modes' d* is its depth)
 
     @property
@@ -77,7 +78,7 @@ class RoundRecord:
 
 # record fields holding one value per draft / step / token: lists in frames and Parquet, JSON in CSV
 LIST_COLUMNS = ("draft_tokens", "confidences", "draft_sources", "eps_bounds", "committed_tokens", "tree_tokens",
-                "tree_parents", "tree_probs", "tree_path", "policy_steps")
+                "tree_parents", "tree_probs", "tree_path", "tree_confidences", "policy_steps")
 
 
 def records_to_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:

@@ -14,7 +14,8 @@ child whose token is the target's argmax at its parent, then the argmax after th
 node as the bonus; sampling, by recursive rejection over each node's children (SpecInfer /
 EAGLE-2 with deterministic candidates: each child is a proposal with q = 1 on its token), then
 the correction from the residual. `tree_oracle` finds the best depth and size in hindsight, and
-`TreePolicy` lets a length policy (static, or LibraSpec's Algorithm 1) choose the depth.
+`TreePolicy` lets a length policy (static, or LibraSpec's Algorithm 1) choose the depth from the
+tree's per-depth confidences (`depth_confidences`, seen through a `TreeView`).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import heapq
 import itertools
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .verify import SamplingConfig, probabilities
@@ -202,10 +204,49 @@ def tree_oracle(tree: DraftTree, child_probs, uniforms, round_time, zero_time: f
     return best
 
 
+def depth_confidences(tree: DraftTree, depth: int) -> list[float]:
+    """q_i of a tree for i = 1..depth: the drafter's estimate that the tree accepts a node at depth
+    i once it accepted one at depth i - 1, the path mass at depth i over the mass at depth i - 1
+    (products of node confidences along paths, as the drafter's independence model has them).
+    A chain-shaped tree gives its nodes' own q; depths the tree does not reach get 0. With these
+    q, sum_j prod_{k<=j} q_k is the tree's expected accepted length, the quantity Algorithm 1's
+    eps_i weigh for a chain."""
+    mass = [0.0] * (depth + 1)
+    mass[0] = 1.0
+    for d, p in zip(tree.depths, tree.path_probs):
+        if d <= depth:
+            mass[d] += p
+    return [min(1.0, mass[i] / mass[i - 1]) if mass[i - 1] > 0.0 else 0.0 for i in range(1, depth + 1)]
+
+
+class TreeView:
+    """What a tree mode's depth policy sees of the round's drafts: n, per-depth confidences of the
+    best-first tree of `budget` nodes over every drafted position (`depth_confidences`), and
+    `extend`, which drafts further steps of the underlying buffer."""
+
+    def __init__(self, buffer, budget: int):
+        self.buffer = buffer
+        self.n = buffer.n
+        self.budget = budget
+        self._cached: tuple[int, list[float]] = (-1, [])
+
+    @property
+    def confidences(self) -> np.ndarray:
+        drafted = len(self.buffer.tokens)
+        if self._cached[0] != drafted:
+            tree = build_tree([self.buffer.candidates(i, self.budget) for i in range(drafted)], self.budget)
+            self._cached = (drafted, depth_confidences(tree, drafted))
+        return np.asarray(self._cached[1], dtype=np.float64)  # (drafted,)
+
+    def extend(self, num_blocks: int) -> None:
+        self.buffer.extend(num_blocks)
+
+
 class TreePolicy:
-    """A tree mode's policy: a length policy picks the depth from the drafter's chain
-    confidences, and the tree fills `node_budget` nodes within that depth (docs/ARCHITECTURE.md,
-    "Modes"). ddtree's depth policy is a static length, ddtree-libraspec's is Algorithm 1."""
+    """A tree mode's policy: a length policy picks the depth from the tree's per-depth
+    confidences (it is handed a `TreeView`), and the tree fills `node_budget` nodes within that
+    depth (docs/ARCHITECTURE.md, "Modes"). ddtree's depth policy is a static length,
+    ddtree-libraspec's is Algorithm 1."""
 
     def __init__(self, depth_policy, node_budget: int):
         if isinstance(node_budget, bool) or int(node_budget) != node_budget or node_budget < 1:
@@ -218,8 +259,8 @@ class TreePolicy:
     def d_max(self) -> int:
         return self.depth_policy.d_max
 
-    def choose_length(self, buffer):
-        return self.depth_policy.choose_length(buffer)
+    def choose_length(self, view: TreeView):
+        return self.depth_policy.choose_length(view)
 
     def update(self, record) -> None:
         self.depth_policy.update(record)

@@ -145,7 +145,7 @@ def test_oracle_mode_keeps_the_target_distribution(pair):
     assert {r.chosen_length for r in first} >= {1, 3}  # the length follows the outcome
 
 
-TREES = {"ddtree": dict(tree_depth=3, node_budget=8), "ddtree-libraspec": dict(alpha=4.0, d_max=6, node_budget=8)}
+TREES = {"ddtree": dict(tree_depth=3, node_budget=8), "ddtree-libraspec": dict(alpha=1.0, d_max=6, node_budget=8)}
 
 
 @pytest.mark.parametrize("mode, top_k, top_p", [("ddtree", 0, 1.0), ("ddtree-libraspec", 0, 1.0), ("ddtree", 3, 0.9)],
@@ -156,8 +156,8 @@ def test_draft_trees_keep_the_target_distribution(pair, mode, top_k, top_p):
     print(f"{mode}, top_k {top_k}, top_p {top_p}: chi-square {statistic:.1f}, threshold {threshold:.1f}")
     assert statistic < threshold, f"chi-square {statistic:.1f} >= {threshold:.1f}"
     assert max(r.tree_size for r in first) == 8 and {0, 1, 2} <= {r.accepted for r in first}
-    if mode == "ddtree-libraspec":
-        assert len({r.chosen_length for r in first}) > 1  # Algorithm 1 chose several depths
+    if mode == "ddtree-libraspec":  # Algorithm 1 rolled the depth back below n (the first round's tree
+        assert max(r.chosen_length for r in first) < pair.n  # is the same for every seed)
     siblings = [r for r in first if r.tree_path and r.tree_path[0] != r.tree_parents.index(-1)]
     assert len(siblings) > 100  # the walk often accepts a root child other than the first one
 

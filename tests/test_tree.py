@@ -14,7 +14,7 @@ from libraspec.models.registry import tiny_pair
 from libraspec.models.target import keep_rows
 from libraspec.modes import make_policy
 from libraspec.policy import StaticPolicy
-from libraspec.tree import DraftTree, TreePolicy, build_tree, tree_accept, tree_oracle, tree_walk
+from libraspec.tree import DraftTree, TreePolicy, build_tree, depth_confidences, tree_accept, tree_oracle, tree_walk
 from libraspec.verify import SamplingConfig
 
 from decoding import generated, run, with_drafter
@@ -280,8 +280,9 @@ def test_greedy_ddtree_libraspec_equals_ar_and_lets_algorithm_1_choose_the_depth
                 assert generated(records) == reference, (name, budget)
                 for r in records:
                     chain = make_policy("libraspec", decoder.n, alpha=2.2, d_max=24)
-                    want = chain.choose_length(ArrayBuffer(r.confidences[: decoder.n], decoder.n,
-                                                           r.confidences[decoder.n:]))
+                    want = chain.choose_length(ArrayBuffer(r.tree_confidences[: decoder.n], decoder.n,
+                                                           r.tree_confidences[decoder.n:]))
+                    assert len(r.tree_confidences) == len(r.confidences) == r.blocks_drafted * decoder.n
                     room = 24 - (r.cumulative_tokens - r.tau)  # tokens the round could still commit
                     assert r.policy_steps == want.steps and r.chosen_length == min(want.d, room - 1)
                     assert r.tree_size <= budget and max((len(_path(r, j)) for j in range(r.tree_size)), default=0) \
@@ -309,6 +310,15 @@ def test_records_carry_the_tree_and_its_accepted_path(pair):
             assert len(r.tree_path) == r.accepted and list(r.tree_path) == _path(r, r.tree_path[-1]) \
                 if r.tree_path else r.accepted == 0
             assert [r.tree_tokens[j] for j in r.tree_path][: r.tau] == list(r.committed_tokens[: r.accepted])
+
+
+def test_depth_confidences_are_the_trees_conditional_path_mass():
+    tree = build_tree(CANDIDATES, budget=100)  # every path: the mass at depth i is prod of each position's sum
+    assert depth_confidences(tree, 3) == pytest.approx([1.0, 1.0, 1.0])
+    tree = build_tree(CANDIDATES, budget=4)  # 10, 20 (0.45), 11 (0.3), 30 (0.27)
+    assert depth_confidences(tree, 4) == pytest.approx([0.8, 0.45 / 0.8, 0.27 / 0.45, 0.0])
+    chain = build_tree([(t[:1], q[:1]) for t, q in CANDIDATES], budget=100)
+    assert depth_confidences(chain, 3) == pytest.approx([0.5, 0.9, 0.6])  # a chain: its own q_i
 
 
 # -- the walk and the oracle ----------------------------------------------------------------------
