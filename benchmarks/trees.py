@@ -67,7 +67,8 @@ def rows(path: Path) -> list[dict]:
         modeled = [profile.ar_token_time() if label == "ar" else profile.verify_time(k + 1) for k in nodes]
         out.append({"suite": path.stem, "label": label, "entry": entry,
                      "tau_vs_chain": entry["tau"] / chain_tau if label != "ar" else None,
-                     "verify_ms": 1e3 * float(mine["verify_s"].mean()), "verify_model_ms": 1e3 * sum(modeled) / len(modeled),
+                     "verify_ms": 1e3 * float(mine["verify_s"].mean()),
+                     "verify_model_ms": 1e3 * sum(modeled) / len(modeled),
                      "config": summary["config"]})
     return out
 

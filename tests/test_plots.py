@@ -70,7 +70,8 @@ def _assert_common(fig: go.Figure, kind: str) -> None:
 
 
 def test_mode_colours_are_distinct_and_cover_every_mode():
-    assert set(plots.MODE_COLORS) == {"ar", "static", "libraspec", "oracle", "g4", "failfast", "ddtree", "ddtree-libraspec"}
+    assert set(plots.MODE_COLORS) == {"ar", "static", "libraspec", "oracle", "g4", "failfast", "ddtree",
+                                      "ddtree-libraspec"}
     assert len(set(plots.MODE_COLORS.values())) == len(plots.MODE_COLORS)
 
 
