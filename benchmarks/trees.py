@@ -9,8 +9,9 @@ budget of --node-budget, interleaved prompt by prompt. No mode is oracle-annotat
 JSON per suite under benchmarks/results/trees/ and a Markdown table: tau, tau over the chain's
 at the same depth, mean depth and nodes, measured and modeled speedups over AR with 95%
 bootstrap intervals over prompts, and the verification's measured and modeled milliseconds per
-round (the cost of a wider verification). Run it on an otherwise idle machine: the table
-lists the share of the CPU other processes used during each run (provenance).
+round (the cost of a wider verification). The latency profile is measured afresh once at the
+start (and replaces the cached one). Run it on an otherwise idle machine: the table lists the
+share of the CPU other processes used during each run (provenance).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from libraspec.cost import LatencyProfile  # noqa: E402
 from libraspec.experiments.bench import (ANNOTATED_MODES, BenchSpec, read_prompts, records_path,  # noqa: E402
                                          run_bench, write_result)
 from libraspec.models.registry import load_pair  # noqa: E402
+from libraspec.profiling import cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 
 from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
@@ -36,7 +38,7 @@ from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmar
 MODES = ("ar", "static", "libraspec", "ddtree", "ddtree-libraspec")
 
 
-def run_suite(pair, suite: str, file: str, args) -> None:
+def run_suite(pair, suite: str, file: str, args, profile: LatencyProfile) -> None:
     out = Path(args.out) / f"{suite}.json"
     if out.exists() and not args.force:
         return
@@ -44,7 +46,7 @@ def run_suite(pair, suite: str, file: str, args) -> None:
     spec = BenchSpec(modes=MODES, max_new_tokens=args.max_new_tokens, alpha=args.alpha, d_max=args.d_max,
                      annotate=tuple(m for m in MODES if m in ANNOTATED_MODES) if args.annotate else False,
                      drafter=args.drafters, node_budgets=tuple(int(b) for b in args.node_budget.split(",")))
-    write_result(run_bench(pair, prompts, spec, source=f"{file} (first {args.prompts})"), out)
+    write_result(run_bench(pair, prompts, spec, profile=profile, source=f"{file} (first {args.prompts})"), out)
 
 
 def _ci(entry: dict, key: str) -> str:
@@ -139,8 +141,11 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     if not args.table_only:
         pair = load_pair()
+        budgets = [int(b) for b in args.node_budget.split(",")]
+        longest = max(budgets + [args.d_max]) + 1  # one fresh profile (and cache file) for every suite
+        profile = cached_profile(pair, max_tokens=longest, max_blocks=max(2, -(-args.d_max // pair.n)), refresh=True)
         for suite in args.suites.split(","):
-            run_suite(pair, suite, SUITES[suite], args)
+            run_suite(pair, suite, SUITES[suite], args, profile)
     publish(args.out, table(args))
     return 0
 
