@@ -225,6 +225,11 @@ def test_caches_hold_exactly_the_committed_path(pair, monkeypatch):
     for shape, (depth, budget) in SHAPES.items():
         tree_run(decoder, prompts(pair, 1)[0], depth, budget, max_new_tokens=16)
         tree_run(random, prompts(pair, 1)[0], depth, budget, max_new_tokens=6)
+    for budget in (4, 32):  # Algorithm 1's depths, greedy and sampled
+        tree_run(decoder, prompts(pair, 1)[0], None, budget, mode="ddtree-libraspec", max_new_tokens=16)
+        tree_run(decoder, prompts(pair, 1)[0], None, budget, mode="ddtree-libraspec", max_new_tokens=16,
+                 temperature=1.0, seed=budget)
+        tree_run(random, prompts(pair, 1)[0], 7, budget, max_new_tokens=8, temperature=1.0, annotate_oracle=True)
     assert sum(1 for rows in checked if rows is not None and len(rows) > 1) > 10
 
 
@@ -371,3 +376,15 @@ def test_annotation_gives_every_tree_round_a_hindsight_depth_and_size(pair):
         assert all(r.oracle_length is not None and r.oracle_tree_size is not None for r in records[:-1])
         # the drafter is right for two tokens: a longer path never commits more, so d* <= 2
         assert {r.oracle_length for r in records[:-1]} <= {0, 1, 2} and max(r.oracle_length for r in records) >= 1
+
+
+def test_annotation_leaves_a_sampled_tree_run_unchanged(pair):
+    """The look-ahead tree and its oracle are untimed and draw no random numbers of the run's."""
+    decoder = SpeculativeDecoder(pair, PROFILE)
+    prompt = prompts(pair, 1)[0]
+    for mode in ("ddtree", "ddtree-libraspec"):
+        plain = tree_run(decoder, prompt, 7, 8, mode=mode, max_new_tokens=20, temperature=1.0, seed=4)
+        annotated = tree_run(decoder, prompt, 7, 8, mode=mode, max_new_tokens=20, temperature=1.0, seed=4,
+                             annotate_oracle=True)
+        assert generated(annotated) == generated(plain)
+        assert all(r.oracle_tree_size is not None for r in annotated[:-1])
