@@ -257,7 +257,8 @@ def test_tree_figure_draws_the_records_tree(as_row):
     bonus = traces["bonus (the target's token)"]
     assert bonus.text[-1] == "bonus C" and bonus.x[-1] == record.accepted + 1
     assert (bonus.x[0], bonus.y[0]) == (nodes.x[2], nodes.y[2])  # drawn from the last accepted node
-    assert bonus.y[-1] not in list(nodes.y[3:])  # a row of its own, beside the rejected child H
+    # a leaf row of its own, not over the rejected child H at the same depth
+    assert bonus.y[-1] == int(bonus.y[-1]) and (bonus.x[-1], bonus.y[-1]) not in set(zip(nodes.x, nodes.y))
     assert traces["root (last committed token)"].text == ("X",)
     assert "5 nodes, depth 3, accepted 2" in fig.layout.title.text
 
