@@ -62,10 +62,10 @@ def neutral_lookup_calibration(folder):
 
 
 def race(client, prompt="Tell me a story.", alpha=2.2, d_max=24, static_length=0, temperature=0.0,
-         max_new_tokens=24, seed=0, model="", drafter=""):
-    """One /race request; returns (static text, LibraSpec text, oracle text, summary)."""
+         max_new_tokens=24, seed=0, model="", drafter="", modes="", tree_depth=0, node_budget=32):
+    """One /race request; returns (the three columns' texts, summary): by default static, LibraSpec, oracle."""
     return client.predict(prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model, drafter,
-                          api_name="/race")
+                          modes, tree_depth, node_budget, api_name="/race")
 
 
 def run_script(name: str, tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:

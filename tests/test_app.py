@@ -16,6 +16,7 @@ pytest.importorskip("gradio_client")
 from gradio_client.exceptions import AppError  # noqa: E402
 
 from libraspec.records import LIST_COLUMNS, read_trace  # noqa: E402
+from ui.session import RACE_MODES  # noqa: E402
 
 pq = pytest.importorskip("pyarrow.parquet")
 
@@ -62,13 +63,34 @@ def test_exported_trace_matches_ar_tokens(client):
         assert annotated.notna().any()  # d* annotation for the inspector
 
 
+def test_the_api_races_the_chosen_modes_tree_modes_included(client):
+    """`modes` picks what races: the texts come in the columns' (the registry's) order, "" for the column left
+    empty, and the summary and the export hold the raced modes only, the tree rounds with their trees."""
+    static, tree, empty, summary = race(client, prompt="Count to ten.", max_new_tokens=16,
+                                        modes="ddtree-libraspec,static", node_budget=100)
+    assert summary["race_modes"] == ["static", "ddtree-libraspec"]
+    assert set(summary["modes"]) == set(summary["race_modes"])
+    assert static == tree and static and empty == "" and summary["finished"]
+    assert summary["settings"]["node_budget"] == 64
+    assert any(n.startswith("node budget 100 -> 64") for n in summary["notes"])
+    paths = client.predict(summary["run_id"], api_name="/export_trace")
+    frame = read_trace(next(p for p in paths if p.endswith(".csv")))
+    assert set(frame["mode"]) == {"ar", "static", "ddtree-libraspec"}
+    trees = frame[frame["mode"] == "ddtree-libraspec"]
+    assert (trees["tree_size"] > 0).any()
+    assert all(len(t) == size for t, size in zip(trees["tree_tokens"], trees["tree_size"]))
+    with pytest.raises(AppError, match="at most 3 modes"):
+        race(client, modes="static,libraspec,oracle,ddtree")
+
+
 def test_unknown_run_id_is_refused(client):
     with pytest.raises(AppError, match="no stored run"):
         client.predict("not-a-run", api_name="/export_trace")
 
 
 def test_cancelled_run_leaves_the_app_usable(client):
-    job = client.submit("Write a long essay.", 2.2, 24, 7, 0.0, 400, 0, "libraspec", "dflash", api_name="/race_live")
+    job = client.submit("Write a long essay.", 2.2, 24, 7, 0.0, 400, 0, 0, 32, "libraspec", "dflash",
+                        list(RACE_MODES), api_name="/race_live")
     while len(job.outputs()) < 2 and not job.done():
         time.sleep(0.05)
     job.cancel()

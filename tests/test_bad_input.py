@@ -22,6 +22,9 @@ pytest.importorskip("gradio_client")
 httpx = pytest.importorskip("httpx")
 from gradio_client.exceptions import AppError  # noqa: E402
 
+from ui.session import RACE_MODES  # noqa: E402
+from ui.settings import RACEABLE  # noqa: E402
+
 N = 7  # the tiny pair's block size
 CONTROL = "👋🏽 שלום مرحبا \u202e\u200f reversed \x00\x07\x1b[31m red \r\n tab\t end"
 race = functools.partial(apptools.race, max_new_tokens=8)  # short races: the cases test validation
@@ -73,7 +76,7 @@ def test_max_new_tokens_beyond_the_cap_and_the_context_is_clamped_once_with_the_
 
 def raw_race(server: str, literal: str) -> tuple[str, str]:
     """POST a race whose alpha is a JSON literal (NaN, Infinity); returns (event, data) of the reply."""
-    body = f'{{"data": ["Tell me a story.", {literal}, 24, 0, 0.0, 8, 0, "", ""]}}'
+    body = f'{{"data": ["Tell me a story.", {literal}, 24, 0, 0.0, 8, 0, "", "", "", 0, 32]}}'
     posted = httpx.post(server + "gradio_api/call/race", content=body,
                         headers={"Content-Type": "application/json"}, timeout=30)
     assert posted.status_code == 200, posted.text
@@ -110,9 +113,10 @@ def test_emoji_right_to_left_and_control_characters_are_plain_text(client):
 
 def test_html_in_the_prompt_is_rendered_inert(client):
     attack = '<script>alert("x")</script><img src=x onerror=alert(1)> & <b>bold</b>'
-    job = client.submit(attack, 2.2, 24, N, 0.0, 8, 0, "libraspec", "dflash", api_name="/race_live")
+    job = client.submit(attack, 2.2, 24, N, 0.0, 8, 0, 0, 32, "libraspec", "dflash", list(RACE_MODES),
+                        api_name="/race_live")
     outputs = job.result(timeout=120)
-    status, columns = outputs[0], outputs[1:4]
+    status, columns = outputs[0], outputs[1:1 + len(RACEABLE)]  # a column per raceable mode
     assert "Prompt: &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; &amp; " \
            "&lt;b&gt;bold&lt;/b&gt;" in status
     for html in (status, *columns):
@@ -125,4 +129,4 @@ def test_server_answers_a_normal_request_afterwards(client):
     static, libraspec, oracle, summary = race(client, prompt="Hello there!", max_new_tokens=12)
     assert static == libraspec == oracle and summary["finished"] and summary["model"] == "tiny-llama"
     assert summary["settings"] == {"alpha": 2.2, "d_max": 24, "static_length": N, "temperature": 0.0,
-                                   "max_new_tokens": 12, "seed": 0}
+                                   "max_new_tokens": 12, "seed": 0, "tree_depth": N, "node_budget": 32}

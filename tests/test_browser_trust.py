@@ -34,9 +34,10 @@ RECORDER = """() => {
     status: document.querySelector('#ls-status').innerText,
     disabled: document.querySelector('#ls-run').disabled,
     settingsShown: !!document.querySelector('#ls-alpha')?.offsetParent,
-    columns: ['static', 'libraspec', 'oracle'].map(m => {  // the box a column fills once its text is long
-      const r = document.querySelector('#ls-col-' + m).getBoundingClientRect();
-      const text = document.querySelector('#ls-col-' + m + ' .ls-text');
+    columns: [...document.querySelectorAll('[id^="ls-col-"]')].filter(c => c.offsetParent).map(c => {
+      // the box a shown column fills once its text is long
+      const r = c.getBoundingClientRect();
+      const text = c.querySelector('.ls-text');
       const full = text.getBoundingClientRect().top + parseFloat(getComputedStyle(text).maxHeight);
       return [r.top, Math.max(r.bottom, full), r.left, r.right];
     }),
@@ -295,3 +296,66 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         summary = page.locator("#ls-calib-summary").inner_text()
         assert "Fresh run with the hybrid drafter" in summary and "about" not in summary
         assert int(re.search(r"from (\d+) rounds", summary).group(1)) >= 9
+
+
+def choose(page, elem_id: str, label: str) -> None:
+    """Pick the option `label` of dropdown `elem_id` (added to a multiselect's choices)."""
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option", name=label, exact=True).click()
+
+
+def test_a_tree_mode_races_and_the_inspector_draws_its_tree_at_1440x900(server):
+    """DDTree+LibraSpec chosen instead of the oracle: its column races in view beside static and LibraSpec,
+    the node budget's clamp is stated, and the inspector draws the round's tree (nodes as the round info
+    counts them, the accepted path, the bonus) and the tree sizes per round; a chain mode hides both."""
+    tree_modes = ("static", "libraspec", "ddtree-libraspec")
+    with browser() as chromium:
+        page = ready(chromium.new_page(viewport=VIEWPORT), server)
+        page.locator("#ls-race-modes .token:has-text('Oracle') .token-remove").click()
+        choose(page, "ls-race-modes", "DDTree+LibraSpec")
+        page.wait_for_selector("#ls-col-ddtree-libraspec", state="visible", timeout=TIMEOUT_MS)
+        assert not page.locator("#ls-col-oracle").is_visible()
+        type_into(page, "ls-node-budget", 100)
+        page.wait_for_selector("#ls-node-budget .info-text:has-text('corrected')", timeout=TIMEOUT_MS)
+        assert "node budget 100 -> 64 (allowed 1..64)" in info(page, "ls-node-budget")
+        type_into(page, "ls-node-budget", 12)
+        log = race(page, "Name three colours.", "dflash", 32)
+        racing = [entry for entry in log if "Racing" in entry["status"]]
+        assert racing and all(re.search(r"Static \d+/\d+.*· LibraSpec \d+/\d+.*· DDTree\+LibraSpec \d+/\d+",
+                                        entry["status"]) and "Oracle" not in entry["status"] for entry in racing)
+        boxes = page.evaluate("(modes) => modes.map(m => document.querySelector('#ls-col-' + m)"
+                              ".getBoundingClientRect()).map(r => [r.top, r.left, r.right, r.width])", list(tree_modes))
+        for top, left, right, width in boxes:
+            assert 0 <= top < VIEWPORT["height"] and right <= VIEWPORT["width"] and width > 380  # three readable columns
+        texts = [page.locator(f"#ls-col-{m} .ls-text").inner_text() for m in tree_modes]
+        assert texts[0] == texts[1] == texts[2] and texts[0].strip()
+        assert re.search(r"finished (1st|2nd|3rd)", page.locator("#ls-col-ddtree-libraspec").inner_text())
+
+        page.get_by_role("tab", name="Round inspector").click()
+        assert not page.locator("#ls-tree-plot").is_visible()  # LibraSpec, a chain mode, is inspected
+        choose(page, "ls-inspect-mode", "DDTree+LibraSpec")
+        page.wait_for_selector("#ls-tree-plot .js-plotly-plot .gtitle", timeout=TIMEOUT_MS)
+        page.wait_for_selector("#ls-tree-size-plot .js-plotly-plot .gtitle", timeout=TIMEOUT_MS)
+        tree, sizes = page.evaluate(FIGURE, "ls-tree-plot"), page.evaluate(FIGURE, "ls-tree-size-plot")
+        for figure in (tree, sizes):
+            assert figure["titleInside"] and not figure["covered"] and not figure["overlaps"], figure
+        described = page.locator("#ls-round-info").inner_text()
+        nodes = int(re.search(r"The tree holds (\d+) nodes? \(node budget 12\)", described).group(1))
+        traces = {t["name"]: t for t in tree["traces"]}
+        assert 0 < nodes <= 12 and len(traces[f"nodes ({nodes})"]["x"]) == nodes
+        accepted = int(re.search(r"accepted a path of (\d+)", described).group(1))
+        assert f"accepted path ({accepted})" in traces and "root (last committed token)" in traces
+        assert traces["bonus (the target's token)"]["x"][-1] == accepted + 1
+        assert f"{nodes} nodes" in tree["title"] and "draft tree" in tree["title"]
+        bars = {t["name"]: t for t in sizes["traces"]}
+        assert max(bars["tree size (nodes)"]["y"]) <= 12 and nodes in bars["tree size (nodes)"]["y"]
+
+        # another round redraws the tree; a chain mode hides it
+        first = int(re.search(r"Round (\d+)", described).group(1))
+        page.locator("#ls-round input[type=range]").focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"document.querySelector('#ls-tree-plot .gtitle').textContent.startsWith("
+                               f"'Round {first + 1} (')", timeout=TIMEOUT_MS)
+        choose(page, "ls-inspect-mode", "Static")
+        page.wait_for_selector("#ls-tree-plot", state="hidden", timeout=TIMEOUT_MS)
+        assert not page.locator("#ls-tree-size-plot").is_visible()

@@ -69,6 +69,6 @@ def test_races_are_seen_only_by_their_visitor(session):
     assert calibration_tab.calibration(ALICE)["samples"] > 0
     assert calibration_tab.calibration(BOB)["samples"] == 0
     assert calibration_tab.show(BOB, SOURCES[0], False, [])[0].startswith("No submitted drafts")
-    assert race_tab.inspect_mode_changed(BOB, run_id, "libraspec") == (gr.skip(),) * 4  # nothing to show
+    assert race_tab.inspect_mode_changed(BOB, run_id, "libraspec") == (gr.skip(),) * 6  # nothing to show
     assert race_tab.inspect_mode_changed(ALICE, run_id, "libraspec")[0] != gr.skip()
     assert [run.run_id for run in session.runs("alice")] == [run_id] and session.runs("bob") == []

@@ -217,3 +217,73 @@ def test_empty_frame_gives_placeholder_figures():
     for fig in (plots.length_figure(empty), plots.confidence_heatmap(empty),
                 plots.speedup_figure(empty, 0.06, 0.05)):
         assert fig.layout.annotations
+
+
+def _tree_round(k: int = 2, bonus: int | None = 67) -> RoundRecord:
+    """A ddtree-libraspec round: root -> A (q .9) -> B (.5) -> H (.2) with siblings F, G; A and B accepted."""
+    committed = (65, 66) + ((bonus,) if bonus is not None else ())
+    return RoundRecord(
+        mode="ddtree-libraspec", round_index=k, start_position=10, draft_tokens=(65, 66, 72, 0),
+        confidences=(.9, .5, .2, .1), blocks_drafted=1, policy_steps=(), eps_bounds=(), chosen_length=3, accepted=2,
+        committed_tokens=committed,
+        bonus_token=bonus, oracle_length=2, draft_s=0.01, policy_s=0.001, verify_s=0.05, modeled_s=0.05,
+        cumulative_tokens=3 * (k + 1), cumulative_s=0.06 * (k + 1), cumulative_modeled_s=0.05 * (k + 1),
+        tree_size=5, tree_tokens=(65, 70, 66, 71, 72), tree_parents=(-1, -1, 0, 0, 2),
+        tree_probs=(.9, .05, .5, .3, .2), tree_path=(0, 2), oracle_tree_size=3)
+
+
+def test_tree_layout_gives_leaves_their_own_rows_and_centres_parents():
+    rows = plots.tree_layout([-1, -1, 0, 0, 2])  # nodes 0..4, then the root
+    assert rows == [0.5, 2.0, 0.0, 1.0, 0.0, 1.25]
+    assert plots.tree_layout([]) == [0.0] and plots.tree_layout(list(range(-1, 2999))) == [0.0] * 3001  # no recursion
+
+
+@pytest.mark.parametrize("as_row", [False, True])
+def test_tree_figure_draws_the_records_tree(as_row):
+    record = _tree_round()
+    shown = records_to_frame([record]).iloc[0] if as_row else record
+    fig = plots.tree_figure(shown, chr, root_text="X")
+    assert fig.layout.uirevision == "tree" and fig.layout.height >= plots.HEIGHTS["tree"]
+    traces = _by_name(fig)
+    nodes = traces["nodes (5)"]
+    assert len(nodes.x) == record.tree_size and list(nodes.x) == [1, 1, 2, 2, 3]  # x = depth
+    assert [t.split()[0] for t in nodes.text] == ["A", "F", "B", "G", "H"]  # decoded token, then q
+    assert nodes.text[0] == "A 0.90" and nodes.customdata[4][4] == pytest.approx(0.9 * 0.5 * 0.2)  # path prob
+    path = traces["accepted path (2)"]
+    assert list(path.customdata) == list(record.tree_path) and list(path.x) == [0, 1, 2]
+    assert path.line.color == plots.MODE_COLORS["ddtree-libraspec"]
+    assert list(path.y[1:]) == [nodes.y[j] for j in record.tree_path]  # through the accepted nodes
+    edges = traces["edges"]
+    assert len(edges.x) == 3 * record.tree_size  # one segment per node, parent -> child
+    bonus = traces["bonus (the target's token)"]
+    assert bonus.text[-1] == "bonus C" and bonus.x[-1] == record.accepted + 1
+    assert (bonus.x[0], bonus.y[0]) == (nodes.x[2], nodes.y[2])  # drawn from the last accepted node
+    # a leaf row of its own, not over the rejected child H at the same depth
+    assert bonus.y[-1] == int(bonus.y[-1]) and (bonus.x[-1], bonus.y[-1]) not in set(zip(nodes.x, nodes.y))
+    assert traces["root (last committed token)"].text == ("X",)
+    assert "5 nodes, depth 3, accepted 2" in fig.layout.title.text
+
+
+def test_tree_figure_without_a_bonus_and_for_a_chain_mode():
+    assert "bonus (the target's token)" not in _by_name(plots.tree_figure(_tree_round(bonus=None)))
+    chain = _round("static", 0, 4, 2, 1, [0.9] * N, 3)
+    fig = plots.tree_figure(chain)
+    assert not fig.data and "drafts a chain" in fig.layout.annotations[0].text
+
+
+def test_tree_size_figure_per_round():
+    records = [_tree_round(k) for k in range(3)]
+    fig = plots.tree_size_figure(records_to_frame(records), "ddtree-libraspec")
+    assert fig.layout.uirevision == "tree_sizes"
+    traces = _by_name(fig)
+    assert list(traces["tree size (nodes)"].y) == [r.tree_size for r in records]
+    assert list(traces["accepted a"].y) == [r.accepted for r in records]
+    assert list(traces["τ (a + bonus)"].y) == [r.tau for r in records]
+    assert list(traces["oracle size"].y) == [r.oracle_tree_size for r in records]
+    assert list(traces["tree size (nodes)"].x) == [0, 1, 2]
+    assert traces["accepted a"].marker.color == plots.MODE_COLORS["ddtree-libraspec"]
+
+
+def test_tree_size_figure_for_a_chain_mode_says_so(frame):
+    fig = plots.tree_size_figure(frame, "static")
+    assert not fig.data and "drafts a chain" in fig.layout.annotations[0].text

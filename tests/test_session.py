@@ -33,9 +33,9 @@ def lookup_calibration(tmp_path_factory):
         yield path
 
 
-def race(session, drafter="dflash", owner="local", **settings):
+def race(session, drafter="dflash", owner="local", modes=None, **settings):
     settings = {"max_new_tokens": 40, **settings}
-    return list(session.stream(PROMPT, Settings(**settings), owner, drafter))[-1].run
+    return list(session.stream(PROMPT, Settings(**settings), owner, drafter, modes))[-1].run
 
 
 @pytest.mark.parametrize("drafter, alpha, temperature, kind", [
@@ -233,3 +233,33 @@ def test_the_step_through_sets_the_alpha_its_text_suggests(session):
     slider = TeachTab(session).use_suggested_alpha(SimpleNamespace(session_hash="teacher"), 0,
                                                    *dataclasses.astuple(inputs))
     assert slider.value == pytest.approx(suggested, abs=0.005) and suggested != 1.0
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_a_race_of_chosen_modes_with_trees_records_and_exports_them(session, temperature):
+    """The visitor's modes race (tree modes with the node budget and depth of the settings): each gets its
+    records, text, summary and export rows, and nothing of the modes left out."""
+    run = race(session, modes=["ddtree-libraspec", "static", "ddtree"], node_budget=12, tree_depth=3,
+               max_new_tokens=16, temperature=temperature)
+    assert run.finished and run.modes == ("static", "ddtree", "ddtree-libraspec")  # the registry's order
+    assert set(run.records) == set(run.modes) and set(run.report()["modes"]) == set(run.modes)
+    assert run.report()["race_modes"] == list(run.modes) and run.settings.node_budget == 12
+    trees = run.records["ddtree-libraspec"] + run.records["ddtree"]
+    assert all(0 < r.tree_size <= 12 and len(r.tree_tokens) == len(r.tree_parents) == r.tree_size for r in trees
+               if r.chosen_length)
+    assert max(r.tree_size for r in trees) == 12 and all(r.chosen_length <= 3 for r in run.records["ddtree"])
+    assert not any(r.tree_size for r in run.records["static"])
+    if temperature == 0:
+        assert run.text("static") == run.text("ddtree") == run.text("ddtree-libraspec")  # greedy: the target's text
+    progress = _race_progress_text(run)
+    assert run.text("ddtree-libraspec") and "DDTree+LibraSpec" in progress and "Oracle" not in progress
+    parquet = pq.read_table(session.export(run.run_id)[1]).to_pylist()
+    assert {row["mode"] for row in parquet} == {"ar", *run.modes}
+    exported = [row for row in parquet if row["mode"] == "ddtree-libraspec"]
+    assert [row["tree_size"] for row in exported] == [r.tree_size for r in run.records["ddtree-libraspec"]]
+    assert [row["tree_path"] for row in exported] == [list(r.tree_path) for r in run.records["ddtree-libraspec"]]
+
+
+def _race_progress_text(run) -> str:
+    from ui.session import _race_progress
+    return _race_progress(run, 1.0)

@@ -17,8 +17,8 @@ from libraspec.records import RoundRecord, summarize
 from libraspec.analysis.theory import auto_alpha
 from ui.render import TextSegments, column_html, eta_text, status_html
 from ui.session import Run
-from ui.settings import (ALPHA_MAX, ALPHA_MIN, D_MAX_CAP, MAX_NEW_TOKENS_CAP, Settings, check_settings,
-                         suggest_alpha)
+from ui.settings import (ALPHA_MAX, ALPHA_MIN, D_MAX_CAP, MAX_NEW_TOKENS_CAP, RACE_COLUMNS, RACEABLE, Settings,
+                         check_race_modes, check_settings, suggest_alpha)
 
 TOKENIZER = ByteTokenizer()
 
@@ -104,6 +104,7 @@ def test_column_without_rounds_shows_placeholder():
 def test_settings_defaults_and_integral_floats():
     checked = check_settings(Settings(d_max=24.0, max_new_tokens=64.0, seed=3.0), n=15)
     assert checked.notes == {} and checked.settings.static_length == 15
+    assert checked.settings.tree_depth == 15 and checked.settings.node_budget == 32  # the tree modes' defaults
     assert checked.settings.d_max == 24 and isinstance(checked.settings.d_max, int)
     assert check_settings(Settings(static_length=0), n=7).settings.static_length == 7
 
@@ -120,6 +121,9 @@ def test_settings_defaults_and_integral_floats():
     ("max_new_tokens", 100_000, MAX_NEW_TOKENS_CAP, "max new tokens 100000 -> 512 (allowed 1..512)"),
     ("max_new_tokens", 0, 1, "max new tokens 0 -> 1"),
     ("seed", -1, 0, "seed -1 -> 0"),
+    ("tree_depth", 100, D_MAX_CAP, f"tree depth 100 -> {D_MAX_CAP}"),
+    ("node_budget", 0, 1, "node budget 0 -> 1"),
+    ("node_budget", 1000, D_MAX_CAP, f"node budget 1000 -> {D_MAX_CAP} (allowed 1..{D_MAX_CAP})"),
 ])
 def test_out_of_range_settings_are_clamped_and_the_clamp_is_noted_by_field(field, value, fixed, note):
     """Every correction is stated for its field (max new tokens 100000 once became 512 silently, alpha 0 became 0.2)."""
@@ -216,3 +220,28 @@ def test_progress_shows_the_time_left():
     assert eta_text(0, 10, 5.0) == "estimating the time left"
     assert eta_text(5, 10, 6.0) == "about 6.0 s left"
     assert eta_text(1, 4, 40.0) == "about 2 min 00 s left"
+
+
+def test_the_raced_modes_are_checked():
+    """The race holds up to RACE_COLUMNS of the registry's policy, oracle and tree modes, in the registry's order."""
+    assert check_race_modes(None) == check_race_modes("") == ("static", "libraspec", "oracle")
+    assert {"ddtree", "ddtree-libraspec", "g4", "failfast"} <= set(RACEABLE) and "ar" not in RACEABLE
+    assert check_race_modes(["ddtree-libraspec", "static"]) == ("static", "ddtree-libraspec")
+    assert check_race_modes(" ddtree , libraspec,ddtree") == ("libraspec", "ddtree")  # the API's string
+    for bad, message in ((["ar"], "cannot race mode 'ar'"), (["magic"], "cannot race mode 'magic'"),
+                         ([], "at least one mode"), (list(RACEABLE[:RACE_COLUMNS + 1]), "at most 3 modes")):
+        with pytest.raises(ValueError, match=message):
+            check_race_modes(bad)
+
+
+def test_a_tree_round_is_described_as_a_tree():
+    from ui.race_tab import round_info
+    record = dataclasses.replace(_record(0, [5, 6, 7]), mode="ddtree-libraspec", confidences=(0.9, 0.8, 0.1),
+                                 draft_sources=("dflash",) * 3, chosen_length=3, accepted=2, tree_size=9,
+                                 tree_tokens=tuple(range(9)), tree_parents=(-1,) * 9, tree_probs=(0.1,) * 9,
+                                 oracle_length=2, oracle_tree_size=4)
+    run = Run("r1", "p", Settings(node_budget=9), [], [], "tiny-llama", 7, "local",
+              modes=("ddtree-libraspec",), records={"ddtree-libraspec": [record]})
+    text = round_info(run, "ddtree-libraspec", 0)
+    assert "The tree holds 9 nodes (node budget 9) up to depth d = 3; the target accepted a path of 2" in text
+    assert "in hindsight depth 2 with 4 nodes was best" in text and "Submitted" not in text

@@ -1,13 +1,14 @@
 """Race and Round-inspector tabs: layout and wiring only (logic lives in `session`, `libraspec`).
 
-Three modes decode the same prompt side by side (static n, LibraSpec alpha / d_max, the
-oracle d*) with the drafter chosen next to the model; the inspector shows the same run's
-figures (`libraspec.views.plots`) and what each round drafted, from which source. Every model
-call runs in one queue (`concurrency_id="model"`, one at a time).
+Up to three modes decode the same prompt side by side (default: static n, LibraSpec alpha /
+d_max, the oracle d*; any policy, oracle or tree mode of the registry can be chosen, one column
+each) with the drafter chosen next to the model; the inspector shows the same run's figures
+(`libraspec.views.plots`), what each round drafted, from which source, and for a tree mode the
+round's draft tree. Every model call runs in one queue (`concurrency_id="model"`, one at a time).
 
 The settings are plain number fields: `ui.settings.check_settings` clamps what is out of
 range, and each clamp is written under its field (on leaving the field and when a race
-starts). Run is disabled while a race runs and the settings fold away, so the three columns
+starts). Run is disabled while a race runs and the settings fold away, so the columns
 stay in view. A refused input (an empty prompt, a value that is no number) is reported in
 the status line; the previous run's results stay as they were, unmarked.
 """
@@ -27,7 +28,8 @@ from .common import QUEUE, client_key, load_examples
 from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .render import column_html, legend_html, status_html, title
 from .session import PROFILE_TOLERANCE, RACE_MODES, Run, Session, Snapshot
-from .settings import FIELDS, NAMES, Settings, allowed, check_settings
+from .settings import (FIELDS, N_DEFAULT, NAMES, RACE_COLUMNS, RACEABLE, Settings, allowed, check_race_modes,
+                       check_settings)
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
 EMPTY = records_to_frame([])
@@ -36,8 +38,9 @@ DRAFTER_LABELS = {"dflash": "block diffusion (dflash)", "lookup": "look-up in th
 SOURCE_NAMES = {"dflash": "block diffusion", "lookup": "look-up"}
 LABELS = {"alpha": "alpha (LibraSpec trade-off)", "d_max": "d_max (length cap)",
           "static_length": "static length (0 = n)", "temperature": "temperature (0 = greedy)",
-          "max_new_tokens": "max new tokens", "seed": "seed"}
-DEFAULTS = Settings(static_length=0)
+          "max_new_tokens": "max new tokens", "seed": "seed", "tree_depth": "tree depth (0 = n)",
+          "node_budget": "node budget (trees)"}
+DEFAULTS = Settings(static_length=0, tree_depth=0)
 ELEM_IDS = {name: f"ls-{name.replace('_', '-')}" for name in FIELDS} | {"max_new_tokens": "ls-max-new"}
 RUN_LABEL = "Run race"
 
@@ -56,7 +59,7 @@ def field_info(name: str, n: int | None, note: str | None = None) -> str:
     if name == "d_max":
         return (f"allowed {n}..{high:d} (Algorithm 1 starts at d = n = {n})" if n else
                 f"allowed n..{high:d}; n, the block size, is known once the model has loaded")
-    if name == "static_length":
+    if name in N_DEFAULT:
         return f"0 = n{f' = {n}' if n else ''}; allowed {low:d}..{high:d}"
     return f"allowed {low:g}..{high:g}" if isinstance(low, float) else f"allowed {low:d}..{high:d}"
 
@@ -87,13 +90,19 @@ def round_info(run: Run, mode: str, round_index: int) -> str:
             start = k
     steps = len(r.policy_steps)
     algorithm = (f" Algorithm 1 ran {steps} iteration{'s' if steps != 1 else ''}"
-                 f"{' (the last a rollback)' if steps and r.policy_steps[-1].rollback else ''}." if mode == "libraspec"
-                 else "")
+                 f"{' (the last a rollback)' if steps and r.policy_steps[-1].rollback else ''}."
+                 if mode == "libraspec" or steps else "")
     bonus = " and then added its own token" if r.bonus_token is not None else ""
+    drafted = (f"{head} Drafted {r.blocks_drafted} step{'s' if r.blocks_drafted != 1 else ''} of n = {run.n} "
+               f"(positions {'; '.join(spans)}).{algorithm}")
+    if plots.is_tree_mode(mode):
+        oracle = (f"; in hindsight depth {r.oracle_length} with {r.oracle_tree_size} nodes was best"
+                  if r.oracle_length is not None and r.oracle_tree_size is not None else "")
+        return (f"{drafted} The tree holds {r.tree_size} node{'s' if r.tree_size != 1 else ''} (node budget "
+                f"{run.settings.node_budget}) up to depth d = {r.chosen_length}; the target accepted a path of "
+                f"{r.accepted}{bonus}{oracle}.")
     oracle = f"; oracle d* = {r.oracle_length}" if r.oracle_length is not None and mode != "oracle" else ""
-    return (f"{head} Drafted {r.blocks_drafted} step{'s' if r.blocks_drafted != 1 else ''} of n = {run.n} "
-            f"(positions {'; '.join(spans)}).{algorithm} Submitted d = {r.chosen_length}; the target accepted "
-            f"{r.accepted}{bonus}{oracle}.")
+    return f"{drafted} Submitted d = {r.chosen_length}; the target accepted {r.accepted}{bonus}{oracle}."
 
 
 class RaceTabs:
@@ -136,11 +145,14 @@ class RaceTabs:
                                             variant="primary", elem_id="ls-run", interactive=self.session.loaded)
                 self.stop_button = gr.Button("Stop", variant="stop", elem_id="ls-stop")
         with gr.Accordion("Settings and examples", open=True, elem_id="ls-settings") as self.settings_box:
+            self.race_modes = gr.Dropdown([(title(m), m) for m in RACEABLE], value=list(RACE_MODES),
+                                          multiselect=True, max_choices=RACE_COLUMNS, elem_id="ls-race-modes",
+                                          label=f"modes to race (up to {RACE_COLUMNS}, one column each)")
             with gr.Row():
                 self.fields = {name: gr.Number(getattr(DEFAULTS, name), label=LABELS[name],
                                                info=field_info(name, n), elem_id=ELEM_IDS[name],
                                                step=0.1 if name in ("alpha", "temperature") else 1,
-                                               min_width=150)
+                                               min_width=140)
                                for name in FIELDS}
             with gr.Row():
                 self.suggest_button = gr.Button("Use suggested alpha", size="sm", elem_id="ls-suggest", scale=0)
@@ -151,9 +163,9 @@ class RaceTabs:
                         example_labels=[_example_label(e) for e in examples],
                         label="Examples (math, code, chat)")
         gr.HTML(legend_html())
-        with gr.Row(equal_height=False):
-            self.columns = [gr.HTML(column_html(mode, None, None, None, "press Run race"),
-                                    elem_id=f"ls-col-{mode}") for mode in RACE_MODES]
+        with gr.Row(equal_height=False):  # one column per raceable mode, shown while it is chosen
+            self.columns = [gr.HTML(column_html(mode, None, None, None, "press Run race"), elem_id=f"ls-col-{mode}",
+                                    visible=mode in RACE_MODES) for mode in RACEABLE]
         with gr.Accordion("Downloads: this run's round records", open=False):
             self.run_id = gr.Textbox(label="run id", interactive=False, elem_id="ls-run-id")
             self.files = gr.File(label="round records (CSV, Parquet)", file_count="multiple", interactive=False,
@@ -172,6 +184,11 @@ class RaceTabs:
                                             label="mode to inspect", elem_id="ls-inspect-mode")
             self.round = gr.Slider(0, 1, value=0, step=1, label="round", elem_id="ls-round")
         self.round_text = gr.Markdown("Run a race to inspect its rounds.", elem_id="ls-round-info")
+        with gr.Row():  # tree modes only
+            self.tree_plot = gr.Plot(None, label="draft tree of the round", show_label=False, elem_id="ls-tree-plot",
+                                     visible=False, scale=3)
+            self.tree_size_plot = gr.Plot(None, label="tree size per round", show_label=False,
+                                          elem_id="ls-tree-size-plot", visible=False, scale=2)
         with gr.Row():
             self.heatmap_plot = gr.Plot(plots.confidence_heatmap(EMPTY), label="confidences q_i",
                                         show_label=False, elem_id="ls-heatmap-plot")
@@ -191,9 +208,11 @@ class RaceTabs:
 
     def _wire(self) -> None:
         fields = [self.fields[name] for name in FIELDS]
-        inputs = [self.prompt, *fields, self.inspect_mode, self.drafter] + ([self.model] if self.model else [])
+        inputs = [self.prompt, *fields, self.inspect_mode, self.drafter, self.race_modes] + \
+            ([self.model] if self.model else [])
         outputs = [self.status, *self.columns, self.run_id, self.length_plot, self.speedup_plot,
-                   self.heatmap_plot, self.eps_plot, self.round, self.profile_plot, self.round_text, *fields]
+                   self.heatmap_plot, self.eps_plot, self.round, self.profile_plot, self.round_text,
+                   self.inspect_mode, self.tree_plot, self.tree_size_plot, *fields]
         races = []
         for trigger, api in ((self.run_button.click, dict(api_name="race_live", api_visibility="undocumented")),
                              (self.prompt.submit, dict(api_visibility="private"))):
@@ -213,13 +232,16 @@ class RaceTabs:
                                   api_visibility="private")
         self.remeasure_button.click(self._remeasure_gpu, None, [self.profile_plot, self.profile_text],
                                     api_visibility="private", **QUEUE)
+        self.race_modes.change(self.show_columns, [self.race_modes], self.columns, queue=False,
+                               api_visibility="private")
         self.run_id.change(self.export_trace, [self.run_id], [self.files], api_name="export_trace")
         self.inspect_mode.change(self.inspect_mode_changed, [self.run_id, self.inspect_mode],
-                                 [self.heatmap_plot, self.eps_plot, self.round, self.round_text],
-                                 api_visibility="private")
+                                 [self.heatmap_plot, self.eps_plot, self.round, self.round_text, self.tree_plot,
+                                  self.tree_size_plot], api_visibility="private")
         # input: every change the visitor makes (dragging, arrow keys, typing), never the race's own updates
         self.round.input(self.inspect_round, [self.run_id, self.inspect_mode, self.round],
-                         [self.eps_plot, self.round_text], api_visibility="private", trigger_mode="always_last")
+                         [self.eps_plot, self.round_text, self.tree_plot], api_visibility="private",
+                         trigger_mode="always_last")
         gr.api(self.race, api_name="race", **QUEUE)
         if self.model is not None:
             self.model.change(self._warm_up_gpu, [self.model], self._warm_outputs(), api_visibility="private",
@@ -239,8 +261,9 @@ class RaceTabs:
         (Run disabled until `warm_up` has loaded the pair)."""
         if self.session.ready:
             return self._ready()
-        return (status_html(f"Loading {self.session.model} (first use only)…"), gr.skip(), gr.skip(), gr.skip(),
-                gr.skip(), gr.Button("Loading the model…", interactive=False))
+        skip = (gr.skip(),) * (len(self._warm_outputs()) - 2)
+        return (status_html(f"Loading {self.session.model} (first use only)…"), *skip,
+                gr.Button("Loading the model…", interactive=False))
 
     def warm_up(self, model: str | None = None):
         """After the page opens or a model is chosen: load the models once (status shown meanwhile),
@@ -250,13 +273,14 @@ class RaceTabs:
             yield (gr.skip(),) * len(self._warm_outputs())
             return
         loading = gr.Button("Loading the model…", interactive=False)
+        skip = (gr.skip(),) * (len(self._warm_outputs()) - 2)
         try:
             self.session.select(model)
             for line in self.session.load():
-                yield status_html(line), gr.skip(), gr.skip(), gr.skip(), gr.skip(), loading
+                yield status_html(line), *skip, loading
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
-            yield (status_html(f"Could not load the model: {error}", error=True), gr.skip(), gr.skip(), gr.skip(),
-                   gr.skip(), gr.Button(RUN_LABEL, interactive=True))
+            yield (status_html(f"Could not load the model: {error}", error=True), *skip,
+                   gr.Button(RUN_LABEL, interactive=True))
             return
         yield self._ready()
 
@@ -266,12 +290,12 @@ class RaceTabs:
         return (status_html(f"Ready: {self.session.describe()}", progress=f"load times: {took}" if took else ""),
                 plots.profile_figure(self.session.profile()),
                 gr.Number(info=field_info("d_max", n)),
-                gr.Number(value=n, info=field_info("static_length", n)),
+                *(gr.Number(value=n, info=field_info(name, n)) for name in N_DEFAULT),
                 gr.Dropdown(value=self.session.default_drafter), gr.Button(RUN_LABEL, interactive=True))
 
     def _warm_outputs(self) -> list:
-        return [self.status, self.profile_plot, self.fields["d_max"], self.fields["static_length"], self.drafter,
-                self.run_button]
+        return [self.status, self.profile_plot, self.fields["d_max"], *(self.fields[name] for name in N_DEFAULT),
+                self.drafter, self.run_button]
 
     def attach_load(self, demo: gr.Blocks) -> None:
         outputs = self._warm_outputs()
@@ -289,17 +313,18 @@ class RaceTabs:
             return gr.Number(info=field_info(name, n, str(error))) if str(error).startswith(NAMES[name] + " ") \
                 else gr.skip()
         info = field_info(name, n, checked.notes.get(name))
-        if name == "static_length" and values[FIELDS.index(name)] in (0, None):
+        if name in N_DEFAULT and values[FIELDS.index(name)] in (0, None):
             return gr.Number(info=info)  # 0 stays 0 ("= n")
         return gr.Number(value=getattr(checked.settings, name), info=info)
 
     @staticmethod
-    def _field_updates(settings: Settings, notes: dict[str, str], n: int | None, keep_static: bool = False) -> tuple:
-        """Each field's checked value and its line: what was corrected, or the allowed range."""
+    def _field_updates(settings: Settings, notes: dict[str, str], n: int | None, keep=()) -> tuple:
+        """Each field's checked value and its line: what was corrected, or the allowed range; the
+        fields in `keep` (0 = n) keep their value."""
         updates = []
         for name in FIELDS:
             value = getattr(settings, name)
-            if name == "static_length" and keep_static:
+            if name in keep:
                 value = gr.skip()  # 0 stays 0 ("= n")
             updates.append(gr.Number(value=value, info=field_info(name, n, notes.get(name))))
         return tuple(updates)
@@ -330,63 +355,77 @@ class RaceTabs:
                 "Races from now on are modeled with it.")
 
     def race_live(self, request: gr.Request, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
-                  inspect_mode, drafter=None, model=None):
+                  tree_depth, node_budget, inspect_mode, drafter=None, modes=None, model=None):
         """Stream the race: columns at most 4 times a second, figures once a second, always the end."""
         yield from self._race_live_gpu(client_key(request), prompt, alpha, d_max, static_length, temperature,
-                                       max_new_tokens, seed, inspect_mode, drafter, model)
+                                       max_new_tokens, seed, tree_depth, node_budget, inspect_mode, drafter, modes,
+                                       model)
 
     def _race_live(self, owner, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
-                   inspect_mode, drafter, model):
-        settings = Settings(alpha, d_max, static_length, temperature, max_new_tokens, seed)
-        skip = (gr.skip(),) * 8  # run id, the six figure outputs and the round text
+                   tree_depth, node_budget, inspect_mode, drafter, modes, model):
+        settings = Settings(alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget)
+        keep = [name for name in N_DEFAULT if getattr(settings, name) in (0, None)]
+        skip = (gr.skip(),) * 11  # run id, the six figure outputs, the round text, the inspected mode, the trees
         same_fields = (gr.skip(),) * len(FIELDS)
-        figures_at = 0.0
+        no_columns = (gr.skip(),) * len(RACEABLE)
+        figures_at, offered = 0.0, False  # offered: the inspector's mode dropdown lists this run's modes
         try:
             self.session.select(model)
-            for snap in self.session.stream(prompt, settings, owner, drafter):
+            for snap in self.session.stream(prompt, settings, owner, drafter, modes):
                 fields = same_fields if snap.checked is None else self._field_updates(
-                    snap.checked.settings, snap.checked.notes, self.session.n, keep_static=static_length in (0, None))
+                    snap.checked.settings, snap.checked.notes, self.session.n, keep)
                 if snap.run is None:
-                    columns = [column_html(m, None, None, None, "waiting for the AR baseline…")
-                               for m in RACE_MODES] if snap.phase == "baseline" and not snap.final else [gr.skip()] * 3
+                    waiting = check_race_modes(modes)
+                    columns = [column_html(m, None, None, None, "waiting for the AR baseline…") if m in waiting
+                               else gr.skip() for m in RACEABLE] \
+                        if snap.phase == "baseline" and not snap.final else no_columns
                     yield (status_html(snap.status, prompt, progress=snap.progress), *columns, *skip, *fields)
                     continue
                 due = snap.final or time.monotonic() - figures_at >= FIGURE_INTERVAL_S
-                figures = self._figures(snap.run, inspect_mode, snap.final) if due else skip
+                figures = self._figures(snap.run, inspect_mode, snap.final, not offered) if due else skip
                 figures_at = time.monotonic() if due else figures_at
+                offered = offered or due
                 yield (self._status(snap), *self._columns(snap.run), *figures, *fields)
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             # not a gr.Error: that would mark every output, the previous run's results included, with an error
-            yield (status_html(f"Not run: {error}", prompt, error=True), *[gr.skip()] * 3, *skip,
+            yield (status_html(f"Not run: {error}", prompt, error=True), *no_columns, *skip,
                    *(gr.skip(),) * len(FIELDS))
 
     def race(self, request: gr.Request, prompt: str, alpha: float = 8.0, d_max: int = 24, static_length: int = 0,
-             temperature: float = 0.0, max_new_tokens: int = 128,
-             seed: int = 0, model: str = "", drafter: str = "") -> tuple[str, str, str, dict]:
-        """Race static, LibraSpec and oracle on one prompt (static_length 0 = n; model "" = the
-        app's current pair, else one of the pairs the app offers; drafter "" = the pair's default,
-        else dflash, lookup or hybrid).
+             temperature: float = 0.0, max_new_tokens: int = 128, seed: int = 0, model: str = "",
+             drafter: str = "", modes: str = "", tree_depth: int = 0,
+             node_budget: int = 32) -> tuple[str, str, str, dict]:
+        """Race up to three modes on one prompt (static_length 0 = n; model "" = the app's current
+        pair, else one of the pairs the app offers; drafter "" = the pair's default, else dflash,
+        lookup or hybrid; modes: comma-separated names, "" = "static,libraspec,oracle", any of
+        static, libraspec, g4, failfast, oracle, ddtree, ddtree-libraspec; tree_depth 0 = n and
+        node_budget: the tree modes' depth (ddtree) and nodes per tree).
 
-        Returns the three output texts and a summary: settings, notes on clamped values, the drafter,
-        per mode tokens, rounds, tau, tokens/s, speedups over AR (measured, modeled), finish rank by
-        measured time and the modes within timing noise of it, and a verdict on the winner.
+        Returns three output texts, those of the raced modes in the registry's order (the columns'
+        order; "" for a column left empty when fewer modes race), and a summary: the raced modes
+        (race_modes), settings, notes on clamped values, the drafter, per mode tokens, rounds, tau,
+        tokens/s, speedups over AR (measured, modeled), finish rank by measured time and the modes
+        within timing noise of it, and a verdict on the winner.
         """
         return self._race_gpu(client_key(request), prompt, alpha, d_max, static_length, temperature,
-                              max_new_tokens, seed, model, drafter)
+                              max_new_tokens, seed, model, drafter, modes, tree_depth, node_budget)
 
-    def _race(self, owner, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model, drafter):
+    def _race(self, owner, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model, drafter,
+              modes, tree_depth, node_budget):
         snap = None
         try:
             self.session.select(model)
             for snap in self.session.stream(prompt, Settings(alpha, d_max, static_length, temperature,
-                                                            max_new_tokens, seed), owner, drafter):
+                                                            max_new_tokens, seed, tree_depth, node_budget),
+                                            owner, drafter, modes):
                 pass
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             raise gr.Error(str(error)) from error
         run = snap.run
         if run is None:  # superseded before the race began
             raise gr.Error(snap.status)
-        return (*(run.text(mode) for mode in RACE_MODES), run.report())
+        texts = [run.text(mode) for mode in run.modes] + [""] * (RACE_COLUMNS - len(run.modes))
+        return (*texts, run.report())
 
     def export_trace(self, request: gr.Request, run_id: str) -> list[str] | None:
         """CSV and Parquet files of a run's round records (AR baseline included), by the id of one
@@ -398,19 +437,30 @@ class RaceTabs:
         except ValueError as error:
             raise gr.Error(str(error)) from error
 
+    @staticmethod
+    def show_columns(modes):
+        """The chosen modes' columns shown, the others hidden (a choice the race refuses changes nothing)."""
+        try:
+            chosen = check_race_modes(modes or [])
+        except ValueError:
+            return [gr.skip()] * len(RACEABLE)
+        return [gr.HTML(visible=mode in chosen) for mode in RACEABLE]
+
     def inspect_mode_changed(self, request: gr.Request, run_id: str, mode: str):
         run = self._stored(run_id, client_key(request))
-        if run is None:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        if run is None or mode not in run.modes:
+            return (gr.skip(),) * 6
         first = self._first_round(run, mode)
         return (plots.confidence_heatmap(run.frame(with_ar=False), mode), self._eps(run, mode, first),
-                self._round_slider(run, mode, first), round_info(run, mode, first))
+                self._round_slider(run, mode, first), round_info(run, mode, first), self._tree(run, mode, first),
+                self._tree_sizes(run, mode))
 
     def inspect_round(self, request: gr.Request, run_id: str, mode: str, round_index: float):
         run = self._stored(run_id, client_key(request))
-        if run is None or round_index is None:
-            return gr.skip(), gr.skip()
-        return self._eps(run, mode, int(round_index)), round_info(run, mode, int(round_index))
+        if run is None or round_index is None or mode not in run.modes:
+            return gr.skip(), gr.skip(), gr.skip()
+        return (self._eps(run, mode, int(round_index)), round_info(run, mode, int(round_index)),
+                self._tree(run, mode, int(round_index)))
 
     # -- views --------------------------------------------------------------------------------
 
@@ -430,9 +480,12 @@ class RaceTabs:
             message += " " + run.verdict()
         return status_html(message, run.prompt, run.notes, progress=snap.progress or details)
 
-    def _columns(self, run: Run) -> list[str]:
-        return [column_html(m, run.segments.get(m), run.summary(m), run.rank(m), tied_with=run.tied_with(m))
-                for m in RACE_MODES]
+    def _columns(self, run: Run) -> list:
+        """Every column: the raced modes' shown and filled, the others hidden and emptied (so a column
+        chosen later shows no text of an older race)."""
+        return [gr.HTML(column_html(m, run.segments.get(m), run.summary(m), run.rank(m), tied_with=run.tied_with(m)),
+                        visible=True) if m in run.modes else
+                gr.HTML(column_html(m, None, None, None, "press Run race"), visible=False) for m in RACEABLE]
 
     @staticmethod
     def _first_round(run: Run, mode: str) -> int:
@@ -441,6 +494,15 @@ class RaceTabs:
     @staticmethod
     def _round_slider(run: Run, mode: str, value: int):
         return gr.Slider(maximum=max(len(run.records.get(mode, [])) - 1, 1), value=value)
+
+    @staticmethod
+    def _inspected(run: Run, mode: str) -> str:
+        """The mode the inspector shows: the one chosen when this run raced it, else its first tree
+        mode, LibraSpec or its first mode."""
+        if mode in run.modes:
+            return mode
+        return next((m for m in run.modes if plots.is_tree_mode(m)), "libraspec" if "libraspec" in run.modes
+                    else run.modes[0])
 
     def _eps(self, run: Run, mode: str, round_index: int):
         records = run.records.get(mode, [])
@@ -451,11 +513,34 @@ class RaceTabs:
             return None
         return plots.epsilon_figure(row.iloc[0], run.settings.alpha)
 
-    def _figures(self, run: Run, mode: str, final: bool) -> tuple:
+    def _tree(self, run: Run, mode: str, round_index: int):
+        """The round's draft tree (tree modes; hidden for chain modes), its root labelled with the
+        token the previous round committed last."""
+        records = {r.round_index: r for r in run.records.get(mode, [])}
+        if not plots.is_tree_mode(mode) or round_index not in records:
+            return gr.Plot(visible=False)
+        text = self.session.token_text(run.model)
+        previous = records.get(round_index - 1)
+        root = text(previous.committed_tokens[-1]) if previous is not None and previous.committed_tokens else None
+        return gr.Plot(plots.tree_figure(records[round_index], text, root), visible=True)
+
+    @staticmethod
+    def _tree_sizes(run: Run, mode: str):
+        """Tree size and accepted length per round (tree modes; hidden for chain modes)."""
+        if not plots.is_tree_mode(mode):
+            return gr.Plot(visible=False)
+        return gr.Plot(plots.tree_size_figure(run.frame(with_ar=False), mode), visible=True)
+
+    def _figures(self, run: Run, inspect_mode: str, final: bool, first: bool) -> tuple:
+        """The inspector's outputs; the mode dropdown offers the run's modes on the run's first
+        figures and its last (in between a visitor may be choosing)."""
+        mode = self._inspected(run, inspect_mode)
         frame = run.frame(with_ar=False)
         ar_s, ar_modeled = run.ar_per_token()
         shown = self._first_round(run, mode) if final else run.last_drafted_round(mode)  # live: newest decision
+        choice = gr.Dropdown(choices=[(title(m), m) for m in run.modes], value=mode) if first or final else gr.skip()
         return (run.run_id if final else gr.skip(), plots.length_figure(frame),
                 plots.speedup_figure(frame, ar_s, ar_modeled), plots.confidence_heatmap(frame, mode),
                 self._eps(run, mode, shown), self._round_slider(run, mode, shown),
-                plots.profile_figure(self.session.profile()) if final else gr.skip(), round_info(run, mode, shown))
+                plots.profile_figure(self.session.profile()) if final else gr.skip(), round_info(run, mode, shown),
+                choice, self._tree(run, mode, shown), self._tree_sizes(run, mode))

@@ -19,7 +19,7 @@ from libraspec.views.plots import mode_color
 from libraspec.records import RoundRecord, RunSummary
 
 TITLES = {"ar": "Autoregressive", "static": "Static", "libraspec": "LibraSpec", "oracle": "Oracle",
-          "g4": "G4", "failfast": "Fail-fast"}
+          "g4": "G4", "failfast": "Fail-fast", "ddtree": "DDTree", "ddtree-libraspec": "DDTree+LibraSpec"}
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 # a column's text scrolls beyond this, so the columns fit one screen with a line of notes above them
 TEXT_HEIGHT = "max(10em, calc(100vh - 645px))"

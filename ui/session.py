@@ -49,10 +49,10 @@ from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, pa
 from .downloads import Downloads
 from .render import TextSegments, duration, eta_text, title
 from .run_store import RunStore
-from .settings import (D_MAX_CAP, MAX_NEW_TOKENS_CAP, Checked, Settings, check_settings, integer_setting,
-                       suggest_alpha)
+from .settings import (D_MAX_CAP, DEFAULT_RACE_MODES, MAX_NEW_TOKENS_CAP, Checked, Settings, check_race_modes,
+                       check_settings, integer_setting, suggest_alpha)
 
-RACE_MODES = ("static", "libraspec", "oracle")
+RACE_MODES = DEFAULT_RACE_MODES  # what a race holds unless the visitor chooses (`check_race_modes`)
 UPDATE_INTERVAL_S = 0.25  # the race view refreshes at most 4 times a second
 KEPT_RUNS = 8
 LOCAL = "local"  # the owner of runs made outside the app
@@ -72,6 +72,7 @@ class Run:
     n: int  # the pair's drafts per step
     owner: str  # who may list, inspect and export it (see the module docstring)
     drafter: str = "dflash"  # the drafter every mode drafted with (after any fallback)
+    modes: tuple[str, ...] = RACE_MODES  # the raced modes, in column order (`check_race_modes`)
     records: dict[str, list[RoundRecord]] = field(default_factory=dict)
     segments: dict[str, TextSegments] = field(default_factory=dict)
     finish_order: list[str] = field(default_factory=list)
@@ -134,7 +135,7 @@ class Run:
     def frame(self, with_ar: bool = True) -> pd.DataFrame:
         """Every round record as one row (`records_to_frame`), plus the run's drafter in column `drafter`."""
         records = list(self.ar_records) if with_ar else []
-        for mode in RACE_MODES:
+        for mode in self.modes:
             records += self.records.get(mode, [])
         frame = records_to_frame(records)
         frame["drafter"] = self.drafter
@@ -160,7 +161,7 @@ class Run:
             return {k: (v if not isinstance(v, float) or math.isfinite(v) else None)
                     for k, v in dataclasses.asdict(summary).items()}
         modes = {}
-        for mode in RACE_MODES:
+        for mode in self.modes:
             entry = clean(self.summary(mode)) or {}
             entry["finish_rank"] = self.rank(mode)
             entry["within_noise_of"] = self.tied_with(mode)
@@ -168,7 +169,7 @@ class Run:
             modes[mode] = entry
         ar = clean(summarize(self.ar_records)) if self.ar_records else None
         return {"run_id": self.run_id, "model": self.model, "n": self.n, "drafter": self.drafter,
-                "settings": dataclasses.asdict(self.settings), "notes": list(self.notes),
+                "race_modes": list(self.modes), "settings": dataclasses.asdict(self.settings), "notes": list(self.notes),
                 "finished": self.finished, "verdict": self.verdict(), "modes": modes, "ar": ar}
 
 
@@ -311,6 +312,15 @@ class Session:
                 self._ar_cache[key] = remodel_ar(records, new)
         return old, new
 
+    def token_text(self, model: str):
+        """A function from a token id to its text, with the loaded pair's tokenizer when `model` is the
+        loaded pair (a run of a pair switched out since gets the ids as text)."""
+        pair = self.pair
+        if pair is None or pair.name != model:
+            return str
+        decode = pair.tokenizer.decode
+        return lambda token: decode([int(token)])
+
     def describe(self) -> str:
         if self.pair is None:
             return "model not loaded yet"
@@ -382,9 +392,11 @@ class Session:
         yield -1, records
 
     def stream(self, prompt: str, settings: Settings, owner: str = LOCAL,
-               drafter: str | None = None) -> Iterator[Snapshot]:
-        """Race static, LibraSpec and oracle on one prompt for `owner`, drafting with `drafter`
-        (None or "": the pair's default); snapshots at most every 0.25 s, each with a progress line."""
+               drafter: str | None = None, modes=None) -> Iterator[Snapshot]:
+        """Race `modes` (`check_race_modes`; None: static, LibraSpec and oracle) on one prompt for
+        `owner`, drafting with `drafter` (None or "": the pair's default); snapshots at most every
+        0.25 s, each with a progress line."""
+        modes = check_race_modes(modes)
         for line in self.load():
             yield Snapshot(line, None, phase="load")
         ids, checked = self.prepare(prompt, settings)
@@ -415,15 +427,16 @@ class Session:
             ar_records = remodel_ar(ar_records, decoder.profile)
             notes.append(_remeasured(check, profile_check(decoder.profile, ar_records, PROFILE_TOLERANCE)))
         run = Run(uuid.uuid4().hex[:12], prompt, settings, notes,
-                  ar_records, self.pair.name, self.pair.n, owner, decoder.drafter.name)
-        for mode in RACE_MODES:
+                  ar_records, self.pair.name, self.pair.n, owner, decoder.drafter.name, modes)
+        for mode in modes:
             # the tokenizer's decode, not the pair's: a stored run must not keep a switched-out pair's
             # weights alive (a GPU holds one pair at a time)
             run.segments[mode] = TextSegments(functools.partial(self.pair.tokenizer.decode,
                                                                 skip_special_tokens=True))
         self._keep(run)
-        knobs = PolicySettings(alpha=settings.alpha, d_max=settings.d_max, static_length=settings.static_length)
-        entries = {mode: (mode, MODES[mode].policy(knobs)) for mode in RACE_MODES}
+        knobs = PolicySettings(alpha=settings.alpha, d_max=settings.d_max, static_length=settings.static_length,
+                               tree_depth=settings.tree_depth, node_budget=settings.node_budget)
+        entries = {mode: (mode, MODES[mode].policy(knobs)) for mode in modes}
         config = DecodeConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
                               seed=settings.seed, lookahead=settings.d_max, annotate_oracle=True)
         iterator = race(decoder, ids, entries, config)
@@ -436,8 +449,8 @@ class Session:
             if record.finished or time.monotonic() - last >= UPDATE_INTERVAL_S:
                 last = time.monotonic()
                 yield Snapshot("Racing…", run, progress=_race_progress(run, last - started))
-        run.finished = len(run.finish_order) == len(RACE_MODES)
-        load_note = load_change_note(run.ar_records, [r for mode in RACE_MODES for r in run.records.get(mode, [])])
+        run.finished = len(run.finish_order) == len(modes)
+        load_note = load_change_note(run.ar_records, [r for mode in modes for r in run.records.get(mode, [])])
         if load_note:
             run.notes.append(load_note)
         if self._store is not None:
@@ -553,7 +566,7 @@ def _race_progress(run: Run, elapsed_s: float) -> str:
     expected = sum(r.tau for r in run.ar_records) or run.settings.max_new_tokens
     done = total = 0
     parts = []
-    for mode in RACE_MODES:
+    for mode in run.modes:
         records = run.records.get(mode, [])
         tokens = records[-1].cumulative_tokens if records else 0
         finished = mode in run.finish_order

@@ -1,12 +1,13 @@
 """The race settings a visitor chooses, their allowed ranges, and the one check that clamps them.
 
 No gradio here. `check_settings` is the one place the app corrects a setting: the policy
-knobs (alpha, d_max, static length) through `libraspec.modes.PolicySettings.checked`, the
+knobs (alpha, d_max, static length, the tree modes' depth and node budget) through `libraspec.modes.PolicySettings.checked`, the
 decoding knobs (temperature, max new tokens, seed) with the same rule and wording, and max
 new tokens once more to the room the prompt leaves in the context window. A value out of
 range is clamped, never refused, and every change comes back as a note keyed by its field,
 so the race tab states it next to that field and the API returns it with the run. A value
 that is not a number at all (text, None, NaN, infinity) raises ValueError.
+`check_race_modes` checks which modes (at most RACE_COLUMNS) a race holds.
 Paper symbols: alpha (LibraSpec trade-off), n (block size), d_max (length cap).
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from libraspec.cost import LatencyProfile
-from libraspec.modes import ALPHA_RANGE, PolicySettings
+from libraspec.modes import ALPHA_RANGE, MODES, PolicySettings
 from libraspec.records import RoundRecord
 from libraspec.analysis.theory import auto_alpha
 
@@ -25,9 +26,15 @@ TEMPERATURE_MAX = 1.5
 ALPHA_MIN, ALPHA_MAX = ALPHA_RANGE
 FLAT_C_S = 1e-9  # a latency fit's cost per verified position at or below this is flat (rounding noise)
 SEED_MAX = 2**31 - 1
-FIELDS = ("alpha", "d_max", "static_length", "temperature", "max_new_tokens", "seed")
+FIELDS = ("alpha", "d_max", "static_length", "temperature", "max_new_tokens", "seed", "tree_depth", "node_budget")
 NAMES = {"alpha": "alpha", "d_max": "d_max", "static_length": "static length", "temperature": "temperature",
-         "max_new_tokens": "max new tokens", "seed": "seed"}  # as the notes name them
+         "max_new_tokens": "max new tokens", "seed": "seed", "tree_depth": "tree depth",
+         "node_budget": "node budget"}  # as the notes name them
+POLICY_FIELDS = ("alpha", "d_max", "static_length", "tree_depth", "node_budget")  # checked by PolicySettings
+N_DEFAULT = ("static_length", "tree_depth")  # None or 0 means n
+RACEABLE = tuple(name for name, mode in MODES.items() if mode.kind != "ar")  # modes a race can hold
+DEFAULT_RACE_MODES = ("static", "libraspec", "oracle")
+RACE_COLUMNS = 3  # modes one race holds at most: three columns stay readable at 1440 px
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,8 @@ class Settings:
     temperature: float = 0.0
     max_new_tokens: int = 128
     seed: int = 0
+    tree_depth: int | None = None  # the tree modes' depth for ddtree; None or 0: n
+    node_budget: int = 32  # the tree modes' nodes verified besides the root
 
 
 @dataclass(frozen=True)
@@ -56,7 +65,7 @@ def allowed(name: str, n: int | None) -> tuple[float, float]:
     """The range `check_settings` keeps field `name` in (n None: not loaded yet, d_max from 1)."""
     return {"alpha": (ALPHA_MIN, ALPHA_MAX), "d_max": (n or 1, D_MAX_CAP), "static_length": (1, D_MAX_CAP),
             "temperature": (0.0, TEMPERATURE_MAX), "max_new_tokens": (1, MAX_NEW_TOKENS_CAP),
-            "seed": (0, SEED_MAX)}[name]
+            "seed": (0, SEED_MAX), "tree_depth": (1, D_MAX_CAP), "node_budget": (1, D_MAX_CAP)}[name]
 
 
 def _number(value, name: str) -> float:
@@ -98,14 +107,15 @@ def check_settings(settings: Settings, n: int, context: int | None = None, promp
     prompt + output + the d_max look-ahead fit. `static_length` None or 0 means n (not a change).
     """
     notes: dict[str, str] = {}
-    raw = {name: getattr(settings, name) for name in ("alpha", "d_max")}
-    static = settings.static_length
-    raw["static_length"] = n if static is None or (not isinstance(static, bool) and static == 0) else static
+    raw = {name: getattr(settings, name) for name in POLICY_FIELDS}
+    for name in N_DEFAULT:
+        value = raw[name]
+        raw[name] = n if value is None or (not isinstance(value, bool) and value == 0) else value
     for name, value in raw.items():
         _number(value, NAMES[name])  # PolicySettings.checked only says "finite number"; name the field the same way
     policy, policy_notes = PolicySettings(**{k: float(v) if k == "alpha" else v for k, v in raw.items()}) \
         .checked(n, limit=D_MAX_CAP)
-    for key in ("alpha", "d_max", "static_length"):  # notes on knobs the race does not use are left out
+    for key in POLICY_FIELDS:  # notes on knobs the race does not use are left out
         notes.update({key: note for note in policy_notes if note.startswith(NAMES[key] + " ")})
     temperature = _clamp("temperature", settings.temperature, 0.0, TEMPERATURE_MAX, notes, "temperature",
                          integer=False)
@@ -122,7 +132,27 @@ def check_settings(settings: Settings, n: int, context: int | None = None, promp
                                        "context window)")
             max_new = room
     return Checked(Settings(alpha=policy.alpha, d_max=policy.d_max, static_length=policy.static_length,
-                            temperature=temperature, max_new_tokens=max_new, seed=seed), notes)
+                            temperature=temperature, max_new_tokens=max_new, seed=seed, tree_depth=policy.tree_depth,
+                            node_budget=policy.node_budget), notes)
+
+
+def check_race_modes(modes) -> tuple[str, ...]:
+    """The modes a race holds, in the registry's order (the columns' order): `modes` is a list of names
+    or one comma-separated string ("" or None: DEFAULT_RACE_MODES). Refuses an unknown mode, AR (the
+    baseline every race measures anyway), none at all, and more than RACE_COLUMNS."""
+    if modes is None or (isinstance(modes, str) and not modes.strip()):
+        return DEFAULT_RACE_MODES
+    names = [m.strip() for m in modes.split(",")] if isinstance(modes, str) else [str(m).strip() for m in modes]
+    names = [m for m in names if m]
+    unknown = [m for m in names if m not in RACEABLE]
+    if unknown:
+        raise ValueError(f"cannot race mode {unknown[0]!r}; choose from {', '.join(RACEABLE)}")
+    if not names:
+        raise ValueError("choose at least one mode to race")
+    chosen = tuple(m for m in RACEABLE if m in names)
+    if len(chosen) > RACE_COLUMNS:
+        raise ValueError(f"a race holds at most {RACE_COLUMNS} modes, got {len(chosen)}: {', '.join(chosen)}")
+    return chosen
 
 
 @dataclass(frozen=True)

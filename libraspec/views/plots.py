@@ -4,9 +4,12 @@ Every builder reads the frozen record columns, never engine internals, so the ap
 benchmarks and saved traces (`records.read_trace`) draw the same pictures. Symbols follow
 the LibraSpec paper: d (chosen speculative length), d* (oracle length), q_i (drafter
 confidence of draft i), eps_i (Algorithm 1 bound, eq. in line 6), B (draft budget),
-n (block size), alpha, tau (tokens committed per round).
+n (block size), alpha, tau (tokens committed per round). Draft trees (tree modes): each node
+holds a token x with its confidence q(x); its path probability is the product of q along its
+root path; the root is the last committed token.
 
-Conventions shared by every figure: one colour per mode (`MODE_COLORS`), a fixed height,
+Conventions shared by every figure: one colour per mode (`MODE_COLORS`), a fixed height (the
+draft tree's grows with its rows, so that wide trees stay readable),
 axes that span the data shown (a length axis reaches the longest d or d* drawn, not d_max),
 a title short enough for half a laptop screen with the legend at the bottom of the figure,
 where it cannot cover the title, and a constant `uirevision` per figure kind so a user's
@@ -14,6 +17,7 @@ zoom survives live updates.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Mapping
 
@@ -30,10 +34,13 @@ MODE_ORDER = tuple(MODE_COLORS)
 FALLBACK_COLOR = "#333333"
 TEMPLATE = "plotly_white"
 HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 560, "speedup": 340, "profile": 360,
-           "stepper": 440, "expected": 380, "sweep": 660, "calibration": 440}
+           "stepper": 440, "expected": 380, "sweep": 660, "calibration": 440, "tree": 560, "tree_sizes": 560}
 MIN_LENGTH_AXIS = 24  # an empty figure's length axis shows 0..d_max (paper's DFlash d_max = 24)
 DODGE = 0.18  # horizontal offset between the d* markers of different modes in one round
 SOURCE_NAMES = {"dflash": "diffusion", "lookup": "look-up"}  # RoundRecord.draft_sources, as figures name them
+TOKEN_CHARS = 10  # a tree node's label shows at most this many characters of its token
+OFF_PATH_COLOR = "#9E9E9E"
+TREE_ROW_PX = 15  # the tree figure grows beyond its height so that each row of node labels keeps this much  # tree nodes and edges off the accepted path
 
 
 def mode_color(mode: str) -> str:
@@ -327,3 +334,158 @@ def profile_figure(profile: Any) -> go.Figure:
     fig.update_layout(legend=dict(orientation="v", x=0.01, y=0.99, xanchor="left", yanchor="top",
                                   bgcolor="rgba(255,255,255,0.7)"))
     return fig
+
+
+def is_tree_mode(mode: str) -> bool:
+    """Whether `mode` drafts trees (the registry's kind "tree")."""
+    return mode in MODES and MODES[mode].kind == "tree"
+
+
+def _token_label(text: str) -> str:
+    """A token's text for a figure: whitespace made visible, cut to TOKEN_CHARS characters."""
+    shown = text.replace("\n", "⏎").replace("\t", "⇥").replace(" ", "·") or "∅"
+    return shown if len(shown) <= TOKEN_CHARS else shown[: TOKEN_CHARS - 1] + "…"
+
+
+def tree_layout(parents: list[int]) -> list[float]:
+    """A row (y) per node of a tree given by parent indices (-1: the root's children, parents first):
+    leaves take consecutive rows in depth-first order with siblings in rank (index) order, a
+    parent sits midway between its first and last child. The root's row is the mean of its
+    children's (0 without nodes)."""
+    children: dict[int, list[int]] = {}
+    for j, parent in enumerate(parents):
+        children.setdefault(int(parent), []).append(j)
+    rows: dict[int, float] = {}
+    leaves = 0
+    stack: list[tuple[int, bool]] = [(-1, False)]
+    while stack:  # iterative post-order (deep chains must not hit the recursion limit)
+        node, done = stack.pop()
+        kids = children.get(node, [])
+        if done or not kids:
+            if kids:
+                rows[node] = (rows[kids[0]] + rows[kids[-1]]) / 2
+            else:
+                rows[node] = float(leaves)
+                leaves += 1
+            continue
+        stack.append((node, True))
+        stack.extend((kid, False) for kid in reversed(kids))
+    if not parents:
+        rows[-1] = 0.0
+    return [rows[j] for j in range(len(parents))] + [rows[-1]]
+
+
+def tree_figure(record_row: pd.Series | Mapping[str, Any], token_text=str, root_text: str | None = None) -> go.Figure:
+    """One round's draft tree: x = depth (the root, the last committed token, at 0), one marker per
+    node labelled with its token's text and q (path probability on hover), edges parent -> child,
+    the accepted path (`tree_path`) drawn in the mode's colour and the bonus token after its last
+    node. `record_row` is a `RoundRecord`, a frame row or a mapping with the same keys;
+    `token_text` maps a token id to its text (default: the id); `root_text` is the root token's
+    text (default: "root"). A round without a tree (a chain mode) gives an empty figure saying so.
+    """
+    if dataclasses.is_dataclass(record_row):
+        record_row = vars(record_row)
+    mode, round_index = str(_record_value(record_row, "mode")), _record_value(record_row, "round_index")
+    tokens = [int(t) for t in _sequence(record_row, "tree_tokens")]
+    parents = [int(p) for p in _sequence(record_row, "tree_parents")]
+    probs = [float(q) for q in _sequence(record_row, "tree_probs")]
+    path = [int(j) for j in _sequence(record_row, "tree_path")]
+    fig = go.Figure()
+    title = f"Round {round_index} ({mode}): draft tree"
+    if not is_tree_mode(mode) and not tokens:
+        empty_figure(fig, f"{mode} drafts a chain, not a tree: choose a tree mode (ddtree, ddtree-libraspec)")
+        return apply_layout(fig, "tree", title, xaxis=dict(visible=False), yaxis=dict(visible=False))
+    bonus = _record_value(record_row, "bonus_token")
+    bonus = int(bonus) if _present(bonus) else None
+    # the bonus gets a row of its own: laid out as one more child of the last accepted node
+    rows = tree_layout(parents + ([path[-1] if path else -1] if bonus is not None else []))
+    root_row = rows[-1]
+    depth, path_prob = [0] * len(tokens), [1.0] * len(tokens)
+    for j, parent in enumerate(parents):
+        depth[j] = 1 + (depth[parent] if parent >= 0 else 0)
+        path_prob[j] = probs[j] * (path_prob[parent] if parent >= 0 else 1.0)
+    texts = [str(token_text(t)) for t in tokens]
+    ex, ey = [], []
+    for j, parent in enumerate(parents):
+        ex += [depth[parent] if parent >= 0 else 0, depth[j], None]
+        ey += [rows[parent] if parent >= 0 else root_row, rows[j], None]
+    colour = mode_color(mode)
+    on_path = set(path)
+    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", name="edges", hoverinfo="skip",
+                             line=dict(color=OFF_PATH_COLOR, width=1)))
+    fig.add_trace(go.Scatter(
+        x=[0] + [depth[j] for j in path], y=[root_row] + [rows[j] for j in path], mode="lines",
+        name=f"accepted path ({len(path)})", line=dict(color=colour, width=4), hoverinfo="skip",
+        customdata=path))
+    fig.add_trace(go.Scatter(
+        x=depth, y=rows[:len(tokens)], mode="markers+text", name=f"nodes ({len(tokens)})",
+        text=[f"{_token_label(t)} {q:.2f}" for t, q in zip(texts, probs)], textposition="middle right",
+        textfont=dict(size=11, color=["#000000" if j in on_path else "#555555" for j in range(len(tokens))]),
+        marker=dict(size=[11 if j in on_path else 7 for j in range(len(tokens))],
+                    color=[colour if j in on_path else "#FFFFFF" for j in range(len(tokens))],
+                    line=dict(width=1.5, color=[colour if j in on_path else OFF_PATH_COLOR
+                                                for j in range(len(tokens))])),
+        customdata=[[j, repr(t), tok, q, pp] for j, (t, tok, q, pp) in enumerate(zip(texts, tokens, probs, path_prob))],
+        hovertemplate="node %{customdata[0]} · depth %{x}<br>token %{customdata[1]} (id %{customdata[2]})"
+                      "<br>q = %{customdata[3]:.3f}<br>path probability = %{customdata[4]:.4f}<extra></extra>"))
+    root = "root" if root_text is None else _token_label(root_text)
+    fig.add_trace(go.Scatter(x=[0], y=[root_row], mode="markers+text", name="root (last committed token)",
+                             text=[root], textposition="middle left", textfont=dict(size=11),
+                             marker=dict(size=12, symbol="square", color="#444444"),
+                             hovertemplate="the last committed token<extra></extra>"))
+    right = max(depth, default=0)
+    if bonus is not None:
+        x, y = len(path) + 1, rows[len(tokens)]
+        text = str(token_text(bonus))
+        right = max(right, x)
+        last = (depth[path[-1]], rows[path[-1]]) if path else (0, root_row)
+        fig.add_trace(go.Scatter(  # a dotted edge from the last accepted node, then the bonus
+            x=[last[0], x], y=[last[1], y], mode="lines+markers+text", name="bonus (the target's token)",
+            text=["", f"bonus {_token_label(text)}"], textposition="middle right", textfont=dict(size=11, color=colour),
+            line=dict(color=colour, width=2, dash="dot"),
+            marker=dict(size=[0, 14], symbol="star", color=colour, line=dict(width=1, color="#000000")),
+            customdata=[[repr(text), bonus]] * 2,
+            hovertemplate="bonus token %{customdata[0]} (id %{customdata[1]})<extra></extra>"))
+    top = max(rows)
+    apply_layout(
+        fig, "tree", f"{title}: {len(tokens)} nodes, depth {max(depth, default=0)}, accepted {len(path)}",
+        xaxis=dict(title="depth (0 = the last committed token)", range=[-0.8, right + 1.2], dtick=1, zeroline=False),
+        yaxis=dict(visible=False, range=[top + 0.8, -0.8]))
+    # the one figure whose height follows its data: a wide tree keeps TREE_ROW_PX per row of labels
+    fig.update_layout(height=max(HEIGHTS["tree"], 150 + TREE_ROW_PX * (top + 1)))
+    return fig
+
+
+def tree_size_figure(frame: pd.DataFrame, mode: str) -> go.Figure:
+    """Per round of a tree mode: the tree's size (nodes verified besides the root, bars), the
+    accepted path length a (bars), tau = a + bonus (markers) and the oracle's hindsight-best size
+    (open diamonds, where annotated). A chain mode gives an empty figure saying so."""
+    rows = _rows(frame, mode) if "mode" in frame else frame.iloc[0:0]
+    fig = go.Figure()
+    title = f"Tree size and accepted length per round ({mode})"
+    if rows.empty or not is_tree_mode(mode):
+        empty_figure(fig, f"no tree rounds for {mode}" + ("" if is_tree_mode(mode) else ": it drafts a chain"))
+        return apply_layout(fig, "tree_sizes", title, xaxis=dict(range=[-0.5, 10.5]), yaxis=dict(range=[0, 10]))
+    x = rows["round_index"].tolist()
+    colour = mode_color(mode)
+    sizes, accepted = rows["tree_size"].astype(int).tolist(), rows["accepted"].astype(int).tolist()
+    tau = [len(c) for c in rows["committed_tokens"]]
+    fig.add_trace(go.Bar(x=x, y=sizes, name="tree size (nodes)", marker_color=colour, opacity=0.35,
+                         hovertemplate="round %{x}<br>%{y} nodes<extra></extra>"))
+    fig.add_trace(go.Bar(x=x, y=accepted, name="accepted a", marker_color=colour,
+                         hovertemplate="round %{x}<br>accepted a = %{y}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=tau, name="τ (a + bonus)", mode="markers",
+                             marker=dict(symbol="line-ew-open", size=14, color="#000000", line=dict(width=2)),
+                             hovertemplate="round %{x}<br>τ = %{y}<extra></extra>"))
+    top = max(sizes + tau + [1])
+    if "oracle_tree_size" in rows:
+        oracle = [(r, int(v)) for r, v in zip(x, rows["oracle_tree_size"]) if _present(v)]
+        if oracle:
+            top = max(top, max(v for _, v in oracle))
+            fig.add_trace(go.Scatter(
+                x=[r for r, _ in oracle], y=[v for _, v in oracle], name="oracle size", mode="markers",
+                marker=dict(symbol="diamond-open", size=8, color=MODE_COLORS["oracle"], line=dict(width=1.5)),
+                hovertemplate="round %{x}<br>oracle size = %{y}<extra></extra>"))
+    return apply_layout(fig, "tree_sizes", title, barmode="overlay",
+                        xaxis=dict(title="round", range=[-0.5, max(max(x), 10) + 0.5]),
+                        yaxis=dict(title="nodes / tokens", range=[0, top * 1.1 + 1]))
