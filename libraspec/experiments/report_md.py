@@ -409,11 +409,8 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
     lines += [data.figure_note, "", "## Results per suite", ""]
     for suite in plan.suites:
         for t in plan.temperatures:
-            result = data.main.get((suite, t))
-            if result is not None:
-                modes = result.summary["modes"]
-                lines += [f"### {suite}, temperature {t:g}", ""]
-                lines += _modes_table(modes, sample_tag(plan, _prompts(modes))) + [""] + comparisons(modes) + [""]
+            lines += _suite_block(plan, data.main.get((suite, t)), f"{suite}, temperature {t:g}", _modes_table,
+                                  comparisons)
     pooled = {t: pooled_modes(data, t) for t in plan.temperatures}
     pooled_tag = sample_tag(plan, max((_prompts(m) for m in pooled.values() if m), default=0))
     lines += ["## Pooled over suites", ""]
@@ -489,6 +486,14 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
     return "\n".join(lines)
 
 
+def _suite_block(plan, result, title: str, table, notes) -> list[str]:
+    """One suite's table (`table(modes, tag)`) under a heading, and the sentences `notes(modes)`."""
+    if result is None:
+        return []
+    modes = result.summary["modes"]
+    return [f"### {title}", ""] + table(modes, sample_tag(plan, _prompts(modes))) + [""] + notes(modes) + [""]
+
+
 def _tree_table(modes: dict, tag: str) -> list[str]:
     chain = modes.get("static", {}).get("tau")
     header = ["mode", "speedup measured [95% CI]", "speedup modeled [95% CI]", "tau", "tau / chain's", "mean depth",
@@ -526,16 +531,13 @@ def tree_section(data) -> list[str]:
              f"One run per suite and temperature with the `{first['models']['drafter']}` drafter: AR, the chain "
              f"static d = n = {first['n']}, LibraSpec on the chain, ddtree (depth n, node budgets "
              f"{', '.join(map(str, first['node_budgets']))}) and ddtree-libraspec (Algorithm 1 picks the depth "
-             "from the chain's confidences, the tree fills the budget within it), none annotated. A tree's "
+             "from the tree's per-depth confidences, the tree fills the budget within it), none annotated. A tree's "
              "verification costs the latency profile's verification of nodes + 1 tokens: wider trees accept more "
              "per round but each verified row costs time, which on a CPU is far from free.", ""]
     for t in plan.temperatures:
         for suite in plan.suites:
-            result = data.trees.get((suite, t))
-            if result is not None:
-                modes = result.summary["modes"]
-                lines += [f"### {suite}, temperature {t:g} (trees)", ""]
-                lines += _tree_table(modes, sample_tag(plan, _prompts(modes))) + [""] + tree_comparisons(modes) + [""]
+            lines += _suite_block(plan, data.trees.get((suite, t)), f"{suite}, temperature {t:g} (trees)",
+                                  _tree_table, tree_comparisons)
         pooled = pooled_modes(data, t, data.trees)
         if pooled:
             lines += [f"### pooled over suites, temperature {t:g} (trees)", ""]
