@@ -25,7 +25,7 @@ from .modes import get_mode
 from .oracle import oracle_length
 from .policy import Decision, LengthPolicy, epsilon_bounds
 from .records import RoundRecord
-from .tree import TreePolicy, TreeView, build_tree, target_child_probs, tree_accept, tree_oracle
+from .tree import TreePolicy, TreeView, target_child_probs, tree_accept, tree_oracle
 from .verify import SamplingConfig, acceptance_prefix, greedy_accept, probabilities, sample_accept
 
 
@@ -223,9 +223,9 @@ class SpeculativeDecoder:
 
     def _tree_round(self, state: _State, mode: str, policy: TreePolicy, config: DecodeConfig,
                     sampling: SamplingConfig, profile: LatencyProfile) -> RoundRecord:
-        """A draft-tree round (DDTree): the depth policy picks the depth from the drafter's chain,
-        one tree fills the node budget within it, one target forward verifies it; the same six
-        steps as `_round`."""
+        """A draft-tree round (DDTree): the depth policy picks the depth from the tree's per-depth
+        confidences, one tree fills the node budget within it, one target forward verifies it;
+        the same six steps as `_round`."""
         L = len(state.ids)
         room = self._room(state, config)
         cap = max(0, room - 1)
@@ -245,14 +245,14 @@ class SpeculativeDecoder:
             policy_s = max(time.perf_counter() - start - (buffer.seconds - drafted_before), 0.0)
         depth = min(decision.d, cap)
         start = time.perf_counter()
-        tree = build_tree([buffer.candidates(i, policy.node_budget) for i in range(depth)], policy.node_budget)
+        tree = view.tree(depth)
         policy_s += time.perf_counter() - start
         blocks = buffer.blocks
         tree_q = () if buffer.empty else view.confidences  # what the depth policy saw, before any look-ahead
         oracle = (None, None)
         if config.annotate_oracle and lookahead and not buffer.empty:
             saved = state.generator.get_state()  # annotation must not disturb this mode's randomness
-            oracle = self._tree_oracle(state, buffer, policy.node_budget, lookahead, sampling, uniforms, profile)
+            oracle = self._tree_oracle(state, view, lookahead, sampling, uniforms, profile)
             state.generator.set_state(saved)
         # 3. verify [last token, nodes...] in one target forward with the tree attention mask
         start = time.perf_counter()
@@ -283,12 +283,13 @@ class SpeculativeDecoder:
         and `nodes` nodes, the drafter's upkeep."""
         return buffer.modeled_draft_s(profile, steps) + profile.verify_time(nodes + 1) + self._upkeep_s(profile)
 
-    def _tree_oracle(self, state: _State, buffer: DraftBuffer, budget: int, depth: int, sampling: SamplingConfig,
+    def _tree_oracle(self, state: _State, view: TreeView, depth: int, sampling: SamplingConfig,
                      uniforms, profile: LatencyProfile) -> tuple[int, int]:
-        """(depth*, nodes*) of the hindsight-best sub-tree of a look-ahead tree (`budget` nodes,
-        `depth` deep), verified once, untimed, under the round's uniforms (`tree.tree_oracle`)."""
+        """(depth*, nodes*) of the hindsight-best sub-tree of a look-ahead tree (the round's node
+        budget, `depth` deep), verified once, untimed, under the round's uniforms (`tree.tree_oracle`)."""
+        buffer = view.buffer
         buffer.ensure(depth)
-        tree = build_tree([buffer.candidates(i, budget) for i in range(depth)], budget)
+        tree = view.tree(depth)
         out = self.target.forward_tree(state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths,
                                        with_hidden=False)
         child_probs, _ = target_child_probs(tree, out.logits, sampling)

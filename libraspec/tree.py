@@ -220,23 +220,31 @@ def depth_confidences(tree: DraftTree, depth: int) -> list[float]:
 
 
 class TreeView:
-    """What a tree mode's depth policy sees of the round's drafts: n, per-depth confidences of the
-    best-first tree of `budget` nodes over every drafted position (`depth_confidences`), and
-    `extend`, which drafts further steps of the underlying buffer."""
+    """A round's trees over one draft buffer, for the depth policy and the engine: n, per-depth
+    confidences of the best-first tree of `budget` nodes over every drafted position
+    (`depth_confidences`), `extend`, which drafts further steps of the buffer, and `tree(depth)`,
+    the tree within a depth. Each position's candidates are read from the buffer once."""
 
     def __init__(self, buffer, budget: int):
         self.buffer = buffer
         self.n = buffer.n
         self.budget = budget
-        self._cached: tuple[int, list[float]] = (-1, [])
+        self._candidates: list[tuple[list[int], list[float]]] = []
+        self._trees: dict[int, DraftTree] = {}
+
+    def tree(self, depth: int) -> DraftTree:
+        """The best-first tree of `budget` nodes within `depth` (drafted positions only)."""
+        depth = min(depth, len(self.buffer.tokens))
+        while len(self._candidates) < depth:
+            self._candidates.append(self.buffer.candidates(len(self._candidates), self.budget))
+        if depth not in self._trees:
+            self._trees[depth] = build_tree(self._candidates[:depth], self.budget)
+        return self._trees[depth]
 
     @property
     def confidences(self) -> np.ndarray:
         drafted = len(self.buffer.tokens)
-        if self._cached[0] != drafted:
-            tree = build_tree([self.buffer.candidates(i, self.budget) for i in range(drafted)], self.budget)
-            self._cached = (drafted, depth_confidences(tree, drafted))
-        return np.asarray(self._cached[1], dtype=np.float64)  # (drafted,)
+        return np.asarray(depth_confidences(self.tree(drafted), drafted), dtype=np.float64)  # (drafted,)
 
     def extend(self, num_blocks: int) -> None:
         self.buffer.extend(num_blocks)
