@@ -1,8 +1,8 @@
 """The race settings a visitor chooses, their allowed ranges, and the one check that clamps them.
 
 No gradio here. `check_settings` is the one place the app corrects a setting: the policy
-knobs (alpha, d_max, static length, the tree modes' depth and node budget) through `libraspec.modes.PolicySettings.checked`, the
-decoding knobs (temperature, max new tokens, seed) with the same rule and wording, and max
+knobs (alpha, d_max, static length, the tree modes' depth and node budget) through
+`libraspec.modes.PolicySettings.checked`, the decoding knobs (temperature, max new tokens, seed) with the same rule and wording, and max
 new tokens once more to the room the prompt leaves in the context window. A value out of
 range is clamped, never refused, and every change comes back as a note keyed by its field,
 so the race tab states it next to that field and the API returns it with the run. A value

@@ -39,8 +39,8 @@ MIN_LENGTH_AXIS = 24  # an empty figure's length axis shows 0..d_max (paper's DF
 DODGE = 0.18  # horizontal offset between the d* markers of different modes in one round
 SOURCE_NAMES = {"dflash": "diffusion", "lookup": "look-up"}  # RoundRecord.draft_sources, as figures name them
 TOKEN_CHARS = 10  # a tree node's label shows at most this many characters of its token
-OFF_PATH_COLOR = "#9E9E9E"
-TREE_ROW_PX = 15  # the tree figure grows beyond its height so that each row of node labels keeps this much  # tree nodes and edges off the accepted path
+OFF_PATH_COLOR = "#9E9E9E"  # tree nodes and edges off the accepted path
+TREE_ROW_PX = 15  # the tree figure grows beyond its height so that each row of node labels keeps this much
 
 
 def mode_color(mode: str) -> str:
