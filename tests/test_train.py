@@ -242,3 +242,106 @@ def test_evaluation_refuses_a_lossy_mode(monkeypatch):
     monkeypatch.setattr(SpeculativeDecoder, "run", lossy)
     with pytest.raises(RuntimeError, match="differs from AR on prompt 'Hi.'"):
         _evaluated(monkeypatch, ["Hi."], 12)
+
+
+@pytest.fixture(scope="module")
+def v2_pool(target, tmp_path_factory):
+    """Ids-only shards (selfdistill --ids-only) turned into feature + top-k shards (features.py)."""
+    from libraspec.train.features import featurize_shard
+    from libraspec.train.selfdistill import save_shard
+    ids_dir, out = tmp_path_factory.mktemp("template_ids"), tmp_path_factory.mktemp("features")
+    g = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(3, VOCAB, (int(torch.randint(4, 9, (), generator=g)),), generator=g).tolist()
+               for _ in range(5)]
+    results = generate_with_features(target, prompts, 20, {EOS}, 0, taps=())
+    assert all(f is None for _, f in results)
+    save_shard(ids_dir / "shard_00000.pt", range(5), prompts, results)
+    assert "features" not in torch.load(ids_dir / "shard_00000.pt", weights_only=True)
+    tokens, agree = featurize_shard(target, ids_dir / "shard_00000.pt", out / "shard_t_00000.pt", (0, 2, 3), 8, 2, 0)
+    assert tokens == sum(len(ids) - len(p) for (ids, _), p in zip(results, prompts)) and agree / tokens > 0.95
+    return prompts, results, out, ids_dir
+
+
+def test_teacher_forced_features_equal_the_decoded_ones(target, v2_pool):
+    """One teacher-forced pass gives the features decoding would have captured, and the top-k."""
+    prompts, results, out, _ = v2_pool
+    decoded = generate_with_features(target, prompts, 20, {EOS}, 0, taps=TAPS)
+    data = torch.load(out / "shard_t_00000.pt", weights_only=False)
+    assert data["taps"] == [0, 2, 3]
+    for (ids, _), (dec_ids, dec_feats), feats, top, probs in zip(results, decoded, data["features"],
+                                                               data["topk_ids"], data["topk_probs"]):
+        assert dec_ids == ids  # same greedy continuation from the same prompt
+        assert feats.shape == (len(ids) - 1, 64 * 3) and top.shape == probs.shape == (len(ids) - 1, 8)
+        torch.testing.assert_close(feats[:, :128].float(), dec_feats.float(), atol=2e-2, rtol=1e-2)  # float16
+        with torch.no_grad():
+            want = torch.softmax(target(torch.tensor([ids])).logits[0, :-1], -1).topk(8, -1)
+        assert torch.equal(top.long(), want.indices)
+        torch.testing.assert_close(probs.float(), want.values, atol=1e-3, rtol=1e-2)
+    picked, full = ShardPool(out, taps=(2, 0)), ShardPool(out)
+    assert picked.refresh() == full.refresh() > 0
+    for s, whole in zip(picked.sequences, full.sequences):  # columns picked per tap, in that order
+        assert torch.equal(s.features, torch.cat([whole.features[:, 64:128], whole.features[:, :64]], -1))
+    with pytest.raises(ValueError, match="not \\[5\\]"):
+        ShardPool(out, taps=(0, 5)).refresh()
+
+
+def test_soft_labels_are_the_target_top_k_of_each_slot(target, v2_pool):
+    *_, out, ids_dir = v2_pool
+    pool = ShardPool(out)
+    pool.refresh()
+    s = pool.sequences[0]
+    lookup = vocab_lookup(torch.arange(VOCAB), VOCAB)
+    p = s.prompt_len - 1
+    b = make_batch([s], [[p]], N, 2, MASK, lookup)
+    assert b.soft_ids.shape == (1, 1, 1 + 2 + N, 8)
+    assert bool((b.soft_ids[0, 0, :3] == IGNORE).all()) and float(b.soft_probs[0, 0, :3].sum()) == 0
+    for slot in range(3, 3 + N):
+        t = p + slot  # the slot's position; its label is ids[t], predicted after position t - 1
+        if t < len(s.ids):
+            assert b.soft_ids[0, 0, slot].tolist() == s.topk_ids[t - 1].tolist()
+            assert b.labels[0, 0, slot] == s.ids[t] == s.topk_ids[t - 1, 0]  # greedy: the argmax
+        else:
+            assert float(b.soft_probs[0, 0, slot].sum()) == 0
+    small = vocab_lookup(torch.arange(0, VOCAB, 2), VOCAB)  # odd ids fall outside V_d: weight 0
+    sb = make_batch([s], [[p]], N, 0, MASK, small)
+    assert bool(((sb.soft_ids == IGNORE) == (sb.soft_probs == 0)).all())
+    with pytest.raises(ValueError, match="ids-only"):
+        ShardPool(ids_dir).refresh()
+
+
+def test_distillation_loss_mixes_hard_and_soft_labels(target, v2_pool):
+    out = v2_pool[2]
+    pool = ShardPool(out, taps=TAPS)
+    pool.refresh()
+    drafter, lookup = prepared(target, pool)
+    rng = torch.Generator().manual_seed(4)
+    cfg = TrainConfig(warmup_steps=1, seqs=2, blocks=4, clean_frac=0.0)
+    batch = draw_batch(pool.sequences, rng, cfg, N, MASK, lookup)
+    hard, hard_stats = block_loss(drafter, batch, cfg.gamma, 0.0)
+    soft_only, stats = block_loss(drafter, batch, cfg.gamma, 1.0)
+    half, _ = block_loss(drafter, batch, cfg.gamma, 0.5)
+    assert "soft_ce" not in hard_stats and stats["soft_ce"] == pytest.approx(soft_only.item())
+    assert half.item() == pytest.approx(0.5 * hard.item() + 0.5 * soft_only.item(), rel=1e-5)
+    one_hot = dataclasses.replace(batch, soft_ids=batch.labels[..., None].clone(),
+                                  soft_probs=(batch.labels[..., None] != IGNORE).float())
+    assert block_loss(drafter, one_hot, cfg.gamma, 1.0)[0].item() == pytest.approx(hard.item(), rel=1e-5)
+    distilled = dataclasses.replace(cfg, distill=0.5, lr=3e-3)
+    opt = make_optimizer(drafter, distilled)
+    for _ in range(20):
+        train_step(drafter, opt, batch, distilled, distilled.lr)
+    assert block_loss(drafter, batch, cfg.gamma, 1.0)[0].item() < soft_only.item()
+
+
+def test_magpie_sampling_is_seeded_and_stops_at_the_stop_id(target):
+    from libraspec.train.magpie import sample_user_turns
+    runs = [sample_user_turns(target, [5, 6, 7], 6, 12, {EOS, 9}, 1.0, 0.9, torch.Generator().manual_seed(3))
+            for _ in range(2)]
+    assert runs[0] == runs[1] and len(runs[0]) == 6
+    for ids, finished in runs[0]:
+        assert not set(ids) & {EOS, 9} and (finished or len(ids) == 12)
+    assert any(finished for _, finished in runs[0]) or all(len(ids) == 12 for ids, _ in runs[0])
+    with torch.no_grad():  # the first sampled token of row 0 follows the model's distribution at the prefix
+        first = sample_user_turns(target, [5, 6, 7], 400, 1, {EOS}, 1.0, 1.0, torch.Generator().manual_seed(0))
+        probs = torch.softmax(target(torch.tensor([[5, 6, 7]])).logits[0, -1], -1)
+    counts = torch.bincount(torch.tensor([ids[0] if ids else EOS for ids, _ in first]), minlength=VOCAB).float()
+    assert float((counts / 400 - probs).abs().max()) < 0.06

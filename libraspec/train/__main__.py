@@ -1,7 +1,8 @@
 """Train the embedded drafter on self-distilled shards; export the best held-out checkpoint.
 
     python -m libraspec.train --data /work/data/sd2 --out runs/drafter --minutes 90 \
-        [--heldout /work/data/heldout.pt] [--device cpu|cuda] [--resume] [--export assets/drafter]
+        [--heldout OUT/heldout.pt] [--taps 1,8,14,20,27] [--distill 0.5] [--device cpu|cuda] [--resume]
+        [--export assets/drafter]
 
 Training starts once `--data` holds `--min-shards` shards (it waits up to `--wait-minutes`
 for the generator, then exits with an error). Every `ckpt_minutes` the full state
@@ -27,7 +28,7 @@ from tqdm import tqdm
 
 from ..files import atomic_write
 from .data import ShardPool, coverage, draft_vocabulary, feature_stats, load_shard, vocab_lookup
-from .selfdistill import stop_and_pad_ids
+from .selfdistill import TAP_LAYERS, stop_and_pad_ids
 from .trainer import (TrainConfig, TrainState, build_drafter, calibrate_temperature, draw_batch,
                       heldout_metrics, lr_at, make_optimizer, train_step)
 
@@ -39,8 +40,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data", required=True, help="folder of selfdistill shard_*.pt files")
     p.add_argument("--out", required=True, help="run folder (checkpoints, log)")
     p.add_argument("--minutes", type=float, required=True, help="training wall-clock budget")
-    p.add_argument("--heldout", default="/work/data/heldout.pt",
-                   help="held-out shard (never trained on); made from the held-out prompts if missing")
+    p.add_argument("--heldout", default=None,
+                   help="held-out shard (never trained on; default OUT/heldout.pt); made from the held-out "
+                        "prompts with --taps if missing")
+    p.add_argument("--taps", default=",".join(map(str, TAP_LAYERS)),
+                   help="target layers the drafter reads (the shards must hold them; 29 = the last layer)")
     p.add_argument("--heldout-seqs", type=int, default=16, help="held-out sequences used by the monitor")
     p.add_argument("--export", default=str(ASSETS_DRAFTER), help="where the best checkpoint is exported ('' = no)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
@@ -104,7 +108,8 @@ def warm_start(drafter, state: dict) -> None:
 
 
 @torch.no_grad()
-def make_heldout(target, tokenizer, path, count: int = 32, max_new_tokens: int = 160, batch: int = 16) -> None:
+def make_heldout(target, tokenizer, path, count: int = 32, max_new_tokens: int = 160, batch: int = 16,
+                 taps: tuple[int, ...] = TAP_LAYERS) -> None:
     """Greedy responses + features for the first `count` held-out prompts, saved as one shard at `path`."""
     from ..models.embedded import chat_prompt_ids
     from .prompts import heldout_prompts
@@ -114,8 +119,8 @@ def make_heldout(target, tokenizer, path, count: int = 32, max_new_tokens: int =
     encoded = [chat_prompt_ids(tokenizer, p) for p in heldout_prompts()[:count]]
     results = []
     for i in range(0, len(encoded), batch):
-        results += generate_with_features(target, encoded[i: i + batch], max_new_tokens, eos, pad)
-    save_shard(path, range(len(encoded)), encoded, results)
+        results += generate_with_features(target, encoded[i: i + batch], max_new_tokens, eos, pad, taps)
+    save_shard(path, range(len(encoded)), encoded, results, taps)
 
 
 def main(argv=None) -> None:
@@ -132,17 +137,19 @@ def main(argv=None) -> None:
     target.requires_grad_(False).to(args.device)
     mask_id = tokenizer.convert_tokens_to_ids(args.mask_token)
     stop_ids = sorted(stop_and_pad_ids(tokenizer)[0])
-    pool = ShardPool(args.data)
+    taps = tuple(int(t) for t in args.taps.split(","))
+    args.heldout = str(out / "heldout.pt") if args.heldout is None else args.heldout
+    pool = ShardPool(args.data, taps)
     try:
         wait_for_shards(pool, args.min_shards, args.wait_minutes * 60)
     except TimeoutError as error:
         raise SystemExit(f"error: {error}") from None
     if args.heldout and not os.path.exists(args.heldout):
-        make_heldout(target, tokenizer, args.heldout, batch=64 if args.device == "cuda" else 16)
-    heldout = load_shard(args.heldout)[: args.heldout_seqs] if args.heldout else []
+        make_heldout(target, tokenizer, args.heldout, batch=64 if args.device == "cuda" else 16, taps=taps)
+    heldout = load_shard(args.heldout, taps)[: args.heldout_seqs] if args.heldout else []
     vocab_size = target.config.vocab_size
     drafter = build_drafter(target, mask_token_id=mask_id, layers=args.layers, block_size=args.block_size,
-                            init_layers=args.init_layers, draft_vocab_size=args.vocab)
+                            init_layers=args.init_layers, draft_vocab_size=args.vocab, taps=taps)
     drafter.to(args.device)
     n = drafter.n
     cfg.passes = -(-args.d_max // n)  # the engine drafts up to ceil(d_max / n) blocks per round

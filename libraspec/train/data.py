@@ -8,7 +8,9 @@ context = features of positions < p, block `[ids[p], ids[p+1..p+m] (clean), MASK
 at positions p.., labels on the n mask slots = ids[p+m+1 .. p+m+n], the target's greedy
 tokens. m = 0 is the first pass of a round; m = n is the second pass, which conditions
 on the block drafted before it (d > n). Labels outside the draft vocabulary (V_d) or past
-the end of the sequence are IGNORE.
+the end of the sequence are IGNORE. Shards made by `features.py` also hold the target's top-k
+next-token distribution after every position; a block's soft labels on slot position t are
+the top-k after position t - 1, mapped into V_d (entries outside it are IGNORE, weight 0).
 
 Shapes: B sequences, K blocks per sequence, Q = 1 + m + n block length, T context length.
 """
@@ -29,6 +31,8 @@ class Sequence:
     ids: torch.Tensor  # (T,) int64: prompt + response
     prompt_len: int
     features: torch.Tensor  # (T - 1, L*H_t) float16
+    topk_ids: torch.Tensor | None = None  # (T - 1, k) int: the target's k likeliest next tokens
+    topk_probs: torch.Tensor | None = None  # (T - 1, k) float16: their probabilities
 
     @property
     def anchors(self) -> range:
@@ -45,6 +49,8 @@ class Batch:
     mask: torch.Tensor  # (B, K, Q) bool: mask slots
     labels: torch.Tensor  # (B, K, Q) draft-vocabulary indices, IGNORE elsewhere
     slot: torch.Tensor  # (B, K, Q) 1..n on mask slots, 0 elsewhere (for position weights)
+    soft_ids: torch.Tensor  # (B, K, Q, k) draft-vocabulary indices of the target's top-k, IGNORE elsewhere
+    soft_probs: torch.Tensor  # (B, K, Q, k) their probabilities (0 where IGNORE); k = 0 without top-k
 
     def to(self, device) -> "Batch":
         return Batch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
@@ -54,23 +60,37 @@ def shard_paths(folder) -> list[Path]:
     return sorted(Path(folder).glob("shard_*.pt"))
 
 
-def load_shard(path) -> list[Sequence]:
+def load_shard(path, taps: tuple[int, ...] | None = None) -> list[Sequence]:
+    """A shard's sequences; `taps` keeps those tapped layers' feature columns (in that order)."""
     data = torch.load(path, map_location="cpu", weights_only=False)
+    if "features" not in data:
+        raise ValueError(f"{path} is an ids-only shard: add features with `python -m libraspec.train.features`")
+    stored = list(data.get("taps", []))
+    columns = None
+    if taps is not None and list(taps) != stored:
+        missing = [t for t in taps if t not in stored]
+        if missing:
+            raise ValueError(f"{path} has taps {stored}, not {missing}")
+        width = data["features"][0].shape[1] // len(stored)
+        columns = torch.cat([torch.arange(width) + stored.index(t) * width for t in taps])
+    topk = zip(data["topk_ids"], data["topk_probs"]) if "topk_ids" in data else ((None, None) for _ in data["ids"])
     out = []
-    for ids, plen, feats in zip(data["ids"], data["prompt_len"], data["features"]):
+    for ids, plen, feats, (top_ids, top_p) in zip(data["ids"], data["prompt_len"], data["features"], topk):
         ids = torch.as_tensor(ids).long()
         if feats.shape[0] != len(ids) - 1:
             raise ValueError(f"{path}: features cover {feats.shape[0]} tokens, expected {len(ids) - 1}")
         if len(ids) - int(plen) >= 2:  # at least one label
-            out.append(Sequence(ids, int(plen), feats.half()))
+            feats = feats.half() if columns is None else feats[:, columns].half()
+            out.append(Sequence(ids, int(plen), feats, top_ids, top_p))
     return out
 
 
 class ShardPool:
     """Sequences of every shard in `folder`; `refresh()` loads the shards that appeared since the last call."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, taps: tuple[int, ...] | None = None):
         self.folder = Path(folder)
+        self.taps = taps
         self.loaded: set[str] = set()
         self.sequences: list[Sequence] = []
 
@@ -79,7 +99,7 @@ class ShardPool:
         added = 0
         for path in shard_paths(self.folder):
             if path.name not in self.loaded and os.path.getsize(path) > 0:
-                seqs = load_shard(path)
+                seqs = load_shard(path, self.taps)
                 self.sequences.extend(seqs)
                 self.loaded.add(path.name)
                 added += len(seqs)
@@ -153,6 +173,7 @@ def make_batch(sequences: list[Sequence], anchors: list[list[int]], n: int, clea
     """Blocks `[ids[p], ids[p+1..p+clean], MASK x n]` for the anchors p of each sequence.
 
     Every row must have the same number K of anchors. Context of a block = features < p.
+    Soft labels have the width k of the sequences' top-k (0 when none has one).
     """
     k = len(anchors[0])
     if any(len(a) != k for a in anchors) or len(anchors) != len(sequences):
@@ -165,6 +186,9 @@ def make_batch(sequences: list[Sequence], anchors: list[list[int]], n: int, clea
     features = torch.zeros(b, t, dim)
     block_ids = torch.full((b, k, q), mask_id, dtype=torch.long)
     labels = torch.full((b, k, q), IGNORE, dtype=torch.long)
+    width = max((s.topk_ids.shape[1] for s in sequences if s.topk_ids is not None), default=0)
+    soft_ids = torch.full((b, k, q, width), IGNORE, dtype=torch.long)
+    soft_probs = torch.zeros(b, k, q, width)
     offs = torch.arange(q)
     for row, (s, ps) in enumerate(zip(sequences, anchors)):
         m = min(t, s.features.shape[0])
@@ -180,12 +204,18 @@ def make_batch(sequences: list[Sequence], anchors: list[list[int]], n: int, clea
             block_ids[row, j, :clean_end] = torch.where(valid[:clean_end], tok[:clean_end], mask_id)
             lab = torch.where(valid, lookup[tok.clamp(min=0)], torch.full_like(tok, IGNORE))
             labels[row, j, 1 + clean:] = lab[1 + clean:]
+            if s.topk_ids is not None:
+                src = (pos[1 + clean:] - 1).clamp(max=length - 2)  # (n,) rows whose next token is the slot's
+                top = lookup[s.topk_ids[src].long()]  # (n, k) draft indices or IGNORE
+                keep = valid[1 + clean:, None] & (top != IGNORE)
+                soft_ids[row, j, 1 + clean:] = torch.where(keep, top, IGNORE)
+                soft_probs[row, j, 1 + clean:] = torch.where(keep, s.topk_probs[src].float(), 0.0)
     positions = torch.tensor(anchors)[..., None] + offs  # (B, K, Q)
     mask = torch.zeros(b, k, q, dtype=torch.bool)
     mask[..., 1 + clean:] = True
     slot = torch.zeros(b, k, q, dtype=torch.long)
     slot[..., 1 + clean:] = torch.arange(1, n + 1)
-    return Batch(features, block_ids, positions, torch.tensor(anchors), mask, labels, slot)
+    return Batch(features, block_ids, positions, torch.tensor(anchors), mask, labels, slot, soft_ids, soft_probs)
 
 
 def sample_batch(pool: list[Sequence], rng: torch.Generator, seqs: int, blocks: int, n: int, clean: int,

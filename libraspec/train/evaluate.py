@@ -33,19 +33,8 @@ from tqdm import tqdm
 
 from ..analysis.calibration import (BINS, acceptance_by_position, acceptance_samples, expected_calibration_error,
                            reliability_table)
+from ..experiments.bench import read_prompts
 from ..files import atomic_write_text
-
-
-def load_prompts(path, limit: int) -> list[str]:
-    out = []
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            text = row.get("prompt") or row.get("question") or (row.get("turns") or [None])[0]
-            if not text:
-                raise ValueError(f"{path}: a line has no prompt, question or turns")
-            out.append(text)
-    return out[:limit or None]
 
 
 def drafter_calibration(records, d_max: int) -> dict:
@@ -165,7 +154,7 @@ def main(argv=None) -> None:
     from ..models.registry import load_pair
 
     pair = load_pair()
-    prompts = load_prompts(args.prompts, args.limit)
+    prompts = read_prompts(args.prompts)[: args.limit or None]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 

@@ -1,18 +1,24 @@
 """Self-distillation data: the target's own greedy responses with its tapped hidden states.
 
-One batched greedy decoding loop yields both the tokens and the target features the
-drafter is conditioned on (hidden states of `TAP_LAYERS`, captured while decoding, so no
-second teacher-forced pass is needed). Finished rows leave the batch at once, so long
-responses do not keep short ones computing. Each batch is one shard
-`shard_XXXXX.pt` = {"prompt_index", "ids" (int32 tensors), "prompt_len", "features"
-(float16, (T - 1, taps * H): the features of every token but the last)}; `done.txt` lists
-finished prompt indices, so a restart resumes.
+One batched greedy decoding loop yields the tokens and, unless `--ids-only`, the target
+features the drafter is conditioned on (hidden states of `TAP_LAYERS`, captured while decoding).
+Finished rows leave the batch at once, so long responses do not keep short ones computing. Each
+batch is one shard `shard_XXXXX.pt` = {"prompt_index", "ids" (int32 tensors), "prompt_len",
+"features" (float16, (T - 1, taps * H): the features of every token but the last; absent with
+`--ids-only`)}; `done.txt` lists finished prompt indices, so a restart resumes. Ids-only shards
+are a few bytes a token: `features.py` adds features and the target's top-k in one teacher-forced
+pass, which on a CPU is far cheaper per token than decoding (assets/TRAINING.md).
 
-    python -m libraspec.train.selfdistill --out DIR [--batch-size 48] [--threads 1] [--exclude CALIB_DIR]
+    python -m libraspec.train.selfdistill --out DIR [--prompts FILE.jsonl] [--ids-only]
+        [--batch-size 48] [--threads 1] [--exclude CALIB_DIR]
+
+Prompts: `training_prompts()` (the templates), or a JSONL file of {"prompt"} such as
+`magpie.py` writes; `prompt_index` is the index in that list.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -33,18 +39,21 @@ def stop_and_pad_ids(tokenizer) -> tuple[set[int], int]:
     return stop, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(stop)
 
 
-def save_shard(path, prompt_index: list[int], prompts: list[list[int]], results) -> None:
-    """One shard file (format in the module docstring), written atomically."""
+def save_shard(path, prompt_index: list[int], prompts: list[list[int]], results, taps=TAP_LAYERS) -> None:
+    """One shard file (format in the module docstring), written atomically; results whose
+    features are None make an ids-only shard."""
     payload = {"prompt_index": list(prompt_index), "prompt_len": [len(p) for p in prompts],
-               "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results],
-               "features": [f for _, f in results], "taps": list(TAP_LAYERS)}
+               "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results]}
+    if all(f is not None for _, f in results):
+        payload.update(features=[f for _, f in results], taps=list(taps))
     atomic_write(path, lambda tmp: torch.save(payload, tmp))
 
 
 @torch.inference_mode()
 def generate_with_features(model, prompts: list[list[int]], max_new_tokens: int, eos_ids: set[int],
-                           pad_id: int, taps=TAP_LAYERS) -> list[tuple[list[int], torch.Tensor]]:
-    """Greedy responses for a batch; returns (prompt + response ids, features (T - 1, taps * H))."""
+                           pad_id: int, taps=TAP_LAYERS) -> list[tuple[list[int], torch.Tensor | None]]:
+    """Greedy responses for a batch; returns (prompt + response ids, features (T - 1, taps * H)),
+    features None when `taps` is empty (no hidden states are kept)."""
     B = len(prompts)
     device = next(model.parameters()).device
     width = max(len(p) for p in prompts)
@@ -56,10 +65,11 @@ def generate_with_features(model, prompts: list[list[int]], max_new_tokens: int,
     ids, mask = ids.to(device), mask.to(device)
     cache = DynamicCache(config=model.config)
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
+    keep_features = bool(taps)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                use_cache=True, output_hidden_states=True, logits_to_keep=1)
+                use_cache=True, output_hidden_states=keep_features, logits_to_keep=1)
     feats = [[torch.cat([out.hidden_states[t + 1][row, width - len(p):] for t in taps], -1).half().cpu()]
-             for row, p in enumerate(prompts)]  # per row: list of (T_i, taps * H)
+             if keep_features else [] for row, p in enumerate(prompts)]  # per row: list of (T_i, taps * H)
     tokens = [list(p) for p in prompts]
     alive = list(range(B))  # original row of each batch row still decoding
     next_tok = out.logits[:, -1].argmax(-1)  # (B,)
@@ -79,12 +89,19 @@ def generate_with_features(model, prompts: list[list[int]], max_new_tokens: int,
         mask = torch.cat([mask, torch.ones(len(alive), 1, dtype=torch.long, device=device)], -1)
         last_pos = last_pos + 1
         out = model(input_ids=next_tok.view(-1, 1), attention_mask=mask, position_ids=last_pos.view(-1, 1),
-                    past_key_values=cache, use_cache=True, output_hidden_states=True)
-        step_feats = torch.cat([out.hidden_states[t + 1][:, 0] for t in taps], -1).half().cpu()  # (b, taps * H)
-        for i, row in enumerate(alive):
-            feats[row].append(step_feats[i: i + 1])
+                    past_key_values=cache, use_cache=True, output_hidden_states=keep_features)
+        if keep_features:
+            step_feats = torch.cat([out.hidden_states[t + 1][:, 0] for t in taps], -1).half().cpu()  # (b, taps * H)
+            for i, row in enumerate(alive):
+                feats[row].append(step_feats[i: i + 1])
         next_tok = out.logits[:, -1].argmax(-1)
-    return [(tokens[row], torch.cat(feats[row], 0)[: len(tokens[row]) - 1]) for row in range(B)]
+    return [(tokens[row], torch.cat(feats[row], 0)[: len(tokens[row]) - 1] if keep_features else None)
+            for row in range(B)]
+
+
+def read_prompt_file(path) -> list[str]:
+    """The "prompt" of each line of a JSONL file (such as magpie.py writes)."""
+    return [json.loads(line)["prompt"] for line in open(path, encoding="utf-8") if line.strip()]
 
 
 def main(argv=None) -> None:
@@ -94,6 +111,8 @@ def main(argv=None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
+    parser.add_argument("--prompts", default="", help="JSONL file of {\"prompt\"} (default: the templates)")
+    parser.add_argument("--ids-only", action="store_true", help="store token ids only (features.py adds features)")
     parser.add_argument("--max-new-tokens", type=int, default=192)
     parser.add_argument("--batch-size", type=int, default=48)
     parser.add_argument("--threads", type=int, default=1)
@@ -114,7 +133,8 @@ def main(argv=None) -> None:
     model, tokenizer = load_smollm2()
     model.to(args.device)
     eos_ids, pad_id = stop_and_pad_ids(tokenizer)
-    prompts = training_prompts()
+    prompts = read_prompt_file(args.prompts) if args.prompts else training_prompts()
+    taps = () if args.ids_only else TAP_LAYERS
     todo = [i for i in range(len(prompts)) if i not in done][: args.limit or None]
     encoded = {i: chat_prompt_ids(tokenizer, prompts[i]) for i in todo}
     todo.sort(key=lambda i: len(encoded[i]))  # similar lengths share a batch: less padding
@@ -123,7 +143,8 @@ def main(argv=None) -> None:
     tokens_made, start = 0, time.time()
     for begin in range(0, len(todo), args.batch_size):
         batch = todo[begin: begin + args.batch_size]
-        results = generate_with_features(model, [encoded[i] for i in batch], args.max_new_tokens, eos_ids, pad_id)
+        results = generate_with_features(model, [encoded[i] for i in batch], args.max_new_tokens, eos_ids, pad_id,
+                                         taps)
         save_shard(os.path.join(args.out, f"shard_{shard:05d}.pt"), batch, [encoded[i] for i in batch], results)
         shard += 1
         with open(done_path, "a") as f:

@@ -2,7 +2,10 @@
 
 Loss (DFlash): cross-entropy on the n mask slots of each block, slot k weighted by
 w_k = exp(-(k - 1) / gamma) (gamma = 7), so early draft positions, which gate every later
-one, count most. Held-out monitor: for blocks `[anchor, MASK x n]` over held-out
+one, count most. With `distill` > 0 and shards that carry the target's top-k (features.py),
+the loss is (1 - distill) * that cross-entropy + distill * the same-weighted cross-entropy
+against the target's top-k distribution renormalised over the draft vocabulary (soft labels:
+the target's whole belief, not only its argmax, as EAGLE and DistillSpec train). Held-out monitor: for blocks `[anchor, MASK x n]` over held-out
 sequences, a_k = P(the drafter's greedy proposals 1..k all equal the target's tokens),
 and tau_static(n) = 1 + sum_{k=1..n} a_k: the tokens a round with static length d = n
 commits under greedy verification (tau = accepted + 1, docs/ARCHITECTURE.md, "Symbols").
@@ -30,6 +33,7 @@ class TrainConfig:
     min_lr_frac: float = 0.1
     grad_clip: float = 1.0
     gamma: float = 7.0  # position-weight decay w_k = exp(-(k-1)/gamma)
+    distill: float = 0.0  # weight of the soft (top-k) cross-entropy; 0 = hard labels only
     seqs: int = 4  # sequences per batch (B)
     blocks: int = 12  # anchors per sequence (K)
     clean_frac: float = 0.25  # batches with a clean prefix after the anchor (later drafter passes)
@@ -83,8 +87,9 @@ def forward(drafter: DFlashDrafter, batch: Batch) -> torch.Tensor:
                                  batch.context_limit, batch.mask)  # (B, K, Q, V_d)
 
 
-def block_loss(drafter: DFlashDrafter, batch: Batch, gamma: float) -> tuple[torch.Tensor, dict]:
-    """Position-weighted cross-entropy over mask slots; also slot-1 accuracy for the log."""
+def block_loss(drafter: DFlashDrafter, batch: Batch, gamma: float, distill: float = 0.0) -> tuple[torch.Tensor, dict]:
+    """Position-weighted cross-entropy over mask slots, mixed with the soft (top-k) one when
+    `distill` > 0; also slot-1 accuracy for the log."""
     logits = forward(drafter, batch)  # (B, K, Q, V_d)
     sel = batch.labels != IGNORE  # (B, K, Q)
     if not bool(sel.any()):
@@ -93,10 +98,21 @@ def block_loss(drafter: DFlashDrafter, batch: Batch, gamma: float) -> tuple[torc
     w = torch.exp(-(slot.float() - 1) / gamma)
     ce = F.cross_entropy(lg.float(), lab, reduction="none")
     loss = (w * ce).sum() / w.sum()
+    stats = {"ce": ce.detach().mean().item()}
+    soft_sel = batch.mask & (batch.soft_probs.sum(-1) > 0)  # (B, K, Q)
+    if distill > 0 and bool(soft_sel.any()):
+        p = batch.soft_probs[soft_sel]  # (M, k)
+        p = p / p.sum(-1, keepdim=True)
+        log_q = F.log_softmax(logits[soft_sel].float(), -1).gather(-1, batch.soft_ids[soft_sel].clamp_min(0))
+        soft = -(p * log_q).sum(-1)  # (M,)
+        ws = torch.exp(-(batch.slot[soft_sel].float() - 1) / gamma)
+        soft_loss = (ws * soft).sum() / ws.sum()
+        loss = (1 - distill) * loss + distill * soft_loss
+        stats["soft_ce"] = soft_loss.item()
     with torch.no_grad():
         first = slot == 1
         acc1 = float((lg[first].argmax(-1) == lab[first]).float().mean()) if bool(first.any()) else float("nan")
-    return loss, {"loss": loss.item(), "ce": ce.detach().mean().item(), "acc1": acc1}
+    return loss, {"loss": loss.item(), **stats, "acc1": acc1}
 
 
 @torch.no_grad()
@@ -153,7 +169,7 @@ def make_optimizer(drafter: DFlashDrafter, cfg: TrainConfig) -> torch.optim.Adam
 def train_step(drafter: DFlashDrafter, opt, batch: Batch, cfg: TrainConfig, lr: float) -> dict:
     for group in opt.param_groups:
         group["lr"] = lr
-    loss, stats = block_loss(drafter, batch, cfg.gamma)
+    loss, stats = block_loss(drafter, batch, cfg.gamma, cfg.distill)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(
