@@ -345,3 +345,50 @@ def test_magpie_sampling_is_seeded_and_stops_at_the_stop_id(target):
         probs = torch.softmax(target(torch.tensor([[5, 6, 7]])).logits[0, -1], -1)
     counts = torch.bincount(torch.tensor([ids[0] if ids else EOS for ids, _ in first]), minlength=VOCAB).float()
     assert float((counts / 400 - probs).abs().max()) < 0.06
+
+
+def test_warm_start_with_an_added_tap_starts_with_the_same_logits(target, pool, v2_pool, tmp_path):
+    """A drafter reading taps (0, 2) warm-starts one that also reads tap 3: zero fc columns for it."""
+    from libraspec.train.__main__ import init_source, warm_start
+    out = v2_pool[2]
+    two, three = ShardPool(out, taps=TAPS), ShardPool(out, taps=(0, 2, 3))
+    two.refresh(), three.refresh()
+    old, lookup = prepared(target, two)
+    rng = torch.Generator().manual_seed(2)
+    cfg = TrainConfig(warmup_steps=1, seqs=2, blocks=3, clean_frac=0.0)
+    train_step(old, make_optimizer(old, cfg), draw_batch(two.sequences, rng, cfg, N, MASK, lookup), cfg, 1e-2)
+    old.save_pretrained(tmp_path / "old")
+    weights, taps = init_source(tmp_path / "old", target)
+    assert taps == list(TAPS)
+    new = build_drafter(target, mask_token_id=MASK, layers=1, block_size=N + 1, taps=(0, 2, 3),
+                        draft_vocab_size=48, init_layers=[3])
+    new.set_draft_vocab(old.draft_vocab_ids)
+    warm_start(new, weights, taps, feature_stats(three.sequences))
+    assert float(new.fc.weight.detach()[:, 128:].abs().sum()) == 0
+    torch.testing.assert_close(new.feature_std[128:], feature_stats(three.sequences)[1][128:].clamp(min=1e-4))
+    rng = torch.Generator().manual_seed(3)
+    b3 = draw_batch(three.sequences, rng, cfg, N, MASK, lookup)
+    b2 = dataclasses.replace(b3, features=b3.features[..., :128])  # the same blocks, the old taps' columns
+    old.eval(), new.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(new.forward_train(b3.features, b3.block_ids, b3.block_positions, b3.context_limit,
+                                                     b3.mask),
+                                   old.forward_train(b2.features, b2.block_ids, b2.block_positions, b2.context_limit,
+                                                     b2.mask))
+    with pytest.raises(ValueError, match="lack some"):
+        warm_start(old, new.state_dict(), [0, 2, 3])
+
+
+def test_suite_table_has_a_row_per_suite_and_the_pool(monkeypatch):
+    from libraspec.train.evaluate import suite_file, suite_table, summarize_eval
+    summary = summarize_eval(_evaluated(monkeypatch, ["Add 2 and 3."], 12), 2.2, 12)
+    summary["prompts"] = 1
+    text = suite_table({"gsm8k": summary, "heldout": summary}, {**summary, "prompts": 2})
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [r.split(" | ")[0] for r in rows] == ["| gsm8k", "| heldout", "| all"]
+    best = max((m["speedup_measured"], k) for k, m in summary["modes"].items() if k.startswith("static_"))
+    assert f"{best[0]:.3f}x ({best[1].replace('_', ' d = ')})" in rows[0]
+    assert f"{summary['modes']['libraspec']['speedup_measured']:.3f}x" in rows[0]
+    assert suite_file("heldout").endswith("assets/heldout_prompts.jsonl")
+    with pytest.raises(FileNotFoundError, match="not found"):
+        suite_file("no-such-suite")

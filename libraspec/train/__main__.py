@@ -50,8 +50,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--resume", action="store_true")
-    p.add_argument("--init-from", default="", help="warm start: weights of another run's state.pt "
-                   "(feature stats, fc, layers, temperature; slot embeddings cut to this block size)")
+    p.add_argument("--init-from", default="", help="warm start: weights of another run's state.pt or a DFlash "
+                   "folder such as assets/drafter (feature stats, fc, layers, temperature; slot embeddings cut to "
+                   "this block size; more --taps than it read start with zero fc columns)")
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--init-layers", type=int, nargs="*", default=None)
@@ -88,14 +89,32 @@ def wait_for_shards(pool: ShardPool, min_shards: int, timeout_s: float, poll_s: 
         time.sleep(min(poll_s, left))
 
 
-def warm_start(drafter, state: dict) -> None:
+def warm_start(drafter, state: dict, taps: list[int] | None = None, stats=None) -> None:
     """Load another run's drafter weights; slot embeddings keep the first block_size rows.
 
     A deeper drafter keeps its own initialisation for the layers the other run lacks (target
     layers with zeroed output projections, i.e. the identity), so it starts as the shallower one.
+    When the other drafter read the target layers `taps` and this one reads more, its fc columns
+    and feature statistics go to the same layers' columns and the added layers' fc columns are
+    zeroed, so this drafter too starts with the other's logits; the added layers' statistics are
+    `stats` (mean, std over all this drafter's columns, from data) when given.
     """
     own = drafter.state_dict()
     state = {k: v for k, v in state.items() if k != "draft_vocab_ids"}
+    mine = list(drafter.target_layer_ids)
+    if taps is not None and list(taps) != mine:
+        if not set(taps) <= set(mine):
+            raise ValueError(f"--init-from reads target layers {list(taps)}; this drafter's {mine} lack some")
+        width = drafter.config.hidden_size
+        cols = torch.cat([torch.arange(width) + mine.index(t) * width for t in taps])
+        fc = torch.zeros_like(own["fc.weight"])
+        fc[:, cols] = state["fc.weight"]
+        state["fc.weight"] = fc
+        for i, name in enumerate(("feature_mean", "feature_std")):
+            if name in state:
+                merged = (stats[i] if stats is not None else own[name]).clone()
+                merged[cols] = state[name]
+                state[name] = merged
     if "slot_embeddings" in state:
         state["slot_embeddings"] = state["slot_embeddings"][: own["slot_embeddings"].shape[0]]
     saved_layers = {int(k.split(".")[1]) for k in state if k.startswith("layers.")}
@@ -105,6 +124,18 @@ def warm_start(drafter, state: dict) -> None:
         raise ValueError(f"--init-from does not fit this drafter: lacks {missing[:5]}, "
                          f"has {len(saved_layers)} layers for {drafter.config.num_hidden_layers}")
     drafter.load_state_dict({**own, **state})
+
+
+def init_source(path, target) -> tuple[dict, list[int] | None]:
+    """Weights and tapped layers of `--init-from`: a run's state.pt or a DFlash-format folder."""
+    from ..models.dflash import DFlashDrafter
+
+    if Path(path).is_dir():
+        other = DFlashDrafter.from_pretrained(path, target)
+        return other.state_dict(), list(other.target_layer_ids)
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    taps = saved.get("args", {}).get("taps")
+    return saved["drafter"], [int(t) for t in taps.split(",")] if taps else None
 
 
 @torch.no_grad()
@@ -160,7 +191,9 @@ def main(argv=None) -> None:
         state = TrainState(**saved["state"])
         rng.set_state(saved["rng"])
     elif args.init_from:
-        warm_start(drafter, torch.load(args.init_from, map_location="cpu", weights_only=False)["drafter"])
+        weights, init_taps = init_source(args.init_from, target)
+        added = init_taps is not None and list(init_taps) != list(taps)
+        warm_start(drafter, weights, init_taps, feature_stats(pool.sequences) if added else None)
     else:
         drafter.set_feature_stats(*feature_stats(pool.sequences))
         drafter.set_draft_vocab(draft_vocabulary(pool.sequences, args.vocab, stop_ids, vocab_size))

@@ -1,7 +1,12 @@
-"""Evaluate the embedded drafter with the real engine on held-out prompts (greedy).
+"""Evaluate the embedded drafter with the real engine on held-out or public prompts (greedy).
 
     python -m libraspec.train.evaluate --prompts assets/heldout_prompts.jsonl --limit 8 \
         --max-new-tokens 128 [--drafter assets/drafter] [--out runs/eval]
+    python -m libraspec.train.evaluate --suites gsm8k,humaneval,mtbench,math500,heldout --limit 16
+
+`--suites` evaluates each suite in turn (public ones read at run time from ../shared/data, see
+`experiments.report.suite_path`; `heldout` = assets/heldout_prompts.jsonl) into OUT/SUITE/ and
+writes OUT/README.md, one row per suite plus all suites pooled.
 
 For each prompt, in one process on one machine: AR, static d = n, static d = d_max
 (acceptance by draft position 1..d_max, second drafter pass included) and LibraSpec
@@ -16,7 +21,8 @@ For each prompt, in one process on one machine: AR, static d = n, static d = d_m
   rounds of static n: draft_s / blocks over verify_s; and the latency profile's ratio);
 - wall-clock tokens/s of every mode and the measured speedup over AR.
 
-Writes OUT/eval.json and OUT/eval.md. A progress bar goes to stderr.
+Writes OUT/eval.json and OUT/eval.md. A progress bar goes to stderr. Only dflash is judged:
+this evaluates the trained block drafter, not the look-up or hybrid ones.
 """
 from __future__ import annotations
 
@@ -117,9 +123,9 @@ def summarize_eval(result: dict, alpha: float, d_max: int) -> dict:
     }
 
 
-def to_markdown(s: dict, prompts: int, max_new_tokens: int) -> str:
+def to_markdown(s: dict, prompts: int, max_new_tokens: int, source: str = "held-out") -> str:
     n, d_max = s["n"], s["d_max"]
-    lines = [f"# Drafter evaluation ({prompts} held-out prompts, greedy, {max_new_tokens} new tokens)", "",
+    lines = [f"# Drafter evaluation ({prompts} {source} prompts, greedy, {max_new_tokens} new tokens)", "",
              f"- mean tau, static d = n = {n}: **{s['tau_static_n']}**",
              f"- ECE of q_i (static d = {d_max} rounds, {BINS} bins): **{s['ece']}**",
              f"- drafter pass / verification of n+1 = {n + 1} tokens: measured **{s['pass_over_verify_measured']}**"
@@ -137,9 +143,33 @@ def to_markdown(s: dict, prompts: int, max_new_tokens: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def suite_table(summaries: dict[str, dict], pooled: dict) -> str:
+    """One row per suite (and the pool): a_1, a_2, tau at d = n, ECE, drafter cost share and speedups."""
+    lines = ["| suite | prompts | a_1 | a_2 | tau (d = n) | ECE | pass / verify(n+1) | LibraSpec speedup | "
+             "best static speedup |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, s in {**summaries, "all": pooled}.items():
+        a = s["acceptance_by_position"]
+        static = {k: m for k, m in s["modes"].items() if k.startswith("static_")}
+        best = max(static, key=lambda k: static[k]["speedup_measured"])
+        lines.append(f"| {name} | {s['prompts']} | {a[0]:.3f} | {a[1]:.3f} | {s['tau_static_n']:.3f} | {s['ece']} | "
+                     f"{s['pass_over_verify_measured']} | {s['modes']['libraspec']['speedup_measured']:.3f}x | "
+                     f"{static[best]['speedup_measured']:.3f}x ({best.replace('_', ' d = ')}) |")
+    return "\n".join(lines) + "\n"
+
+
+def suite_file(name: str) -> str:
+    """A suite name's prompt file: `heldout`, a public set or a project suite (report.suite_path)."""
+    if name == "heldout":
+        return str(Path(__file__).resolve().parents[2] / "assets" / "heldout_prompts.jsonl")
+    from ..experiments.report import suite_path
+    return str(suite_path(name))
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompts", default="assets/heldout_prompts.jsonl")
+    p.add_argument("--suites", default="", help="comma list: public sets (gsm8k, humaneval, mtbench, math500), "
+                   "project suites or heldout; overrides --prompts")
     p.add_argument("--limit", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--alpha", type=float, default=2.2)
@@ -154,18 +184,33 @@ def main(argv=None) -> None:
     from ..models.registry import load_pair
 
     pair = load_pair()
-    prompts = read_prompts(args.prompts)[: args.limit or None]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    suites = {name: suite_file(name) for name in args.suites.split(",")} if args.suites else {"": args.prompts}
+    root = Path(args.out)
+    summaries, results = {}, []
+    for name, path in suites.items():
+        prompts = read_prompts(path)[: args.limit or None]
+        out = root / name if name else root
+        out.mkdir(parents=True, exist_ok=True)
 
-    def write(result, done):  # after every prompt, so a stopped run still leaves its numbers
-        summary = summarize_eval(result, args.alpha, args.d_max)
-        summary.update(prompts=done, max_new_tokens=args.max_new_tokens,
-                       drafter=os.environ.get("LIBRASPEC_DRAFTER", "assets/drafter"))
-        atomic_write_text(out / "eval.json", json.dumps(summary, indent=1))
-        atomic_write_text(out / "eval.md", to_markdown(summary, done, args.max_new_tokens))
+        def write(result, done, out=out, name=name):  # after every prompt: a stopped run keeps its numbers
+            summary = summarize_eval(result, args.alpha, args.d_max)
+            summary.update(prompts=done, max_new_tokens=args.max_new_tokens, source=path,
+                           drafter=os.environ.get("LIBRASPEC_DRAFTER", "assets/drafter"))
+            atomic_write_text(out / "eval.json", json.dumps(summary, indent=1))
+            atomic_write_text(out / "eval.md", to_markdown(summary, done, args.max_new_tokens, name or "held-out"))
+            summaries[name] = summary
 
-    run_modes(pair, prompts, args.max_new_tokens, args.alpha, args.d_max, on_prompt=write)
+        results.append(run_modes(pair, prompts, args.max_new_tokens, args.alpha, args.d_max, on_prompt=write))
+    if args.suites:
+        pooled = summarize_eval({"records": {k: [r for res in results for r in res["records"][k]]
+                                             for k in results[0]["records"]},
+                                 "profile": results[0]["profile"], "n": results[0]["n"]}, args.alpha, args.d_max)
+        pooled["prompts"] = sum(s["prompts"] for s in summaries.values())
+        head = (f"# Drafter evaluation: {args.limit or 'all'} prompts per suite, greedy, {args.max_new_tokens} new "
+                f"tokens, drafter {os.environ.get('LIBRASPEC_DRAFTER', 'assets/drafter')}, {args.threads} thread(s)\n\n"
+                "a_k = P(draft k accepted | submitted) from static d = d_max rounds; speedups are measured wall "
+                "clock over AR decoded beside each mode on every prompt.\n\n")
+        atomic_write_text(root / "README.md", head + suite_table(summaries, pooled))
 
 
 if __name__ == "__main__":
