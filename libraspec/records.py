@@ -96,6 +96,28 @@ def records_to_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def frame_to_records(frame: pd.DataFrame) -> list[RoundRecord]:
+    """Inverse of `records_to_frame` (also after `write_parquet` / `read_trace`): one record per row."""
+    fields = dataclasses.fields(RoundRecord)
+    out = []
+    for row in frame.to_dict("records"):
+        values = {}
+        for f in fields:
+            value = row[f.name]
+            if f.name == "policy_steps":
+                value = tuple(PolicyStep(**{k: v.item() if hasattr(v, "item") else v for k, v in dict(step).items()})
+                              for step in _as_list(value))
+            elif f.name in LIST_COLUMNS:
+                value = tuple(_as_list(value))
+            elif value is None or (isinstance(value, float) and math.isnan(value) and f.type != "float"):
+                value = None
+            elif hasattr(value, "item"):
+                value = value.item()
+            values[f.name] = value
+        out.append(RoundRecord(**values))
+    return out
+
+
 def _flat_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """List columns as JSON strings, so CSV round-trips them unambiguously."""
     flat = frame.copy()

@@ -325,3 +325,44 @@ def test_automatic_alpha_in_bench(prompt_file):
     result = bench.run_bench(tiny_pair("llama"), bench.read_prompts(prompt_file)[:1], spec, profile=PROFILE)
     alphas = {r.alpha for r in result.records["libraspec"][0]}
     assert result.summary["config"]["alpha"] == "auto" and None not in alphas
+
+
+def test_records_read_back_equal_the_written_ones(tmp_path, prompt_file):
+    """`read_result` inverts `write_result`: every field of every round, trees and policy steps included."""
+    pair = tiny_pair("llama", seed=2)
+    spec = bench.BenchSpec(modes=("ar", "libraspec", "ddtree"), max_new_tokens=8, node_budgets=(4,), d_max=16,
+                           annotate=("libraspec",))
+    result = bench.run_bench(pair, bench.read_prompts(prompt_file)[:2], spec, profile=PROFILE)
+    bench.write_result(result, tmp_path / "r.json")
+    again = bench.read_result(tmp_path / "r.json")
+    assert again.summary == json.loads((tmp_path / "r.json").read_text())
+    assert again.records == result.records
+    assert any(r.policy_steps for run in again.records["libraspec"] for r in run)
+    assert any(r.tree_tokens for run in again.records["ddtree"] for r in run)
+
+
+def test_report_resume_reads_back_only_unchanged_jobs(tmp_path, fixed_profile, monkeypatch):
+    """--resume: a second invocation decodes nothing; a changed setting decodes again; a damaged or
+    keyless result file is decoded again, never trusted."""
+    args = ["report", "--out", str(tmp_path / "B.md"), "--quick", "--model", "tiny-llama", "--threads", "1",
+            "--prompts-per-suite", "1", "--max-new-tokens", "4", "--alphas", "2.2", "--d-maxes", "24",
+            "--suites", "math", "--temperatures", "0", "--figures", "html", "--quiet"]
+    calls = []
+    honest = report.run_bench
+
+    def counting(*a, **k):
+        calls.append(1)
+        return honest(*a, **k)
+    monkeypatch.setattr(report, "run_bench", counting)
+    assert main(args) == 0
+    first = len(calls)
+    results = tmp_path / "benchmarks" / "results"
+    assert first == 2 and (results / "profile.json").exists()  # the main run and the tree run
+    assert main(args + ["--resume"]) == 0 and len(calls) == first
+    text = (tmp_path / "B.md").read_text()
+    assert "2 of its runs were read back from an earlier invocation" in text
+    (results / "math-T0.json").write_text("{")  # damaged: decoded again
+    assert main(args + ["--resume"]) == 0 and len(calls) == first + 1
+    longer = [("5" if before == "--max-new-tokens" else a) for before, a in zip([""] + args, args)]
+    assert main(longer + ["--resume"]) == 0
+    assert len(calls) == first + 3  # another setting: both jobs again

@@ -36,7 +36,7 @@ from ..files import atomic_write_text
 from ..modes import MODES, POLICY_MODES, TREE_MODES, PolicySettings
 from ..tree import TreePolicy
 from ..profiling import cached_profile, machine_description, profile_check
-from ..records import RoundRecord, records_to_frame, summarize, write_parquet
+from ..records import RoundRecord, frame_to_records, read_trace, records_to_frame, summarize, write_parquet
 from .provenance import cpu_clock, load_average, provenance, versions
 from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
 
@@ -353,6 +353,19 @@ def records_path(out: str | os.PathLike) -> str:
 def write_result(result: BenchResult, out: str | os.PathLike) -> tuple[str, str]:
     """OUT.json and OUT.records.parquet, each written atomically."""
     return write_json(result.summary, out), write_parquet(result.frame(), records_path(out))
+
+
+def read_result(out: str | os.PathLike) -> BenchResult:
+    """Inverse of `write_result`: the summary and, per label, the rounds of each prompt in order."""
+    with open(out, encoding="utf-8") as handle:
+        summary = json.load(handle)
+    frame = read_trace(records_path(out))
+    records = {}
+    for label in summary["modes"]:
+        mine = frame[frame["label"] == label]
+        records[label] = [frame_to_records(mine[mine["prompt_index"] == i].drop(columns=["label", "prompt_index"]))
+                          for i in range(summary["config"]["num_prompts"])]
+    return BenchResult(summary, records)
 
 
 # -- CLI ---------------------------------------------------------------------------------------

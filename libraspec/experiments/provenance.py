@@ -13,6 +13,7 @@ Digests of large files are cached by path, size and modification time.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -54,6 +55,16 @@ def git_state(root: str | os.PathLike = ROOT) -> dict:
         return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
+
+
+def source_digest(root: str | os.PathLike = ROOT) -> str:
+    """SHA-256 over the library's Python sources (path and bytes of each, sorted): results of
+    one digest came from the same decoding code, committed or not."""
+    digest = hashlib.sha256()
+    package = Path(root) / "libraspec"
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def load_average() -> float | None:
@@ -121,6 +132,7 @@ def model_files(pair, drafter: str) -> list[dict]:
 def provenance(pair, drafter: str, load_before: float | None, clock_before=None) -> dict:
     """The config's "provenance" entry, taken after a run that began at `load_before` and
     `clock_before` (a `cpu_clock` reading)."""
-    return {**{f"git_{k}": v for k, v in git_state().items()}, "files": model_files(pair, drafter),
+    return {**{f"git_{k}": v for k, v in git_state().items()}, "source_sha256": source_digest(),
+            "files": model_files(pair, drafter),
             "load_1min": {"before": load_before, "after": load_average()},
             "others_cpu_share": others_share(clock_before, cpu_clock())}

@@ -13,25 +13,27 @@ module plans, runs, saves the per-run JSON / parquet files and the figures.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from .bench import (FAILFAST_PAPER, BenchSpec, add_drafter_argument, parse_annotate, read_prompts, run_bench,
-                    set_threads, static_grid, write_result)
+from .bench import (FAILFAST_PAPER, BenchSpec, add_drafter_argument, parse_annotate, read_prompts, read_result,
+                    records_path, run_bench, set_threads, static_grid, write_result)
 from ..cost import LatencyProfile
 from ..files import atomic_write_text
 from ..models.registry import ASSETS
 from ..modes import MODES
-from ..profiling import cached_profile
-from .provenance import BUSY_LOAD, load_average, shown_path
+from ..profiling import cached_profile, machine_description
+from .provenance import BUSY_LOAD, load_average, model_files, shown_path, source_digest, versions
 from .driver import AUTO, alpha_label, parse_alphas
 from .report_md import render
 
@@ -121,6 +123,7 @@ class ReportData:
     estimate_s: tuple = (0.0, 0.0)  # this plan, tau = 3 and tau = 1
     default_estimate_s: tuple = (0.0, 0.0)  # the default plan on the same profile
     note: str = ""  # free text from --note, e.g. the state of the drafter
+    resumed: int = 0  # runs read back from an earlier invocation (--resume), not decoded by this one
 
 
 def estimate_seconds(plan: ReportPlan, profile: LatencyProfile, n: int) -> tuple[float, float]:
@@ -166,9 +169,23 @@ def suite_prompts(suite: str, limit: int, folder: Path = PROMPTS_DIR) -> tuple[s
     return str(path), read_prompts(path)[:limit]
 
 
+def job_key(pair, prompts: list[str], spec: BenchSpec, profile: LatencyProfile) -> str:
+    """What makes two runs of one job interchangeable: the spec, the prompts, the pair and its files,
+    the library's source, the latency profile, the software, the machine and its thread count (SHA-256)."""
+    doc = {"spec": asdict(spec), "prompts": prompts, "model": pair.name, "source": source_digest(),
+           "files": [f["sha256"] for f in model_files(pair, spec.drafter or pair.default_drafter)],
+           "profile": profile.to_dict(), "versions": versions(), "machine": machine_description()}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None] = lambda s: None,
-               progress: bool = False, profile: LatencyProfile | None = None) -> ReportData:
-    """Run every main and sensitivity bench of `plan`; JSON and parquet go to `data_dir`."""
+               progress: bool = False, profile: LatencyProfile | None = None, resume: bool = False) -> ReportData:
+    """Run every main and sensitivity bench of `plan`; JSON and parquet go to `data_dir`.
+
+    Every result carries its `job_key`. With `resume`, a job whose result file exists with the same
+    key is read back instead of decoded again, so a report longer than a session can be finished by
+    the same command later; a job whose code, files, profile, spec or prompts changed is decoded anew.
+    """
     n = pair.n
     longest = plan.longest(n)
     profile = profile or cached_profile(pair, max_tokens=max(25, longest + 1),
@@ -181,12 +198,19 @@ def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None]
     for step, (suite, key, spec) in enumerate(jobs, start=1):
         path, prompts = suite_prompts(suite, plan.prompts_per_suite)
         what = f"T={key:g}" if isinstance(key, float) else f"{key[0]}={alpha_label(key[1])}"
-        log(f"[{step}/{len(jobs)}] {suite} {what} ({time.perf_counter() - start:.0f} s so far)")
-        result = run_bench(pair, prompts, spec, profile=profile, progress=progress, source=path)
         name = f"{suite}-T{key:g}" if isinstance(key, float) else f"{suite}-trees-T{key[1]:g}" \
             if key[0] == "trees" else f"{suite}-{key[0]}{alpha_label(key[1])}"
         out = os.path.join(data_dir, f"{name}.json")
-        write_result(result, out)
+        wanted = job_key(pair, prompts, spec, profile)
+        if resume and stored_key(out) == wanted:
+            log(f"[{step}/{len(jobs)}] {suite} {what}: read back from {shown_path(out)} (same job key)")
+            result = read_result(out)
+            data.resumed += 1
+        else:
+            log(f"[{step}/{len(jobs)}] {suite} {what} ({time.perf_counter() - start:.0f} s so far)")
+            result = run_bench(pair, prompts, spec, profile=profile, progress=progress, source=path)
+            result.summary["job_key"] = wanted
+            write_result(result, out)
         if isinstance(key, float):
             data.main[(suite, key)] = result
             data.files[(suite, key)] = out
@@ -198,6 +222,16 @@ def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None]
             data.sweeps[(suite,) + key] = result
     data.elapsed_s = time.perf_counter() - start
     return data
+
+
+def stored_key(out: str) -> str | None:
+    """The job key a result file was written with (None: no file, damaged, or older than keys)."""
+    try:
+        with open(out, encoding="utf-8") as handle:
+            key = json.load(handle).get("job_key")
+    except (OSError, ValueError):
+        return None
+    return key if os.path.exists(records_path(out)) else None
 
 
 def bench_command(prompts: str, spec: BenchSpec, model: str, out: str, limit: int) -> str:
@@ -305,6 +339,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--figures", choices=("auto", "png", "html"), default="auto")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--note", default="", help="a sentence to print in the report's setup section")
+    parser.add_argument("--resume", action="store_true",
+                        help="read back runs whose result files carry the same job key (same code, files, profile, "
+                             "prompts and settings) and use the profile saved in the data folder: a report longer "
+                             "than a session is finished by running the same command again")
     add_drafter_argument(parser)
 
 
@@ -344,12 +382,18 @@ def run(args) -> int:
     pair = load_pair(args.model)
     n = pair.n
     longest = plan.longest(n)
-    log(f"measuring (or loading) the latency profile of {pair.name} up to {longest + 1} tokens ...")
-    profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
+    saved = Path(data_dir) / "profile.json"
+    if args.resume and saved.exists():
+        log(f"--resume: the latency profile saved by the earlier invocation ({shown_path(saved)})")
+        profile = LatencyProfile.from_dict(json.loads(saved.read_text()))
+    else:
+        log(f"measuring (or loading) the latency profile of {pair.name} up to {longest + 1} tokens ...")
+        profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
+        atomic_write_text(saved, json.dumps(profile.to_dict(), indent=1))
     low, high = estimate_seconds(plan, profile, n)
     log(f"estimated decode time: {low / 60:.1f} min (tau = 3) to {high / 60:.1f} min (tau = 1), "
         f"{torch.get_num_threads()} thread(s)")
-    data = run_report(pair, plan, data_dir, log, progress=not args.quiet, profile=profile)
+    data = run_report(pair, plan, data_dir, log, progress=not args.quiet, profile=profile, resume=args.resume)
     data.estimate_s = (low, high)
     data.default_estimate_s = estimate_seconds(DEFAULT, profile, n)
     data.command = "python -m libraspec " + shlex.join(getattr(args, "argv", ["report", "--out", args.out]))
