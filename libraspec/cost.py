@@ -51,6 +51,9 @@ class LatencyProfile:
     lookup_s: one look-up drafting step (a suffix match and its continuation).
     fit_s: bringing a block-diffusion drafter's context up to date after a verification (the
     target features of the committed tokens projected into its cache), once per round.
+    tree_verify_s[j]: verifying a draft tree of tree_rows[j] rows (root + nodes) in one forward with
+    its 4-D attention mask; empty in profiles measured before trees were timed (then a tree costs
+    a chain forward of as many rows).
     """
 
     verify_s: tuple[float, ...]
@@ -59,6 +62,8 @@ class LatencyProfile:
     meta: dict = field(default_factory=dict, compare=False)  # machine, models, context, repeats
     lookup_s: float = 0.0
     fit_s: float = 0.0
+    tree_rows: tuple[int, ...] = ()
+    tree_verify_s: tuple[float, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "verify_s", _check_times(self.verify_s, "verify_s", 2))
@@ -71,12 +76,32 @@ class LatencyProfile:
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ValueError(f"{name} must be a finite time >= 0, got {getattr(self, name)!r}")
         object.__setattr__(self, "meta", dict(self.meta))
+        rows = tuple(int(k) for k in self.tree_rows)
+        if len(rows) != len(self.tree_verify_s) or len(rows) == 1:
+            raise ValueError(f"tree_rows and tree_verify_s need the same length, 0 or >= 2 "
+                             f"({len(rows)} and {len(self.tree_verify_s)})")
+        if rows and (rows[0] < 2 or any(b <= a for a, b in zip(rows, rows[1:]))):
+            raise ValueError(f"tree_rows must rise from at least 2, got {rows}")
+        object.__setattr__(self, "tree_rows", rows)
+        object.__setattr__(self, "tree_verify_s", _check_times(self.tree_verify_s, "tree_verify_s", 0))
 
     def verify_time(self, k: int) -> float:
         """Target forward with k >= 1 new tokens; linear beyond the measured K."""
         if k < 1:
             raise ValueError(f"verification needs k >= 1 new tokens, got {k}")
         return _extrapolate(self.verify_s, int(k), 1)
+
+    def tree_verify_time(self, k: int) -> float:
+        """Verifying a tree of k rows (root + k - 1 nodes) in one forward: linear between the
+        measured row counts, the last segment continued beyond them (never falling), and the
+        chain forward `verify_time(k)` below the smallest one or without tree timings."""
+        rows = self.tree_rows
+        if not rows or k < rows[0]:
+            return self.verify_time(k)
+        if k >= rows[-1]:
+            slope = max((self.tree_verify_s[-1] - self.tree_verify_s[-2]) / (rows[-1] - rows[-2]), 0.0)
+            return self.tree_verify_s[-1] + slope * (k - rows[-1])
+        return float(np.interp(k, rows, self.tree_verify_s))
 
     def draft_time(self, blocks: int) -> float:
         """Drafting `blocks` blocks in one round (0 blocks cost 0); linear beyond the table."""
@@ -123,7 +148,8 @@ class LatencyProfile:
 
     def to_dict(self) -> dict:
         return {"verify_s": list(self.verify_s), "draft_s": list(self.draft_s),
-                "n": self.n, "lookup_s": self.lookup_s, "fit_s": self.fit_s, "meta": dict(self.meta)}
+                "n": self.n, "lookup_s": self.lookup_s, "fit_s": self.fit_s, "tree_rows": list(self.tree_rows),
+                "tree_verify_s": list(self.tree_verify_s), "meta": dict(self.meta)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "LatencyProfile":
@@ -134,7 +160,8 @@ class LatencyProfile:
         if missing:
             raise ValueError(f"latency profile lacks {', '.join(sorted(missing))}")
         return cls(tuple(data["verify_s"]), tuple(data["draft_s"]), data["n"],
-                   dict(data.get("meta", {})), float(data.get("lookup_s", 0.0)), float(data.get("fit_s", 0.0)))
+                   dict(data.get("meta", {})), float(data.get("lookup_s", 0.0)), float(data.get("fit_s", 0.0)),
+                   tuple(data.get("tree_rows", ())), tuple(data.get("tree_verify_s", ())))
 
     def to_json(self, path: str) -> str:
         """Write atomically (temporary file, then rename)."""

@@ -281,7 +281,7 @@ class SpeculativeDecoder:
     def _tree_time(self, buffer: DraftBuffer, profile: LatencyProfile, steps: int, nodes: int) -> float:
         """Modeled seconds of a tree round: `steps` drafting steps, one verification of the root
         and `nodes` nodes, the drafter's upkeep."""
-        return buffer.modeled_draft_s(profile, steps) + profile.verify_time(nodes + 1) + self._upkeep_s(profile)
+        return buffer.modeled_draft_s(profile, steps) + profile.tree_verify_time(nodes + 1) + self._upkeep_s(profile)
 
     def _tree_oracle(self, state: _State, view: TreeView, depth: int, sampling: SamplingConfig,
                      uniforms, profile: LatencyProfile) -> tuple[int, int]:

@@ -57,11 +57,15 @@ def machine_description() -> dict:
     return info
 
 
+TREE_ROWS = (2, 9, 17, 33, 65)  # root + 1, 8, 16, 32 and 64 nodes: the node budgets people try here
+
+
 @torch.inference_mode()
 def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
                     repeats: int = 7) -> LatencyProfile:
     """Median seconds of target forwards with 1..max_tokens new tokens, of 1..max_blocks drafts, of a
-    look-up step and of the block-diffusion drafter's context upkeep after a round (`fit_s`)."""
+    look-up step, of the block-diffusion drafter's context upkeep after a round (`fit_s`) and of
+    draft-tree verifications of `TREE_ROWS` rows (a 4-ary tree, best-first order, with its mask)."""
     target, drafter = pair.target, BlockDiffusionDrafter(pair.drafter, pair.target)
     context_len = max(2, min(context_len, target.max_positions - max_tokens - 1))
     gen = torch.Generator().manual_seed(0)
@@ -105,7 +109,18 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     k_fit = max(1, drafter.n // 2)  # a typical round's committed tokens
     fit_hidden = target.forward(cache, context[-1:] + context[:k_fit - 1]).hidden_states
     crop_cache(cache, context_len - 1)
+    def verify_tree(rows: int) -> None:
+        nodes = rows - 1
+        parents = [j // 4 - 1 for j in range(nodes)]  # children of the root first, then 4 per node
+        depths = []
+        for parent in parents:
+            depths.append(1 if parent < 0 else depths[parent] + 1)
+        target.forward_tree(cache, context[-1], [context[j % len(context)] for j in range(nodes)], parents, depths)
+        crop_cache(cache, context_len - 1)
+
     verify_s = tuple(timed(lambda k=k: verify(k)) for k in range(1, max_tokens + 1))
+    tree_rows = tuple(k for k in TREE_ROWS if k + context_len < target.max_positions)
+    tree_s = tuple(timed(lambda k=k: verify_tree(k)) for k in tree_rows)
     # in a round, drafting and the context upkeep follow a target forward, which leaves the CPU's
     # caches full of the target's weights: each is timed right after one
     after_forward = functools.partial(verify, drafter.n)
@@ -115,13 +130,15 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     meta = {"pair": pair.name, "context_len": context_len, "repeats": repeats,
             "raw_verify_s": list(verify_s), "raw_draft_s": list(draft_s),
             "device": str(target.device), "dtype": str(target.dtype), **machine_description()}
+    meta["raw_tree_verify_s"] = list(tree_s)
     return LatencyProfile(verify_s=monotone(verify_s), draft_s=monotone(draft_s), n=drafter.n, meta=meta,
-                          lookup_s=lookup_s, fit_s=fit_s)
+                          lookup_s=lookup_s, fit_s=fit_s, tree_rows=tree_rows,
+                          tree_verify_s=monotone(tree_s) if len(tree_rows) > 1 else ())
 
 
 def profile_path(pair) -> str:
     """One profile file per model pair, drafter weights, device, dtype and machine."""
-    key = {"format": 3, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
+    key = {"format": 4, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
            "dtype": str(pair.target.dtype), **machine_description()}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")

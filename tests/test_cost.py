@@ -83,3 +83,21 @@ def test_bad_queries():
         p.draft_time(-1)
     with pytest.raises(ValueError, match="lacks"):
         LatencyProfile.from_dict({"verify_s": [0.1, 0.2]})
+
+
+def test_tree_verification_time_interpolates_the_measured_trees():
+    p = dataclasses.replace(profile(), tree_rows=(2, 9, 17), tree_verify_s=(0.08, 0.12, 0.20))
+    assert p.tree_verify_time(2) == 0.08 and p.tree_verify_time(17) == 0.20
+    assert math.isclose(p.tree_verify_time(13), 0.16)  # halfway between 9 and 17 rows
+    assert math.isclose(p.tree_verify_time(25), 0.20 + 8 * 0.01)  # the last segment's slope per row
+    assert p.tree_verify_time(1) == p.verify_time(1)  # below the trees: a chain forward of one token
+    assert profile().tree_verify_time(9) == profile().verify_time(9)  # a profile from before trees were timed
+    assert LatencyProfile.from_dict(p.to_dict()) == p
+    old = profile().to_dict()
+    del old["tree_rows"], old["tree_verify_s"]
+    assert LatencyProfile.from_dict(old).tree_rows == ()
+    for rows, times, message in (((2,), (0.1,), "same length"), ((2, 9), (0.1,), "same length"),
+                                 ((9, 2), (0.1, 0.2), "rise"), ((1, 9), (0.1, 0.2), "rise"),
+                                 ((2, 9), (0.1, 0.0), "> 0")):
+        with pytest.raises(ValueError, match=message):
+            dataclasses.replace(profile(), tree_rows=rows, tree_verify_s=times)

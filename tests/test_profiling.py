@@ -28,6 +28,8 @@ def test_measure_profile_on_a_tiny_pair(tmp_path, monkeypatch):
     assert all(b >= a for a, b in zip(profile.verify_s, profile.verify_s[1:]))
     assert profile.n == pair.n
     assert len(profile.meta["raw_verify_s"]) == 9 and profile.meta["pair"] == "tiny-llama"
+    assert profile.tree_rows == (2, 9, 17, 33, 65) and len(profile.meta["raw_tree_verify_s"]) == 5
+    assert all(b >= a for a, b in zip(profile.tree_verify_s, profile.tree_verify_s[1:]))
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
     first = cached_profile(pair, max_tokens=5, max_blocks=1, context_len=16, repeats=1)
     files = list((tmp_path / "profiles").glob("tiny-llama-*.json"))

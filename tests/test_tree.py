@@ -4,6 +4,8 @@ every round, the tree walk and the tree oracle. Tree sampling's statistical test
 tests/test_sampling.py."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -24,7 +26,9 @@ torch.set_num_threads(1)
 # float64 models, but transformers computes rotary cos / sin in float32, whose kernels round
 # differently for different sequence shapes: a fresh forward differs from a cached one by ~1e-8
 CLOSE = dict(rtol=1e-6, atol=1e-6)
-PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
+# tree verifications timed apart from chain forwards (cheaper here), as a measured profile has them
+PROFILE = dataclasses.replace(LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40),
+                              tree_rows=(2, 9, 17, 33), tree_verify_s=(0.052, 0.07, 0.09, 0.15))
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen3"])
@@ -180,7 +184,7 @@ def test_greedy_ddtree_equals_ar(pair):
                     assert r.mode == "ddtree" and r.tree_size <= budget and r.chosen_length <= (depth or 7)
                     assert r.accepted <= r.chosen_length and r.tau <= r.accepted + 1
                     assert r.modeled_s == pytest.approx(PROFILE.draft_time(r.blocks_drafted)
-                                                        + PROFILE.verify_time(r.tree_size + 1) + PROFILE.fit_s)
+                                                        + PROFILE.tree_verify_time(r.tree_size + 1) + PROFILE.fit_s)
 
 
 def test_a_tree_accepts_what_the_chain_misses(pair):
