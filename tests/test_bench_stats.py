@@ -204,3 +204,20 @@ def test_the_share_of_other_processes_leaves_this_process_out():
     sum(i * i for i in range(2_000_000))  # a reading across this process's own work
     end = provenance.cpu_clock()
     assert end[2] > start[2] and 0.0 <= provenance.others_share(start, end) <= 1.0
+
+def test_pooled_intervals_resample_within_each_suite():
+    """Stratified: a resample keeps each suite's prompt count, so a fast and a slow suite pooled
+    give a narrower interval than resampling prompts across suites, around the same ratio."""
+    from libraspec.experiments.stats import resample_indices, speedup_interval
+    strata = ["a"] * 4 + ["b"] * 6
+    draws = resample_indices(strata, 500, 0)
+    assert draws.shape == (500, 10)
+    assert ((draws[:, :4] < 4).all() and (draws[:, 4:] >= 4).all())
+    rows = [{"tokens": 10, "wall_s": 1.0 if s == "a" else 4.0 + 0.1 * i, "ar_tokens": 10, "ar_wall_s": 4.0}
+            for i, s in enumerate(strata)]
+    plain, stratified = speedup_interval(rows, "wall_s"), speedup_interval(rows, "wall_s", strata=strata)
+    assert stratified[1] - stratified[0] < 0.5 * (plain[1] - plain[0])
+    point = 40.0 / sum(r["wall_s"] for r in rows) * 10 / 10
+    assert stratified[0] <= point <= stratified[1]
+    with pytest.raises(ValueError, match="one label per prompt"):
+        speedup_interval(rows, "wall_s", strata=strata[:3])

@@ -214,9 +214,10 @@ def bench_profile(pair, spec: BenchSpec) -> LatencyProfile:
 
 
 def mode_summary(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequence[RoundRecord]] | None,
-                 profile: LatencyProfile) -> dict:
+                 profile: LatencyProfile, strata: Sequence | None = None) -> dict:
     """The per-mode entry of OUT.json, from totals over prompts (records.summarize); `ar_runs`
-    are AR's runs of the same prompts in the same order (the intervals pair them by prompt)."""
+    are AR's runs of the same prompts in the same order (the intervals pair them by prompt);
+    `strata` labels each run's suite when runs of several suites are pooled (stratified intervals)."""
     records = [r for run in runs for r in run]
     ar = [r for run in ar_runs for r in run] if ar_runs else None
     s = summarize(records, ar)
@@ -230,9 +231,9 @@ def mode_summary(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequen
             "wall_s": s.seconds, "modeled_s": s.modeled_seconds,
             "tokens_per_s": s.tokens / s.seconds if s.seconds > 0 else None,
             "speedup_measured": s.speedup_measured, "speedup_modeled": modeled,
-            "speedup_measured_ci": speedup_interval(rows, "wall_s"),
-            "speedup_modeled_ci": speedup_interval(rows, "modeled_s",
-                                                   None if ar_runs else profile.ar_token_time()),
+            "speedup_measured_ci": speedup_interval(rows, "wall_s", strata=strata),
+            "speedup_modeled_ci": speedup_interval(rows, "modeled_s", None if ar_runs else profile.ar_token_time(),
+                                                   strata=strata),
             "mad_vs_oracle": s.mad_vs_oracle if kind in ("policy", "tree") else None,
             "mean_length": sum(r.chosen_length for r in records) / len(records) if kind != "ar" else None,
             "mean_tree_size": sum(r.tree_size for r in records) / len(records) if kind == "tree" else None,

@@ -132,10 +132,12 @@ def pooled_modes(data, temperature: float, runs: dict | None = None) -> dict:
     if not results:
         return {}
     ar = [run for r in results for run in r.records.get("ar", [])] or None
+    suites = [s for s in data.plan.suites if (s, temperature) in runs]
     modes = {}
     for label in results[0].records:
-        runs = [run for r in results for run in r.records[label]]
-        modes[label] = mode_summary(runs, ar, data.profile)
+        pooled = [run for r in results for run in r.records[label]]
+        strata = [s for s, r in zip(suites, results) for _ in r.records[label]]
+        modes[label] = mode_summary(pooled, ar, data.profile, strata)
         if "length" in results[0].summary["modes"][label]:
             modes[label]["length"] = results[0].summary["modes"][label]["length"]
     statics = [k for k, e in modes.items() if e["mode"] == "static"]
@@ -163,7 +165,7 @@ def sweep_rows(data, kind: str) -> list[tuple[float, dict, dict]]:
     main_value = plan.alpha if kind == "alpha" else plan.d_max
     out = []
     for value in values:
-        per_suite, runs, ar = {}, [], []
+        per_suite, runs, ar, strata = {}, [], [], []
         for suite in plan.suites:
             main = data.main.get((suite, 0.0))
             result = main if value == main_value else data.sweeps.get((suite, kind, value))
@@ -173,8 +175,9 @@ def sweep_rows(data, kind: str) -> list[tuple[float, dict, dict]]:
             per_suite[suite] = mode_summary(result.records["libraspec"], baseline, data.profile)
             runs += result.records["libraspec"]
             ar += baseline
+            strata += [suite] * len(result.records["libraspec"])
         if runs:
-            out.append((value, mode_summary(runs, ar or None, data.profile), per_suite))
+            out.append((value, mode_summary(runs, ar or None, data.profile, strata), per_suite))
     return out
 
 

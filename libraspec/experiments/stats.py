@@ -4,7 +4,9 @@ Speedup (docs/ARCHITECTURE.md, "What is timed") is a ratio of sums over prompts:
 per token over a mode's seconds per token. Its 95% interval is a percentile bootstrap over
 prompts: each resample draws prompts with replacement and takes the ratio of sums of the
 drawn prompts, mode and AR paired by prompt, so prompt-to-prompt variation (length, how
-predictable the text is, load that hit one prompt) shows in the interval. Two modes whose
+predictable the text is, load that hit one prompt) shows in the interval. Pooled over suites,
+the resampling is stratified: each resample draws every suite's prompts from that suite, so
+every resample holds the suites in the proportions of the run. Two modes whose
 intervals overlap are not distinguishable at this sample size.
 
 The regime of a mode's rounds (`regime_stats`) reads the oracle's d* in hindsight (records'
@@ -41,19 +43,34 @@ def per_prompt(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequence
     return rows
 
 
+def resample_indices(strata: Sequence, resamples: int, seed: int) -> np.ndarray:
+    """(R, P) prompt indices: each row draws, for every stratum, as many of its prompts as it has,
+    with replacement, from that stratum only (one stratum: the plain bootstrap over prompts)."""
+    rng = np.random.default_rng(seed)
+    labels = np.asarray([str(s) for s in strata])
+    draws = np.empty((resamples, len(labels)), dtype=np.int64)
+    for label in dict.fromkeys(labels):
+        members = np.flatnonzero(labels == label)  # (P_s,)
+        draws[:, members] = members[rng.integers(0, len(members), size=(resamples, len(members)))]
+    return draws
+
+
 def speedup_interval(rows: Sequence[dict], seconds: str, ar_rate: float | None = None, resamples: int = RESAMPLES,
-                     level: float = LEVEL, seed: int = SEED) -> tuple[float, float] | None:
+                     level: float = LEVEL, seed: int = SEED, strata: Sequence | None = None) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the speedup over prompts (`per_prompt` rows).
 
     seconds: "wall_s" (measured) or "modeled_s". AR's seconds per token come from the rows'
     ar_* fields of the same prompts, or are the constant `ar_rate` (the profile's AR step).
+    strata: one label per row (the suite); prompts are resampled within their stratum.
     None without AR or when a resample has no time.
     """
     if not rows or (ar_rate is None and "ar_tokens" not in rows[0]):
         return None
+    if strata is not None and len(strata) != len(rows):
+        raise ValueError(f"strata needs one label per prompt: {len(strata)} for {len(rows)}")
     tokens = np.array([r["tokens"] for r in rows], dtype=float)  # (P,)
     spent = np.array([r[seconds] for r in rows], dtype=float)  # (P,)
-    draws = np.random.default_rng(seed).integers(0, len(rows), size=(resamples, len(rows)))  # (R, P)
+    draws = resample_indices(strata if strata is not None else [0] * len(rows), resamples, seed)  # (R, P)
     mode_rate = spent[draws].sum(axis=1) / tokens[draws].sum(axis=1)  # (R,) seconds per token
     if ar_rate is None:
         ar_tokens = np.array([r["ar_tokens"] for r in rows], dtype=float)
