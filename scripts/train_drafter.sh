@@ -8,9 +8,14 @@
 #              CPU-hours of decoding survive a fresh machine;
 #   features   tapped features + the target's top-k per position, one teacher-forced pass per
 #              shard ($WORK/features, about 7 KB a token, rebuilt on a new machine in minutes);
-#   train      distillation training, resumed from $WORK/run/state.pt.
+#   train      distillation training, resumed from $WORK/run/state.pt;
+#   ab         the A/B of assets/TRAINING.md instead of `train`: two arms side by side, one thread each,
+#              both warm-started from assets/drafter with --distill, the same MINUTES, taps without and
+#              with the last layer ($WORK/ab-taps5, $WORK/ab-taps6, resumed), then each arm's best
+#              checkpoint and the shipped drafter evaluated on the public prompts and the held-out set
+#              ($WORK/eval-*; an evaluation whose README exists is not run again).
 # Usage: scripts/train_drafter.sh STAGE [STAGE ...]   (all four in order: scripts/train_drafter.sh all)
-# Environment: WORK (default ~/.cache/libraspec/train-v2), MAGPIE_COUNT (20000), MINUTES (600, the
+# Environment: WORK (default ~/.cache/libraspec/train-v2), MAGPIE_COUNT (20000), MINUTES (train: 600, ab: 60; the
 # training budget, kept across resumes), TAPS (1,8,14,20,27,29), DISTILL (0.5), PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,12 +42,24 @@ stage() {
             "$PY" -m libraspec.train --data "$WORK/features" --out "$WORK/run" --minutes "${MINUTES:-600}" --resume \
                 --taps "$TAPS" --distill "${DISTILL:-0.5}" --block-size 8 --blocks 24 --lr 2e-3 --warmup-steps 50 \
                 --threads 2 --export "$WORK/exported" ;;
+        ab)
+            for arm in "5:1,8,14,20,27" "6:1,8,14,20,27,29"; do
+                "$PY" -m libraspec.train --data "$WORK/features" --out "$WORK/ab-taps${arm%%:*}" --minutes "${MINUTES:-60}" \
+                    --resume --init-from assets/drafter --taps "${arm#*:}" --distill "${DISTILL:-0.5}" --block-size 8 \
+                    --blocks 24 --lr 1e-3 --warmup-steps 50 --threads 1 --export "$WORK/ab-taps${arm%%:*}/exported" &
+            done
+            wait
+            for arm in shipped:assets/drafter taps5:"$WORK/ab-taps5/exported" taps6:"$WORK/ab-taps6/exported"; do
+                [ -e "$WORK/eval-${arm%%:*}/README.md" ] && continue  # evaluated by an earlier invocation
+                "$PY" -m libraspec.train.evaluate --suites gsm8k,humaneval,mtbench,math500,heldout --limit 16 \
+                    --drafter "${arm#*:}" --out "$WORK/eval-${arm%%:*}" --threads 2
+            done ;;
         all)
             for s in prompts responses features train; do stage "$s"; done ;;
         *)
-            echo "unknown stage $1 (prompts, responses, features, train, all)" >&2; exit 2 ;;
+            echo "unknown stage $1 (prompts, responses, features, train, ab, all)" >&2; exit 2 ;;
     esac
 }
 
-[ $# -gt 0 ] || { sed -n '2,15p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,19p' "$0"; exit 2; }
 for s in "$@"; do stage "$s"; done
