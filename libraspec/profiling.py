@@ -109,6 +109,7 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     k_fit = max(1, drafter.n // 2)  # a typical round's committed tokens
     fit_hidden = target.forward(cache, context[-1:] + context[:k_fit - 1]).hidden_states
     crop_cache(cache, context_len - 1)
+
     def verify_tree(rows: int) -> None:
         nodes = rows - 1
         parents = [j // 4 - 1 for j in range(nodes)]  # children of the root first, then 4 per node
@@ -120,6 +121,7 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
 
     verify_s = tuple(timed(lambda k=k: verify(k)) for k in range(1, max_tokens + 1))
     tree_rows = tuple(k for k in TREE_ROWS if k + context_len < target.max_positions)
+    tree_rows = tree_rows if len(tree_rows) > 1 else ()  # one row count makes no interpolation
     tree_s = tuple(timed(lambda k=k: verify_tree(k)) for k in tree_rows)
     # in a round, drafting and the context upkeep follow a target forward, which leaves the CPU's
     # caches full of the target's weights: each is timed right after one
@@ -133,7 +135,7 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     meta["raw_tree_verify_s"] = list(tree_s)
     return LatencyProfile(verify_s=monotone(verify_s), draft_s=monotone(draft_s), n=drafter.n, meta=meta,
                           lookup_s=lookup_s, fit_s=fit_s, tree_rows=tree_rows,
-                          tree_verify_s=monotone(tree_s) if len(tree_rows) > 1 else ())
+                          tree_verify_s=monotone(tree_s) if tree_rows else ())
 
 
 def profile_path(pair) -> str:

@@ -109,10 +109,12 @@ def frame_to_records(frame: pd.DataFrame) -> list[RoundRecord]:
                               for step in _as_list(value))
             elif f.name in LIST_COLUMNS:
                 value = tuple(_as_list(value))
-            elif value is None or (isinstance(value, float) and math.isnan(value) and f.type != "float"):
-                value = None
-            elif hasattr(value, "item"):
-                value = value.item()
+            else:
+                value = value.item() if hasattr(value, "item") else value
+                if value is None or (isinstance(value, float) and math.isnan(value) and "None" in f.type):
+                    value = None  # a column mixing numbers and None comes back as floats with NaN
+                elif f.type.startswith("int") and isinstance(value, float):
+                    value = int(value)
             values[f.name] = value
         out.append(RoundRecord(**values))
     return out

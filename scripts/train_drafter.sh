@@ -32,9 +32,9 @@ stage() {
             "$PY" -m libraspec.train.magpie --out "$SELFGEN/magpie" --count "${MAGPIE_COUNT:-20000}" --threads 1 ;;
         responses)
             "$PY" -m libraspec.train.selfdistill --prompts "$SELFGEN/magpie/prompts.jsonl" --ids-only \
-                --out "$SELFGEN/magpie_ids" --batch-size 48 --threads 1 &
+                --out "$SELFGEN/magpie_ids" --batch-size 48 --threads 1 & first=$!
             "$PY" -m libraspec.train.selfdistill --ids-only --out "$SELFGEN/template_ids" --batch-size 48 --threads 1 &
-            wait ;;
+            last=$!; wait "$first"; wait "$last" ;;  # a bare `wait` would hide a failed generator
         features)
             "$PY" -m libraspec.train.features --ids "$SELFGEN/magpie_ids" "$SELFGEN/template_ids" \
                 --out "$WORK/features" --taps "$TAPS" --threads 2 ;;
@@ -43,12 +43,14 @@ stage() {
                 --taps "$TAPS" --distill "${DISTILL:-0.5}" --block-size 8 --blocks 24 --lr 2e-3 --warmup-steps 50 \
                 --threads 2 --export "$WORK/exported" ;;
         ab)
+            pids=()
             for arm in "5:1,8,14,20,27" "6:1,8,14,20,27,29"; do
                 "$PY" -m libraspec.train --data "$WORK/features" --out "$WORK/ab-taps${arm%%:*}" --minutes "${MINUTES:-60}" \
                     --resume --init-from assets/drafter --taps "${arm#*:}" --distill "${DISTILL:-0.5}" --block-size 8 \
                     --blocks 24 --lr 1e-3 --warmup-steps 50 --threads 1 --export "$WORK/ab-taps${arm%%:*}/exported" &
+                pids+=($!)
             done
-            wait
+            for pid in "${pids[@]}"; do wait "$pid"; done  # each arm's failure stops the stage
             for arm in shipped:assets/drafter taps5:"$WORK/ab-taps5/exported" taps6:"$WORK/ab-taps6/exported"; do
                 [ -e "$WORK/eval-${arm%%:*}/README.md" ] && continue  # evaluated by an earlier invocation
                 "$PY" -m libraspec.train.evaluate --suites gsm8k,humaneval,mtbench,math500,heldout --limit 16 \

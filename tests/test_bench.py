@@ -335,8 +335,13 @@ def test_records_read_back_equal_the_written_ones(tmp_path, prompt_file):
     result = bench.run_bench(pair, bench.read_prompts(prompt_file)[:2], spec, profile=PROFILE)
     bench.write_result(result, tmp_path / "r.json")
     again = bench.read_result(tmp_path / "r.json")
-    assert again.summary == json.loads((tmp_path / "r.json").read_text())
+    assert again.summary["modes"].keys() == result.summary["modes"].keys()
     assert again.records == result.records
+    for label, runs in result.records.items():  # types too: 5 and 5.0 compare equal, a record field does not
+        for run, back in zip(runs, again.records[label]):
+            for r, q in zip(run, back):
+                for f in dataclasses.fields(r):
+                    assert type(getattr(r, f.name)) is type(getattr(q, f.name)), (label, f.name)
     assert any(r.policy_steps for run in again.records["libraspec"] for r in run)
     assert any(r.tree_tokens for run in again.records["ddtree"] for r in run)
 
@@ -366,3 +371,22 @@ def test_report_resume_reads_back_only_unchanged_jobs(tmp_path, fixed_profile, m
     longer = [("5" if before == "--max-new-tokens" else a) for before, a in zip([""] + args, args)]
     assert main(longer + ["--resume"]) == 0
     assert len(calls) == first + 3  # another setting: both jobs again
+
+
+def test_resume_uses_a_saved_profile_only_from_the_same_pair_and_machine(tmp_path):
+    from libraspec.profiling import machine_description
+    pair = tiny_pair("llama")
+    mine = dataclasses.replace(PROFILE, meta={"pair": pair.name, **machine_description()})
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(mine.to_dict()))
+    assert report.saved_profile(path, pair, 24) == mine
+    assert report.saved_profile(path, pair, 60) is None  # does not reach the longest length asked for
+    for meta in ({**mine.meta, "pair": "tiny-qwen3"}, {**mine.meta, "cpu": "another CPU"}, {}):
+        path.write_text(json.dumps(dataclasses.replace(mine, meta=meta).to_dict()))
+        assert report.saved_profile(path, pair, 24) is None
+    for damaged in ("{", "[1, 2]", '{"verify_s": []}'):
+        path.write_text(damaged)
+        assert report.saved_profile(path, pair, 24) is None
+    (tmp_path / "r.json").write_text("[1]")  # valid JSON, not a result: no key, decoded again
+    (tmp_path / "r.records.parquet").write_text("")
+    assert report.stored_key(str(tmp_path / "r.json")) is None

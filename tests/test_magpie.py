@@ -41,6 +41,8 @@ def test_decontaminator_refuses_shared_windows_short_texts_and_repeats():
     assert guard.accept("Natalia sold 48 clips in April; how many did she sell in all?")  # no 8-word window
     assert not guard.accept("natalia SOLD 48 clips in April -- how many did she sell in all")  # a repeat
     assert guard.accept("Name two colours of the French flag")
+    assert not guard.accept("then she sold half as many")  # a short text found whole inside a protected one
+    assert guard.accept("she sold half as much")
     assert normalise("It's 3 o'clock!") == ["it", "s", "3", "o", "clock"]
 
 

@@ -352,8 +352,10 @@ def records_path(out: str | os.PathLike) -> str:
 
 
 def write_result(result: BenchResult, out: str | os.PathLike) -> tuple[str, str]:
-    """OUT.json and OUT.records.parquet, each written atomically."""
-    return write_json(result.summary, out), write_parquet(result.frame(), records_path(out))
+    """OUT.records.parquet, then OUT.json (each atomically): a JSON file marks a complete result,
+    so a run stopped between the two never leaves a new summary beside old records."""
+    records = write_parquet(result.frame(), records_path(out))
+    return write_json(result.summary, out), records
 
 
 def read_result(out: str | os.PathLike) -> BenchResult:

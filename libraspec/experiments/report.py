@@ -224,13 +224,27 @@ def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None]
     return data
 
 
+def saved_profile(path: Path, pair, longest: int) -> LatencyProfile | None:
+    """The profile an earlier invocation saved, if it is this pair's on this machine and reaches
+    `longest` + 1 tokens and its blocks; else None (damaged, another setup: measure again)."""
+    try:
+        profile = LatencyProfile.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    same = profile.meta.get("pair") == pair.name and all(profile.meta.get(k) == v
+                                                         for k, v in machine_description().items())
+    reaches = len(profile.verify_s) >= longest + 1 and len(profile.draft_s) >= -(-longest // pair.n)
+    return profile if same and reaches else None
+
+
 def stored_key(out: str) -> str | None:
     """The job key a result file was written with (None: no file, damaged, or older than keys)."""
     try:
         with open(out, encoding="utf-8") as handle:
-            key = json.load(handle).get("job_key")
+            document = json.load(handle)
     except (OSError, ValueError):
         return None
+    key = document.get("job_key") if isinstance(document, dict) else None
     return key if os.path.exists(records_path(out)) else None
 
 
@@ -383,9 +397,9 @@ def run(args) -> int:
     n = pair.n
     longest = plan.longest(n)
     saved = Path(data_dir) / "profile.json"
-    if args.resume and saved.exists():
+    profile = saved_profile(saved, pair, longest) if args.resume else None
+    if profile is not None:
         log(f"--resume: the latency profile saved by the earlier invocation ({shown_path(saved)})")
-        profile = LatencyProfile.from_dict(json.loads(saved.read_text()))
     else:
         log(f"measuring (or loading) the latency profile of {pair.name} up to {longest + 1} tokens ...")
         profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))

@@ -33,6 +33,7 @@ from .trainer import (TrainConfig, TrainState, build_drafter, calibrate_temperat
                       heldout_metrics, lr_at, make_optimizer, train_step)
 
 ASSETS_DRAFTER = Path(__file__).resolve().parents[2] / "assets" / "drafter"
+MONITOR_PROMPTS = 32  # the training monitor's held-out prompts (the first 32); evaluate's `heldout` skips them
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -100,7 +101,8 @@ def warm_start(drafter, state: dict, taps: list[int] | None = None, stats=None) 
     `stats` (mean, std over all this drafter's columns, from data) when given.
     """
     own = drafter.state_dict()
-    state = {k: v for k, v in state.items() if k != "draft_vocab_ids"}
+    state = {k: v.to(own[k].device) for k, v in state.items() if k != "draft_vocab_ids" and k in own} | \
+        {k: v for k, v in state.items() if k != "draft_vocab_ids" and k not in own}
     mine = list(drafter.target_layer_ids)
     if taps is not None and list(taps) != mine:
         if not set(taps) <= set(mine):
@@ -112,7 +114,7 @@ def warm_start(drafter, state: dict, taps: list[int] | None = None, stats=None) 
         state["fc.weight"] = fc
         for i, name in enumerate(("feature_mean", "feature_std")):
             if name in state:
-                merged = (stats[i] if stats is not None else own[name]).clone()
+                merged = (stats[i] if stats is not None else own[name]).to(own[name].device).clone()
                 merged[cols] = state[name]
                 state[name] = merged
     if "slot_embeddings" in state:
@@ -134,12 +136,12 @@ def init_source(path, target) -> tuple[dict, list[int] | None]:
         other = DFlashDrafter.from_pretrained(path, target)
         return other.state_dict(), list(other.target_layer_ids)
     saved = torch.load(path, map_location="cpu", weights_only=False)
-    taps = saved.get("args", {}).get("taps")
-    return saved["drafter"], [int(t) for t in taps.split(",")] if taps else None
+    taps = saved.get("args", {}).get("taps")  # runs from before --taps read TAP_LAYERS
+    return saved["drafter"], [int(t) for t in taps.split(",")] if taps else list(TAP_LAYERS)
 
 
 @torch.no_grad()
-def make_heldout(target, tokenizer, path, count: int = 32, max_new_tokens: int = 160, batch: int = 16,
+def make_heldout(target, tokenizer, path, count: int = MONITOR_PROMPTS, max_new_tokens: int = 160, batch: int = 16,
                  taps: tuple[int, ...] = TAP_LAYERS) -> None:
     """Greedy responses + features for the first `count` held-out prompts, saved as one shard at `path`."""
     from ..models.embedded import chat_prompt_ids
@@ -256,7 +258,8 @@ def main(argv=None) -> None:
                 lookup = refresh_vocab()
             last_refresh = state.elapsed
         if state.elapsed - last_eval >= cfg.eval_minutes * 60 or state.elapsed >= budget:
-            mean = {k: round(sum(w[k] for w in window) / len(window), 4) for k in window[0]}
+            keys = dict.fromkeys(k for w in window for k in w)  # soft_ce is absent from batches without top-k
+            mean = {k: round(sum(w[k] for w in window if k in w) / sum(k in w for w in window), 4) for k in keys}
             evaluate(mean)
             window, last_eval = [], state.elapsed
         if state.elapsed - last_ckpt >= cfg.ckpt_minutes * 60 or state.elapsed >= budget:

@@ -206,10 +206,11 @@ def make_batch(sequences: list[Sequence], anchors: list[list[int]], n: int, clea
             labels[row, j, 1 + clean:] = lab[1 + clean:]
             if s.topk_ids is not None:
                 src = (pos[1 + clean:] - 1).clamp(max=length - 2)  # (n,) rows whose next token is the slot's
-                top = lookup[s.topk_ids[src].long()]  # (n, k) draft indices or IGNORE
+                kk = s.topk_ids.shape[1]  # shards made with a smaller --topk fill the first kk columns
+                top = lookup[s.topk_ids[src].long()]  # (n, kk) draft indices or IGNORE
                 keep = valid[1 + clean:, None] & (top != IGNORE)
-                soft_ids[row, j, 1 + clean:] = torch.where(keep, top, IGNORE)
-                soft_probs[row, j, 1 + clean:] = torch.where(keep, s.topk_probs[src].float(), 0.0)
+                soft_ids[row, j, 1 + clean:, :kk] = torch.where(keep, top, IGNORE)
+                soft_probs[row, j, 1 + clean:, :kk] = torch.where(keep, s.topk_probs[src].float(), 0.0)
     positions = torch.tensor(anchors)[..., None] + offs  # (B, K, Q)
     mask = torch.zeros(b, k, q, dtype=torch.bool)
     mask[..., 1 + clean:] = True

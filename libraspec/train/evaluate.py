@@ -5,8 +5,9 @@
     python -m libraspec.train.evaluate --suites gsm8k,humaneval,mtbench,math500,heldout --limit 16
 
 `--suites` evaluates each suite in turn (public ones read at run time from ../shared/data, see
-`experiments.report.suite_path`; `heldout` = assets/heldout_prompts.jsonl) into OUT/SUITE/ and
-writes OUT/README.md, one row per suite plus all suites pooled.
+`experiments.report.suite_path`; `heldout` = held-out prompts 33-64, the ones the training
+monitor, which picks the checkpoint, never reads) into OUT/SUITE/ and writes OUT/README.md, one
+row per suite plus all suites pooled.
 
 For each prompt, in one process on one machine: AR, static d = n, static d = d_max
 (acceptance by draft position 1..d_max, second drafter pass included) and LibraSpec
@@ -157,12 +158,16 @@ def suite_table(summaries: dict[str, dict], pooled: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def suite_file(name: str) -> str:
-    """A suite name's prompt file: `heldout`, a public set or a project suite (report.suite_path)."""
+def suite_prompts(name: str) -> tuple[str, list[str]]:
+    """(source, prompts) of a suite name: `heldout` (held-out prompts after the training monitor's),
+    a public set or a project suite (report.suite_path)."""
     if name == "heldout":
-        return str(Path(__file__).resolve().parents[2] / "assets" / "heldout_prompts.jsonl")
+        from .__main__ import MONITOR_PROMPTS
+        from .prompts import heldout_prompts
+        return f"held-out prompts {MONITOR_PROMPTS + 1}-{len(heldout_prompts())}", heldout_prompts()[MONITOR_PROMPTS:]
     from ..experiments.report import suite_path
-    return str(suite_path(name))
+    path = str(suite_path(name))
+    return path, read_prompts(path)
 
 
 def main(argv=None) -> None:
@@ -184,11 +189,12 @@ def main(argv=None) -> None:
     from ..models.registry import load_pair
 
     pair = load_pair()
-    suites = {name: suite_file(name) for name in args.suites.split(",")} if args.suites else {"": args.prompts}
+    suites = {name: suite_prompts(name) for name in args.suites.split(",")} if args.suites else \
+        {"": (args.prompts, read_prompts(args.prompts))}
     root = Path(args.out)
     summaries, results = {}, []
-    for name, path in suites.items():
-        prompts = read_prompts(path)[: args.limit or None]
+    for name, (path, prompts) in suites.items():
+        prompts = prompts[: args.limit or None]
         out = root / name if name else root
         out.mkdir(parents=True, exist_ok=True)
 

@@ -13,7 +13,9 @@ teacher-forced argmax equals the stored greedy token (rounding can flip near-tie
     python -m libraspec.train.features --ids DIR [DIR ...] --out FEATURES_DIR [--taps 1,8,14,20,27,29]
         [--topk 32] [--batch-size 8] [--threads 1] [--measure]
 
-Resumes: a feature shard that exists is not made again.
+Resumes: a feature shard that exists is not made again. OUT/features.json records the taps and k
+the folder was made with; another --taps or --topk into the same folder is refused (mixed shards
+would train on different features).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..files import atomic_write
+from ..files import atomic_write, atomic_write_text
 from .selfdistill import TAP_LAYERS
 
 TAPS_V2 = TAP_LAYERS + (29,)  # SmolLM2-135M's last layer (hidden_states[30]) beside the five taps
@@ -131,6 +133,11 @@ def main(argv=None) -> None:
     taps = tuple(int(t) for t in args.taps.split(","))
     pad_id = stop_and_pad_ids(tokenizer)[1]
     out = Path(args.out)
+    manifest, settings = out / "features.json", {"taps": list(taps), "topk": args.topk}
+    if manifest.exists() and json.loads(manifest.read_text()) != settings:
+        raise SystemExit(f"error: {out} was made with {manifest.read_text().strip()}, not {json.dumps(settings)}: "
+                         "use another --out")
+    atomic_write_text(manifest, json.dumps(settings))
     todo = []
     for src in ids_shard_paths(args.ids):
         dest = out / f"shard_{src.parent.name}_{src.stem.removeprefix('shard_')}.pt"  # data.shard_paths' pattern

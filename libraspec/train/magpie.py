@@ -5,9 +5,11 @@ an instruction model writes a plausible user request. Sampled at temperature, th
 prompts as varied as the model's own idea of a user, and they come from the distribution the
 model answers. Each candidate passes `clean_user_turn` (finished turn, 4..120 words, English
 ASCII text, no degenerate repetition, no markup), is deduplicated on its normalised text, and is
-dropped when it shares any `NGRAM`-word window (or, when shorter, its whole text) with a
-protected prompt: the public benchmark sets in ../shared/data (every turn), the project's
-suites `assets/prompts` and the held-out prompts. `tests/test_magpie.py` proves the exclusion.
+dropped when it shares any `NGRAM`-word window with a protected prompt, when a protected prompt
+shorter than the window appears whole inside it, or when the candidate, if shorter than the
+window, appears whole inside a protected prompt. Protected: the public benchmark sets in
+../shared/data (every turn), the project's suites `assets/prompts` and the held-out prompts.
+`tests/test_magpie.py` proves the exclusion.
 
     python -m libraspec.train.magpie --out DIR --count 20000 [--batch-size 64] [--threads 1]
 
@@ -27,6 +29,7 @@ import torch
 from tqdm import tqdm
 from transformers import DynamicCache
 
+from ..experiments.report import PROMPTS_DIR, PUBLIC_DATA
 from ..files import atomic_write_text
 
 SEED = 1406
@@ -34,8 +37,7 @@ NGRAM = 8  # decontamination window, in normalised words
 ENGLISH = frozenset("the a an is are was what how why when which who of to in and or for you your i my me "
                     "can could do does with on it this that be write explain give list describe make "
                     "tell help please should would about from".split())
-ROOT = Path(__file__).resolve().parents[2]
-PROTECTED_FOLDERS = (ROOT.parent / "shared" / "data", ROOT / "assets" / "prompts")
+PROTECTED_FOLDERS = (PUBLIC_DATA, PROMPTS_DIR)  # every JSONL file in them, the held-out prompts besides
 TEXT_KEYS = ("prompt", "question", "problem", "turns", "text", "instruction")
 
 
@@ -95,14 +97,15 @@ def protected_texts(folders=PROTECTED_FOLDERS, extra: list[str] | None = None) -
 
 
 class Decontaminator:
-    """Refuses any text sharing an `NGRAM`-word window with a protected text (a protected text
-    shorter than the window must not appear whole inside it), and repeats of an accepted text."""
+    """Refuses any text sharing an `NGRAM`-word window with a protected text, containing a protected
+    text shorter than the window, or (itself shorter) contained in one; and repeats of an accepted text."""
 
     def __init__(self, protected: list[str], ngram: int = NGRAM):
         self.ngram = ngram
         self.windows: set[tuple[str, ...]] = set()
         self.short: set[tuple[str, ...]] = set()
         self.seen: set[tuple[str, ...]] = set()
+        self.joined = "".join(f" {' '.join(normalise(text))} \n" for text in protected)  # word-bounded search
         for text in protected:
             words = normalise(text)
             if len(words) < ngram:
@@ -115,6 +118,8 @@ class Decontaminator:
     def contaminated(self, text: str) -> bool:
         words = normalise(text)
         if self._windows(words) & self.windows:
+            return True
+        if len(words) < self.ngram and f" {' '.join(words)} " in self.joined:
             return True
         return any(tuple(words[i: i + len(s)]) == s for s in self.short if s for i in range(len(words) - len(s) + 1))
 

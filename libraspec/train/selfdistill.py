@@ -13,12 +13,12 @@ pass, which on a CPU is far cheaper per token than decoding (assets/TRAINING.md)
         [--batch-size 48] [--threads 1] [--exclude CALIB_DIR]
 
 Prompts: `training_prompts()` (the templates), or a JSONL file of {"prompt"} such as
-`magpie.py` writes; `prompt_index` is the index in that list.
+`magpie.py` writes; `prompt_index` is the index in that list, so `--exclude` folders must have
+been made from the same prompt list.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -99,13 +99,10 @@ def generate_with_features(model, prompts: list[list[int]], max_new_tokens: int,
             for row in range(B)]
 
 
-def read_prompt_file(path) -> list[str]:
-    """The "prompt" of each line of a JSONL file (such as magpie.py writes)."""
-    return [json.loads(line)["prompt"] for line in open(path, encoding="utf-8") if line.strip()]
-
 
 def main(argv=None) -> None:
     from ..models.embedded import chat_prompt_ids, load_smollm2
+    from ..experiments.bench import read_prompts
     from .data import shard_paths
     from .prompts import training_prompts
 
@@ -133,7 +130,7 @@ def main(argv=None) -> None:
     model, tokenizer = load_smollm2()
     model.to(args.device)
     eos_ids, pad_id = stop_and_pad_ids(tokenizer)
-    prompts = read_prompt_file(args.prompts) if args.prompts else training_prompts()
+    prompts = read_prompts(args.prompts) if args.prompts else training_prompts()
     taps = () if args.ids_only else TAP_LAYERS
     todo = [i for i in range(len(prompts)) if i not in done][: args.limit or None]
     encoded = {i: chat_prompt_ids(tokenizer, prompts[i]) for i in todo}
