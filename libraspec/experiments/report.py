@@ -52,8 +52,8 @@ TREE_RUN_MODES = ("ar", "static", "libraspec") + tuple(name for name, m in MODES
 class ReportPlan:
     """Everything `report` runs; `--quick` and the default differ in size (and the label "quick")."""
 
-    prompts_per_suite: int = 6
-    max_new_tokens: int = 96
+    prompts_per_suite: int = 16
+    max_new_tokens: int = 128
     suites: tuple[str, ...] = SUITES
     temperatures: tuple[float, ...] = (0.0, 1.0)
     alpha: float = 2.2  # paper's DFlash value
@@ -96,13 +96,15 @@ class ReportPlan:
         return max((self.main_spec(n, 0.0).longest(n), self.tree_spec(n, 0.0).longest(n)) + tuple(self.d_maxes))
 
 
-# Sized for a 2-core CPU and a 135M target (one AR step ~66 ms, a look-ahead of d_max ~0.2 s). With the
-# full static grid `estimate_seconds` gives --quick 11-30 min and the default 1.3-3.4 h on the embedded
-# pair's profile (n = 7); `report` prints its estimate before it starts.
+# The default decodes 16 prompts x 128 tokens per suite, a sample whose intervals can separate modes (the
+# --quick sample cannot). On a 2-core CPU with 2 threads and the 135M target (one AR step ~50 ms, a look-ahead of d_max
+# ~0.2 s) `estimate_seconds` gives --quick 16-40 min and the default about 6-14 h on the embedded pair's
+# profile (n = 7): longer than a session, so `--resume` finishes it over several invocations.
+# `report` prints its estimate before it starts.
 # every policy mode annotated as in a full run: the untimed look-ahead between policy and
 # verification disturbs the CPU's caches, so annotating only some modes would time them unequally
 QUICK = ReportPlan(prompts_per_suite=2, max_new_tokens=48, quick=True)
-DEFAULT = ReportPlan(prompts_per_suite=6, max_new_tokens=96)
+DEFAULT = ReportPlan()
 
 
 @dataclass

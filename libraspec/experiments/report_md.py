@@ -56,7 +56,7 @@ def _ci(value, interval, digits: int = 2) -> str:
 
 
 def sample_tag(plan, prompts: int) -> str:
-    """The sample behind a table, for its first header cell: (6 prompts x 96 tokens) or (quick: ...)."""
+    """The sample behind a table, for its first header cell: (16 prompts x 128 tokens) or (quick: ...)."""
     return f" ({'quick: ' if plan.quick else ''}{prompts} prompts x {plan.max_new_tokens} tokens)"
 
 
