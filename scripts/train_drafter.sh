@@ -45,7 +45,8 @@ stage() {
         ab)
             pids=()
             for arm in "5:1,8,14,20,27" "6:1,8,14,20,27,29"; do
-                "$PY" -m libraspec.train --data "$WORK/features" --out "$WORK/ab-taps${arm%%:*}" --minutes "${MINUTES:-60}" \
+                "$PY" -m libraspec.train --data "$WORK/features" --out "$WORK/ab-taps${arm%%:*}" \
+                    --minutes "${MINUTES:-60}" \
                     --resume --init-from assets/drafter --taps "${arm#*:}" --distill "${DISTILL:-0.5}" --block-size 8 \
                     --blocks 24 --lr 1e-3 --warmup-steps 50 --threads 1 --export "$WORK/ab-taps${arm%%:*}/exported" &
                 pids+=($!)

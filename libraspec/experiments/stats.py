@@ -56,7 +56,8 @@ def resample_indices(strata: Sequence, resamples: int, seed: int) -> np.ndarray:
 
 
 def speedup_interval(rows: Sequence[dict], seconds: str, ar_rate: float | None = None, resamples: int = RESAMPLES,
-                     level: float = LEVEL, seed: int = SEED, strata: Sequence | None = None) -> tuple[float, float] | None:
+                     level: float = LEVEL, seed: int = SEED,
+                     strata: Sequence | None = None) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the speedup over prompts (`per_prompt` rows).
 
     seconds: "wall_s" (measured) or "modeled_s". AR's seconds per token come from the rows'
