@@ -13,6 +13,7 @@ Digests of large files are cached by path, size and modification time.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -57,9 +58,11 @@ def git_state(root: str | os.PathLike = ROOT) -> dict:
         return {"commit": None, "dirty": None}
 
 
+@functools.lru_cache(maxsize=None)
 def source_digest(root: str | os.PathLike = ROOT) -> str:
     """SHA-256 over the library's Python sources (path and bytes of each, sorted): results of
-    one digest came from the same decoding code, committed or not."""
+    one digest came from the same decoding code, committed or not. Read once per process: it
+    names the code this process loaded, and every run and job key would otherwise read it again."""
     digest = hashlib.sha256()
     package = Path(root) / "libraspec"
     for path in sorted(package.rglob("*.py")):

@@ -128,11 +128,11 @@ def pooled_modes(data, temperature: float, runs: dict | None = None) -> dict:
     """Per-label summaries over the runs of every suite at one temperature (`runs`: data.main, or
     data.trees for the chain-vs-tree runs)."""
     runs = data.main if runs is None else runs
-    results = [runs[(s, temperature)] for s in data.plan.suites if (s, temperature) in runs]
+    suites = [s for s in data.plan.suites if (s, temperature) in runs]
+    results = [runs[(s, temperature)] for s in suites]
     if not results:
         return {}
     ar = [run for r in results for run in r.records.get("ar", [])] or None
-    suites = [s for s in data.plan.suites if (s, temperature) in runs]
     modes = {}
     for label in results[0].records:
         pooled = [run for r in results for run in r.records[label]]

@@ -27,13 +27,13 @@ import torch
 from tqdm import tqdm
 
 from ..files import atomic_write
+from .prompts import MONITOR_PROMPTS
 from .data import ShardPool, coverage, draft_vocabulary, feature_stats, load_shard, vocab_lookup
 from .selfdistill import TAP_LAYERS, stop_and_pad_ids
 from .trainer import (TrainConfig, TrainState, build_drafter, calibrate_temperature, draw_batch,
                       heldout_metrics, lr_at, make_optimizer, train_step)
 
 ASSETS_DRAFTER = Path(__file__).resolve().parents[2] / "assets" / "drafter"
-MONITOR_PROMPTS = 32  # the training monitor's held-out prompts (the first 32); evaluate's `heldout` skips them
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -101,8 +101,7 @@ def warm_start(drafter, state: dict, taps: list[int] | None = None, stats=None) 
     `stats` (mean, std over all this drafter's columns, from data) when given.
     """
     own = drafter.state_dict()
-    state = {k: v.to(own[k].device) for k, v in state.items() if k != "draft_vocab_ids" and k in own} | \
-        {k: v for k, v in state.items() if k != "draft_vocab_ids" and k not in own}
+    state = {k: v.to(own[k].device) if k in own else v for k, v in state.items() if k != "draft_vocab_ids"}
     mine = list(drafter.target_layer_ids)
     if taps is not None and list(taps) != mine:
         if not set(taps) <= set(mine):
@@ -128,7 +127,7 @@ def warm_start(drafter, state: dict, taps: list[int] | None = None, stats=None) 
     drafter.load_state_dict({**own, **state})
 
 
-def init_source(path, target) -> tuple[dict, list[int] | None]:
+def init_source(path, target) -> tuple[dict, list[int]]:
     """Weights and tapped layers of `--init-from`: a run's state.pt or a DFlash-format folder."""
     from ..models.dflash import DFlashDrafter
 
@@ -194,7 +193,7 @@ def main(argv=None) -> None:
         rng.set_state(saved["rng"])
     elif args.init_from:
         weights, init_taps = init_source(args.init_from, target)
-        added = init_taps is not None and list(init_taps) != list(taps)
+        added = list(init_taps) != list(taps)
         warm_start(drafter, weights, init_taps, feature_stats(pool.sequences) if added else None)
     else:
         drafter.set_feature_stats(*feature_stats(pool.sequences))

@@ -162,8 +162,7 @@ def suite_prompts(name: str) -> tuple[str, list[str]]:
     """(source, prompts) of a suite name: `heldout` (held-out prompts after the training monitor's),
     a public set or a project suite (report.suite_path)."""
     if name == "heldout":
-        from .__main__ import MONITOR_PROMPTS
-        from .prompts import heldout_prompts
+        from .prompts import MONITOR_PROMPTS, heldout_prompts
         return f"held-out prompts {MONITOR_PROMPTS + 1}-{len(heldout_prompts())}", heldout_prompts()[MONITOR_PROMPTS:]
     from ..experiments.report import suite_path
     path = str(suite_path(name))

@@ -20,6 +20,7 @@ from ..files import atomic_write_text
 SEED = 20240917
 NUM_PROMPTS = 16384  # held-out + training; prefix-stable, so raising it keeps every index
 HELDOUT_SIZE = 64
+MONITOR_PROMPTS = 32  # the training monitor reads held-out prompts 1-32; evaluate's `heldout` suite the rest
 
 NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana", "Ivan", "Jade", "Kofi",
          "Lena", "Mateo", "Nora", "Omar", "Priya", "Quinn", "Rosa", "Sam", "Tariq", "Uma",
