@@ -3,7 +3,7 @@
 For each suite (the first K prompts of GSM8K, HumanEval and MT-Bench first turns, read at run
 time from ../shared/data and never copied into the repository) and each drafter, one `bench`
 run decodes AR, static d = n, LibraSpec (oracle-annotated, for d*) and, for the drafter named
-by --grid, every static length in {1..n, 2n, d_max} (bench.static_grid; the best static is
+by --grid (default: the pair's default drafter), every static length in {1..n, 2n, d_max} (bench.static_grid; the best static is
 chosen from it). Writes one JSON per (suite, drafter) under benchmarks/results/drafters/ and a
 Markdown table with tau, measured and modeled speedups over AR, the share of rounds with
 d* >= 3, how often LibraSpec extends / rolls back (stats.regime_stats), and pooled figures
@@ -149,7 +149,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser, prompts=8, max_new_tokens=128)
     parser.add_argument("--suites", default=",".join(SUITES))
-    parser.add_argument("--grid", default="hybrid", help="drafter that also runs the full static grid")
+    parser.add_argument("--grid", default=None, help="drafter that also runs the full static grid (default: the "
+                        "pair's default drafter, the one the issue's goals are judged on)")
     parser.add_argument("--table-only", action="store_true", help="only rebuild README.md from the results")
     parser.add_argument("--force", action="store_true", help="decode again runs whose results exist")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "drafters"))
@@ -158,6 +159,7 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     if not args.table_only:
         pair = load_pair()
+        args.grid = args.grid or pair.default_drafter
         for suite in args.suites.split(","):
             run_suite(pair, suite, SUITES[suite], args)
     publish(args.out, table(args))

@@ -12,8 +12,9 @@ import torch
 import libraspec.engine as engine
 from libraspec.cost import LatencyProfile
 from libraspec.drafters import drafter_with_fallback, make_drafter
-from libraspec.drafters.lookup import (MAX_MATCH, MIN_MATCH, LookupCalibration, LookupCalibrationError,
-                                       LookupDrafter, SuffixIndex)
+from libraspec.drafters.lookup import (CORPUS_MAX_MATCH, MAX_MATCH, MIN_MATCH, SEPARATOR, CorpusIndex,
+                                       LookupCalibration, LookupCalibrationError, LookupDrafter, SuffixIndex,
+                                       load_corpus, save_corpus)
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
 from libraspec.modes import MODES, make_policy
@@ -25,11 +26,12 @@ torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=70)
 
 
-def brute_longest_match(seq: list[int], tail: list[int]) -> tuple[int, list[int]]:
-    for k in range(min(MAX_MATCH, len(tail)), MIN_MATCH - 1, -1):
+def brute_longest_match(seq: list[int], tail: list[int], longest: int = MAX_MATCH) -> tuple[int, list[int]]:
+    """(k, every end) of the longest suffix of `tail` (k <= longest) that occurs in seq."""
+    for k in range(min(longest, len(tail)), MIN_MATCH - 1, -1):
         ends = [e for e in range(k, len(seq) + 1) if seq[e - k:e] == tail[-k:]]
         if ends:
-            return k, ends[-16:]
+            return k, ends
     return 0, []
 
 
@@ -40,10 +42,37 @@ def test_suffix_index_matches_brute_force_and_truncates():
         tail = [rng.randrange(4) for _ in range(rng.randrange(1, 10))]
         index = SuffixIndex()
         index.append(seq)
-        assert index.matches(tail) == brute_longest_match(seq, tail)
+        k, ends = brute_longest_match(seq, tail)
+        assert index.matches(tail) == (k, ends[-16:])
         cut = rng.randrange(0, len(seq) + 1)
         index.truncate(cut)
-        assert index.matches(tail) == brute_longest_match(seq[:cut], tail)
+        k, ends = brute_longest_match(seq[:cut], tail)
+        assert index.matches(tail) == (k, ends[-16:])
+
+
+def test_corpus_index_matches_brute_force_within_sequences():
+    """The suffix array finds the longest suffix (up to CORPUS_MAX_MATCH) and only real occurrences,
+    spread over all of them when there are more than 16; no match spans a separator."""
+    rng = random.Random(1)
+    for trial in range(150):
+        sequences = [[rng.randrange(3) for _ in range(rng.randrange(0, 30))] for _ in range(rng.randrange(1, 5))]
+        if trial % 5 == 0:  # long repeats: matches longer than MAX_MATCH and many occurrences
+            sequences.append([0, 1, 2] * 12)
+        flat = [t for seq in sequences for t in seq + [SEPARATOR]]
+        index = CorpusIndex(flat)
+        tail = [rng.randrange(3) for _ in range(rng.randrange(1, 24))]
+        if trial % 5 == 0:
+            tail = [2, 0, 1, 2] * 5
+        k, ends = index.matches(tail)
+        # a brute force within each sequence, with ends in the flat corpus's coordinates
+        want_k = max((brute_longest_match(seq, tail, CORPUS_MAX_MATCH)[0] for seq in sequences), default=0)
+        every, offset = [], 0
+        for seq in sequences:
+            kk, found = brute_longest_match(seq, tail, CORPUS_MAX_MATCH)
+            every += [offset + e for e in found] if kk == want_k and kk else []
+            offset += len(seq) + 1
+        assert k == want_k
+        assert set(ends) <= set(every) and len(ends) == min(16, len(every)) and ends == sorted(ends)
 
 
 @pytest.fixture(scope="module")
@@ -185,12 +214,11 @@ def test_lookup_drafts_nothing_without_a_match(pair):
 
 def test_corpus_matches_draft_text_the_sequence_has_not_seen(pair, tmp_path):
     """A phrase from the pair's past outputs is drafted the first time the sequence reaches it,
-    marked as a corpus match; a corpus with foreign token ids is refused."""
-    from libraspec.drafters.lookup import load_corpus
-
+    marked as a corpus match; the sequence's own match wins when it has one; a corpus with foreign
+    token ids, or a damaged file, is refused with a message that says how to repair it."""
     phrase = [40, 41, 42, 43, 44, 45, 46, 47, 48, 49]
-    path = tmp_path / "corpus.json"
-    path.write_text(json.dumps({"sequences": [[7, 8] + phrase, [9] + phrase[:4]]}))
+    path = tmp_path / "corpus.npz"
+    save_corpus(path, [[7, 8] + phrase, [9] + phrase[:4]], {"test": True})
     corpus = load_corpus(path, pair.target.vocab_size)
     drafter = LookupDrafter(7, pair.target.vocab_size, corpus=corpus)
     context = drafter.new_context()
@@ -199,6 +227,34 @@ def test_corpus_matches_draft_text_the_sequence_has_not_seen(pair, tmp_path):
     draft = drafter.start_round(context, ids, engine.SamplingConfig(), None)
     draft.extend(1)
     assert draft.tokens == phrase[3:10] and all(f[-1] for f in draft.features)
-    path.write_text(json.dumps({"sequences": [[pair.target.vocab_size + 5]]}))
+    own = [41, 42, 200, 201, 202, 203, 204, 205, 206]  # the sequence itself continues 41 42 with 200...
+    ids = own + [100, 40, 41, 42]
+    context = drafter.new_context()
+    drafter.fit_context(context, ids, None, 0)
+    draft = drafter.start_round(context, ids, engine.SamplingConfig(), None)
+    draft.extend(1)
+    assert draft.tokens[:7] == own[2:9] and not any(f[-1] for f in draft.features)
+    save_corpus(path, [[pair.target.vocab_size + 5]], {})
     with pytest.raises(LookupCalibrationError, match="outside the vocabulary"):
         load_corpus(path, pair.target.vocab_size)
+    path.write_bytes(b"not a corpus")
+    with pytest.raises(LookupCalibrationError, match="damaged.*lookup_corpus"):
+        load_corpus(path, pair.target.vocab_size)
+    with pytest.raises(LookupCalibrationError, match="missing"):
+        load_corpus(tmp_path / "absent.npz", pair.target.vocab_size)
+
+
+def test_shipped_corpus_is_the_selfgen_responses_without_the_held_apart_ones():
+    """assets/lookup_corpus.npz is exactly what `lookup_corpus` builds from assets/selfgen, and none of
+    the responses the confidence model is fitted and checked on (`held_apart`) is in it."""
+    import numpy as np
+
+    from libraspec.drafters.lookup import DEFAULT_CORPUS
+    from libraspec.drafters.lookup_corpus import corpus_sequences, held_apart, sequences
+
+    with np.load(DEFAULT_CORPUS) as data:
+        shipped = data["ids"].tolist()
+    built, _ = corpus_sequences()
+    assert shipped == [t for seq in built for t in seq + [SEPARATOR]]
+    held = {tuple(ids[start:]) for index, ids, start in sequences("magpie_ids") if held_apart("magpie_ids", index)}
+    assert len(held) > 250 and not held & {tuple(seq) for seq in built}

@@ -1,13 +1,16 @@
 """Fit the look-up drafter's confidence model: `python -m libraspec.drafters.lookup_fit`.
 
-Data: greedy target outputs for training-template prompts (`train.prompts.training_prompts`,
-never the held-out set, `assets/prompts` or the public suites in ../shared/data). At every
-generated position the look-up drafter drafts up to `--depth` tokens from the sequence so far;
-draft j is labelled accepted when it and every draft before it equal the target's greedy
-tokens, and only drafts whose predecessors were accepted enter the fit, so q_j estimates
-P(x_j accepted | x_1..x_{j-1} accepted), the quantity Algorithm 1's products assume.
-A logistic model of those labels (Newton's method) becomes `assets/lookup_calibration.json`;
-its reliability on a held-apart quarter of the prompts is stored with it.
+Data: the target's greedy responses to the Magpie prompts held apart from the look-up corpus
+(`lookup_corpus.held_apart`: every eighth, committed under assets/selfgen; never the held-out
+set, `assets/prompts` or the public suites in ../shared/data, which Magpie prompts are
+decontaminated against). At every generated position the look-up drafter, with the shipped
+corpus, drafts up to `--depth` tokens from the sequence so far; draft j is labelled accepted
+when it and every draft before it equal the target's greedy tokens, and only drafts whose
+predecessors were accepted enter the fit, so q_j estimates P(x_j accepted | x_1..x_{j-1}
+accepted), the quantity Algorithm 1's products assume. A logistic model of those labels
+(Newton's method) is fitted on the first three quarters of the responses and checked on the
+last quarter; the check's ECE and reliability are stored with it in
+`assets/lookup_calibration.json`.
 """
 from __future__ import annotations
 
@@ -16,16 +19,16 @@ import sys
 
 import numpy as np
 
-from .lookup_corpus import fit_prompts
-from .lookup import (DEFAULT_CALIBRATION, LookupCalibration, LookupDraft, SuffixIndex, feature_vector,
-                     load_corpus)
+from .lookup_corpus import SELFGEN, held_apart, sequences
+from .lookup import (DEFAULT_CALIBRATION, DEFAULT_CORPUS, CorpusIndex, LookupCalibration, LookupDraft, SuffixIndex,
+                     feature_vector, load_corpus)
 from ..verify import SamplingConfig
 
 UNFITTED = LookupCalibration.neutral()
 
 
 def trajectory_samples(ids: list[int], prompt_len: int, depth: int,
-                       corpus: SuffixIndex | None = None) -> tuple[list[tuple], list[int]]:
+                       corpus: CorpusIndex | None = None) -> tuple[list[tuple], list[int]]:
     """(features, accepted) of look-up drafts at every generated position of one greedy sequence."""
     features, labels = [], []
     index = SuffixIndex()
@@ -60,46 +63,38 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, steps: int = 50
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=int, default=32, help="training-template prompts to decode")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--depth", type=int, default=24, help="drafts per position (the longest run fitted)")
+    parser.add_argument("--selfgen", default=str(SELFGEN), help="folder with the ids-only shard folders")
+    parser.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     parser.add_argument("--out", default=str(DEFAULT_CALIBRATION))
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args(argv)
-    import torch
+    from pathlib import Path
 
-    from ..analysis.calibration import expected_calibration_error
-    from ..engine import DecodeConfig, SpeculativeDecoder
-    from ..models.registry import load_pair
+    from ..analysis.calibration import expected_calibration_error, reliability_table
 
-    torch.set_num_threads(args.threads)
-    pair = load_pair()
-    decoder = SpeculativeDecoder(pair, drafter="dflash")  # AR decoding: the drafter is never used
-    corpus = load_corpus(pair.lookup_corpus, pair.target.vocab_size) if pair.lookup_corpus else None
-    prompts = fit_prompts(args.prompts)
-    split = len(prompts) * 3 // 4
-    data = {"fit": ([], []), "check": ([], [])}
-    for i, text in enumerate(prompts):
-        ids = pair.encode_prompt(text)
-        records = decoder.run(ids, "ar", None, DecodeConfig(max_new_tokens=args.max_new_tokens))
-        full = ids + [t for r in records for t in r.committed_tokens]
-        feats, labels = trajectory_samples(full, len(ids), args.depth, corpus)
-        part = data["fit" if i < split else "check"]
+    corpus = load_corpus(args.corpus)
+    data = [(ids, start) for index, ids, start in sequences("magpie_ids", Path(args.selfgen))
+            if held_apart("magpie_ids", index)]
+    split = len(data) * 3 // 4
+    parts = {"fit": ([], []), "check": ([], [])}
+    for i, (ids, start) in enumerate(data):
+        feats, labels = trajectory_samples(ids, start, args.depth, corpus)
+        part = parts["fit" if i < split else "check"]
         part[0].extend(feats)
         part[1].extend(labels)
-        print(f"{i + 1}/{len(prompts)} prompts, {len(data['fit'][1]) + len(data['check'][1])} drafts", file=sys.stderr)
-    x = np.array([feature_vector(f) for f in data["fit"][0]])
-    w = fit_logistic(x, np.array(data["fit"][1], dtype=np.float64))
+    x = np.array([feature_vector(f) for f in parts["fit"][0]])
+    w = fit_logistic(x, np.array(parts["fit"][1], dtype=np.float64))
     calibration = LookupCalibration(tuple(float(v) for v in w), {})
-    q = np.array([calibration.confidence(f) for f in data["check"][0]])
-    y = np.array(data["check"][1], dtype=np.float64)
-    meta = {"pair": pair.name, "prompts": len(prompts), "fit_prompts": split, "fit_drafts": len(data["fit"][1]),
-            "check_drafts": int(y.size), "check_ece": float(expected_calibration_error(q, y)),
-            "check_mean_q": float(q.mean()), "check_accept_rate": float(y.mean()),
-            "max_new_tokens": args.max_new_tokens, "depth": args.depth,
+    q = np.array([calibration.confidence(f) for f in parts["check"][0]])
+    y = np.array(parts["check"][1], dtype=np.float64)
+    meta = {"pair": "smollm2-135m", "responses": len(data), "fit_responses": split,
+            "fit_drafts": len(parts["fit"][1]), "check_drafts": int(y.size),
+            "check_ece": float(expected_calibration_error(q, y)), "check_mean_q": float(q.mean()),
+            "check_accept_rate": float(y.mean()), "check_reliability": reliability_table(q, y).fillna(0.0).to_dict("list"), "depth": args.depth,
+            "data": "greedy responses to the Magpie prompts held apart from the look-up corpus (assets/selfgen)",
             "command": "python -m libraspec.drafters.lookup_fit " + " ".join(argv or sys.argv[1:])}
     LookupCalibration(calibration.weights, meta).save(args.out)
-    print(meta, file=sys.stderr)
+    print({k: v for k, v in meta.items() if k != "check_reliability"}, file=sys.stderr)
     return 0
 
 

