@@ -3,8 +3,8 @@
 For each suite (the first K prompts of GSM8K, HumanEval and MT-Bench first turns, read at run
 time from ../shared/data and never copied into the repository) and each drafter, one `bench`
 run decodes AR, static d = n, LibraSpec (oracle-annotated, for d*) and, for the drafter named
-by --grid (default: the pair's default drafter), every static length in {1..n, 2n, d_max} (bench.static_grid; the best static is
-chosen from it). Writes one JSON per (suite, drafter) under benchmarks/results/drafters/ and a
+by --grid (default: the pair's default drafter), every static length in {1..n, 2n}
+(bench.static_grid; the best static is chosen from it). Writes one JSON per (suite, drafter) under benchmarks/results/drafters/ and a
 Markdown table with tau, measured and modeled speedups over AR, the share of rounds with
 d* >= 3, how often LibraSpec extends / rolls back (stats.regime_stats), and pooled figures
 (totals over suites). Timings are wall clock on this machine: run it on an otherwise idle
@@ -44,7 +44,7 @@ def run_suite(pair, suite: str, file: str, args) -> None:
         out = Path(args.out) / f"{suite}-{drafter}.json"
         if out.exists() and not args.force:
             continue
-        lengths = static_grid(n, args.d_max) if drafter == args.grid else (n,)
+        lengths = static_grid(n, 2 * n) if drafter == args.grid else (n,)  # the grid: 1..n and 2n
         spec = BenchSpec(modes=("ar", "static", "libraspec"), max_new_tokens=args.max_new_tokens,
                          alpha=args.alpha, d_max=args.d_max, static_lengths=lengths,
                          annotate=("libraspec",), drafter=drafter)
