@@ -62,12 +62,12 @@ def main(argv=None) -> int:
     parser.add_argument("--selfgen", default=str(SELFGEN), help="folder with the ids-only shard folders")
     parser.add_argument("--out", default=str(DEFAULT_CORPUS))
     args = parser.parse_args(argv)
-    sequences, counts = corpus_sequences(Path(args.selfgen))
-    meta = {"pair": "smollm2-135m", "sources": counts, "tokens": sum(map(len, sequences)),
+    responses, counts = corpus_sequences(Path(args.selfgen))
+    meta = {"pair": "smollm2-135m", "sources": counts, "tokens": sum(map(len, responses)),
             "source": "greedy responses of the target to Magpie and training-template prompts (assets/selfgen), "
                       f"every {HELD_APART_EVERY}th Magpie response held apart for the confidence model",
             "command": "python -m libraspec.drafters.lookup_corpus " + " ".join(argv or sys.argv[1:])}
-    save_corpus(args.out, sequences, meta)
+    save_corpus(args.out, responses, meta)
     print(meta, file=sys.stderr)
     return 0
 

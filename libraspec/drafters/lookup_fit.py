@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -68,8 +69,6 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     parser.add_argument("--out", default=str(DEFAULT_CALIBRATION))
     args = parser.parse_args(argv)
-    from pathlib import Path
-
     from ..analysis.calibration import expected_calibration_error, reliability_table
 
     corpus = load_corpus(args.corpus)
