@@ -89,7 +89,9 @@ def main(argv=None) -> int:
     meta = {"pair": "smollm2-135m", "responses": len(data), "fit_responses": split,
             "fit_drafts": len(parts["fit"][1]), "check_drafts": int(y.size),
             "check_ece": float(expected_calibration_error(q, y)), "check_mean_q": float(q.mean()),
-            "check_accept_rate": float(y.mean()), "check_reliability": reliability_table(q, y).fillna(0.0).to_dict("list"), "depth": args.depth,
+            "check_accept_rate": float(y.mean()), "depth": args.depth,
+            "check_reliability": {column: [None if v != v else v for v in values]  # an empty bin has no rate
+                                  for column, values in reliability_table(q, y).to_dict("list").items()},
             "data": "greedy responses to the Magpie prompts held apart from the look-up corpus (assets/selfgen)",
             "command": "python -m libraspec.drafters.lookup_fit " + " ".join(argv or sys.argv[1:])}
     LookupCalibration(calibration.weights, meta).save(args.out)
