@@ -8,7 +8,8 @@ by --grid (default: the pair's default drafter), every static length in {1..n, 2
 under benchmarks/results/drafters/ and a Markdown table with tau, measured and modeled speedups
 over AR, the share of rounds with d* >= 3, how often LibraSpec extends / rolls back
 (stats.regime_stats), and pooled figures (totals over suites). Timings are wall clock on this
-machine: run it on an otherwise idle machine; the table lists the share of the CPU other processes used during each run (provenance).
+machine: run it on an otherwise idle machine; the table lists the share of the CPU other
+processes used during each run (provenance).
 """
 from __future__ import annotations
 
