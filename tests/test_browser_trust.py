@@ -292,7 +292,9 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         page.get_by_role("tab", name="Calibration").click()
         type_into(page, "ls-calib-max-new", 16)
         page.locator("#ls-calib-fresh").click()
-        page.wait_for_selector("#ls-calib-summary:has-text('all 9 prompts decoded')", timeout=TIMEOUT_MS)
+        # the last progress line already says "all 9 prompts decoded"; the summary follows it
+        page.wait_for_selector("#ls-calib-summary:has-text('all 9 prompts decoded'):has-text('ECE =')",
+                               timeout=TIMEOUT_MS)
         summary = page.locator("#ls-calib-summary").inner_text()
         assert "Fresh run with the hybrid drafter" in summary and "about" not in summary
         assert int(re.search(r"from (\d+) rounds", summary).group(1)) >= 9
