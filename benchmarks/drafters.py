@@ -31,6 +31,7 @@ from libraspec.experiments.stats import regime_stats  # noqa: E402
 from libraspec.drafters import DRAFTERS  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
+from libraspec.modes import PolicySettings  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 
 SUITES = {name: PUBLIC_SUITES[name] for name in ("gsm8k", "humaneval", "mtbench")}
@@ -134,7 +135,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, prompts: int, max_new_tok
     parser.add_argument("--data", default=str(PUBLIC_DATA))
     parser.add_argument("--prompts", type=int, default=prompts, help="prompts per suite")
     parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
-    parser.add_argument("--alpha", type=float, default=8.0)
+    parser.add_argument("--alpha", type=float, default=PolicySettings().alpha,
+                        help="LibraSpec's alpha (default: the library's, 2.2, which benchmarks/lookup_alpha.py "
+                             "also picks for look-up drafting on the held-apart answers)")
     parser.add_argument("--d-max", type=int, default=48)
     parser.add_argument("--drafters", default=",".join(DRAFTERS))
     parser.add_argument("--threads", type=int, default=2)

@@ -3,10 +3,14 @@
 T^verify_k: median wall time of one target forward with k new tokens over a realistic
 context, k = 1..d_max + 1 (a round verifies [last token, d drafts]). T^draft_b: median
 time of drafting b blocks in one round (pass b sees the b - 1 blocks drafted before it).
-Profiles are cached on disk per model pair, machine and settings. Medians of a busy
-machine still wobble, and a forward with more tokens never costs less, so the stored
-curves are the monotone (isotonic) least-squares fit of the medians; the raw medians stay
-in `meta`.
+Profiles are cached on disk per model pair, machine and settings.
+
+A machine's speed drifts within seconds (here by 10-20 % while a profile is measured), so the
+forwards are timed in rounds that call every k once, in a shuffled order: drift becomes noise
+that the median absorbs, instead of a tilt or step along k. Medians of neighbouring k still
+wobble by several percent, so `verify_s` is `knot_fit` of the medians (a least-squares
+piecewise-linear curve with knots at k = 1, 2, 4, 8, ..., made non-decreasing); other curves
+are the monotone (isotonic) fit of their medians. The raw medians stay in `meta`.
 """
 from __future__ import annotations
 
@@ -15,9 +19,11 @@ import hashlib
 import json
 import os
 import platform
+import random
 import statistics
 import time
 
+import numpy as np
 import torch
 
 from .cost import LatencyProfile
@@ -36,6 +42,40 @@ def monotone(values) -> tuple[float, ...]:
             (m2, w2), (m1, w1) = blocks.pop(), blocks.pop()
             blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
     return tuple(m for m, w in blocks for _ in range(int(w)))
+
+
+def knot_fit(values) -> tuple[float, ...]:
+    """values[k - 1] for k = 1..K smoothed: the least-squares piecewise-linear curve with knots at
+    k = 1, 2, 4, 8, ... and K, then made non-decreasing (`monotone`).
+
+    Each knot's value is fitted from the lengths around it, so one noisy median no longer makes
+    a step that favours a particular length. The knot at 1 sees only k = 1, so the AR step keeps
+    its own median; a curve that is linear between the knots comes back unchanged.
+    """
+    y = np.asarray(values, dtype=np.float64)  # (K,)
+    last = len(y)
+    knots = sorted({1, last} | {2 ** j for j in range(1, last.bit_length()) if 2 ** j < last})
+    k = np.arange(1, last + 1)
+    basis = np.stack([np.interp(k, knots, unit) for unit in np.eye(len(knots))], axis=1)  # (K, knots)
+    weights, *_ = np.linalg.lstsq(basis, y, rcond=None)
+    return monotone(basis @ weights)
+
+
+def timed_interleaved(calls: dict, repeats: int, sync=lambda: None, seed: int = 0) -> dict:
+    """Median seconds of each call in `calls` ({key: fn}), timed over repeats + 1 rounds that call
+    each once in a shuffled order (the first round warms up and is dropped); `sync` waits for the
+    device."""
+    order, rng = list(calls), random.Random(seed)
+    samples: dict = {key: [] for key in calls}
+    for _ in range(repeats + 1):
+        rng.shuffle(order)
+        for key in order:
+            sync()
+            start = time.perf_counter()
+            calls[key]()
+            sync()
+            samples[key].append(time.perf_counter() - start)
+    return {key: statistics.median(times[1:]) for key, times in samples.items()}
 
 
 def cache_root() -> str:
@@ -119,10 +159,13 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
         target.forward_tree(cache, context[-1], [context[j % len(context)] for j in range(nodes)], parents, depths)
         crop_cache(cache, context_len - 1)
 
-    verify_s = tuple(timed(lambda k=k: verify(k)) for k in range(1, max_tokens + 1))
+    lengths = range(1, max_tokens + 1)
     tree_rows = tuple(k for k in TREE_ROWS if k + context_len < target.max_positions)
     tree_rows = tree_rows if len(tree_rows) > 1 else ()  # one row count makes no interpolation
-    tree_s = tuple(timed(lambda k=k: verify_tree(k)) for k in tree_rows)
+    forwards = timed_interleaved({**{("chain", k): functools.partial(verify, k) for k in lengths},
+                                  **{("tree", k): functools.partial(verify_tree, k) for k in tree_rows}}, repeats, sync)
+    verify_s = tuple(forwards["chain", k] for k in lengths)
+    tree_s = tuple(forwards["tree", k] for k in tree_rows)
     # in a round, drafting and the context upkeep follow a target forward, which leaves the CPU's
     # caches full of the target's weights: each is timed right after one
     after_forward = functools.partial(verify, drafter.n)
@@ -133,14 +176,15 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
             "raw_verify_s": list(verify_s), "raw_draft_s": list(draft_s),
             "device": str(target.device), "dtype": str(target.dtype), **machine_description()}
     meta["raw_tree_verify_s"] = list(tree_s)
-    return LatencyProfile(verify_s=monotone(verify_s), draft_s=monotone(draft_s), n=drafter.n, meta=meta,
+    meta["verify_fit"] = "knot_fit of medians timed interleaved"
+    return LatencyProfile(verify_s=knot_fit(verify_s), draft_s=monotone(draft_s), n=drafter.n, meta=meta,
                           lookup_s=lookup_s, fit_s=fit_s, tree_rows=tree_rows,
                           tree_verify_s=monotone(tree_s) if tree_rows else ())
 
 
 def profile_path(pair) -> str:
     """One profile file per model pair, drafter weights, device, dtype and machine."""
-    key = {"format": 4, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
+    key = {"format": 5, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
            "dtype": str(pair.target.dtype), **machine_description()}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")

@@ -1,6 +1,7 @@
 """The measured latency profile: shape, monotone curves, on-disk cache."""
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -9,8 +10,9 @@ from libraspec.drafters.lookup import LookupCalibration, LookupDrafter
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.policy import StaticPolicy
 
+from libraspec import profiling
 from libraspec.models.registry import tiny_pair
-from libraspec.profiling import cached_profile, measure_profile, monotone
+from libraspec.profiling import cached_profile, knot_fit, measure_profile, monotone, timed_interleaved
 
 torch.set_num_threads(1)
 
@@ -19,6 +21,47 @@ def test_monotone_is_the_isotonic_fit():
     assert monotone([1.0, 3.0, 2.0, 4.0]) == (1.0, 2.5, 2.5, 4.0)
     assert monotone([5.0, 4.0, 3.0]) == (4.0, 4.0, 4.0)
     assert monotone([1.0, 2.0]) == (1.0, 2.0)
+
+
+def test_knot_fit_keeps_a_curve_that_is_linear_between_its_knots():
+    """Knots at 1, 2, 4, 8, 16 and the last length: such a curve comes back as it was."""
+    knots, values = [1, 2, 4, 8, 16, 25], [10.0, 14.0, 16.0, 19.0, 27.0, 30.0]
+    curve = np.interp(np.arange(1, 26), knots, values)
+    assert knot_fit(curve) == pytest.approx(tuple(curve))
+    assert knot_fit([3.0, 5.0]) == pytest.approx((3.0, 5.0))
+
+
+def test_knot_fit_pools_noise_that_an_isotonic_fit_turns_into_steps():
+    """Medians scattered around a CPU-like curve (a step from 1 to 2 tokens, then a line): the AR
+    step (k = 1) keeps its own median, the curve never falls, and it lies closer to the truth than
+    the isotonic fit of the same medians."""
+    rng = np.random.default_rng(0)
+    line = 0.1 + 0.004 * np.arange(1, 50)  # (49,) seconds
+    line[0] = 0.08
+    errors = {"knot": [], "isotonic": []}
+    for _ in range(20):
+        medians = line * (1 + 0.06 * rng.standard_normal(line.size))
+        fitted = np.asarray(knot_fit(medians))
+        assert fitted[0] == pytest.approx(medians[0]) and np.all(np.diff(fitted) >= 0)
+        errors["knot"].append(np.abs(fitted - line)[1:].mean())
+        errors["isotonic"].append(np.abs(np.asarray(monotone(medians)) - line)[1:].mean())
+    assert np.mean(errors["knot"]) < 0.6 * np.mean(errors["isotonic"])
+
+
+def test_interleaved_timing_spreads_a_slowing_machine_over_every_key(monkeypatch):
+    """A machine that slows down while it is measured: each call of the same work takes 0.01 s
+    longer than the one before. Timed one key after another, 8 keys x 8 calls would put 0.56 s
+    between the first key's median and the last's; in shuffled rounds every key sees the same drift."""
+    clock = {"now": 0.0, "calls": 0}
+
+    def work():
+        clock["now"] += 1.0 + 0.01 * clock["calls"]
+        clock["calls"] += 1
+
+    monkeypatch.setattr(profiling.time, "perf_counter", lambda: clock["now"])
+    medians = timed_interleaved({k: work for k in range(8)}, repeats=7)
+    assert len(medians) == 8 and clock["calls"] == 8 * 8  # one warm-up round, dropped
+    assert max(medians.values()) - min(medians.values()) < 0.1
 
 
 def test_measure_profile_on_a_tiny_pair(tmp_path, monkeypatch):
