@@ -185,10 +185,8 @@ class SpeculativeDecoder:
             start = time.perf_counter()
             decision = policy.choose_length(buffer)
             policy_s = max(time.perf_counter() - start - (buffer.seconds - drafted_before), 0.0)
-        d = min(decision.d, cap)
-        if d < decision.d:  # the round's room cut d: the record shows the bounds at the d verified
-            decision = dataclasses.replace(decision, d=d, eps_bounds=tuple(
-                epsilon_bounds(buffer.confidences[:d], decision.alpha)) if d and decision.alpha else ())
+        decision = decision.capped(min(decision.d, cap), buffer.confidences)  # the round's room may cut d
+        d = decision.d
         blocks = max(1, buffer.steps_for(d)) if mode == "oracle" else buffer.blocks  # the first was drafted
         if config.annotate_oracle and mode != "oracle" and cap and not buffer.empty:
             saved = state.generator.get_state()  # annotation must not disturb this mode's randomness

@@ -14,6 +14,7 @@ such cases, like all q = 1, exact. Values within 1e-9 below an integer round up.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -71,6 +72,14 @@ class Decision:
     steps: tuple[PolicyStep, ...] = ()  # Algorithm 1 iterations (LibraSpec only)
     eps_bounds: tuple[int, ...] = ()  # eps_1..eps_d over q_1..q_d at the chosen d (LibraSpec only)
     alpha: float | None = None  # the alpha the bounds used (LibraSpec only)
+
+    def capped(self, d: int, confidences) -> "Decision":
+        """This decision cut to d drafts when the round has room for fewer than it chose, with the
+        bounds eps_i over the d drafts that are verified (what a record shows)."""
+        if d >= self.d:
+            return self
+        bounds = tuple(int(e) for e in epsilon_bounds(confidences[:d], self.alpha)) if d and self.alpha else ()
+        return dataclasses.replace(self, d=d, eps_bounds=bounds)
 
 
 @runtime_checkable

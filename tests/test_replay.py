@@ -1,0 +1,53 @@
+"""Greedy replay without the target: round for round what the engine does, for drafters that read
+token ids only; refused for drafters that read the target's features."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from libraspec.analysis.replay import replay_greedy
+from libraspec.drafters import make_drafter
+from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.modes import POLICY_MODES, make_policy
+
+from test_lookup import PROFILE, generated, repetitive_prompts
+from test_lookup import pair  # noqa: F401  (fixture)
+
+torch.set_num_threads(1)
+UNTIMED = ("draft_s", "policy_s", "verify_s", "cumulative_s", "oracle_length")
+
+
+@pytest.mark.parametrize("mode", POLICY_MODES)
+def test_replay_makes_the_engines_rounds(pair, mode):  # noqa: F811
+    """Every field of every round but the measured times: drafts, q_i, d, Algorithm 1's steps,
+    eps_i, accepted prefix, committed tokens and modeled seconds, for every policy mode."""
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter="lookup")
+    lengths = set()
+    for prompt in repetitive_prompts():
+        output = generated(decoder.run(prompt, "ar", None, DecodeConfig(max_new_tokens=40)))
+        settings = dict(d_max=30, static_length=5, alpha=2.2)
+        engine_rounds = list(decoder.run(prompt, mode, make_policy(mode, pair.n, **settings),
+                                         DecodeConfig(max_new_tokens=40)))
+        replayed = replay_greedy(make_drafter("lookup", pair), make_policy(mode, pair.n, **settings), prompt,
+                                 output, 40, PROFILE)
+        assert len(replayed) == len(engine_rounds)
+        for ours, theirs in zip(replayed, engine_rounds):
+            assert math.isnan(ours.verify_s) and ours.oracle_length is None  # nothing was timed or annotated
+            mine, want = dataclasses.asdict(ours), dataclasses.asdict(theirs)
+            for key in UNTIMED:
+                mine.pop(key), want.pop(key)
+            for key in ("modeled_s", "cumulative_modeled_s"):
+                assert mine.pop(key) == pytest.approx(want.pop(key)), (mode, prompt, ours.round_index)
+            assert mine == want, (mode, prompt, ours.round_index)
+            lengths.add(ours.chosen_length)
+    assert 0 in lengths and len(lengths) > 2  # AR steps and drafted rounds of several lengths
+
+
+def test_replay_refuses_a_drafter_that_reads_target_features(pair):  # noqa: F811
+    with pytest.raises(ValueError, match="only the engine"):
+        replay_greedy(make_drafter("dflash", pair), make_policy("static", pair.n), [1, 2, 3], [4], 8, PROFILE)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        replay_greedy(make_drafter("lookup", pair), make_policy("static", pair.n), [1, 2, 3], [4, 5], 1, PROFILE)
