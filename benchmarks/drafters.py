@@ -34,6 +34,7 @@ from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import PolicySettings  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "drafters"
 SUITES = {name: PUBLIC_SUITES[name] for name in ("gsm8k", "humaneval", "mtbench")}
 
 
@@ -78,6 +79,14 @@ def _others(r: dict) -> str:
     return "not recorded" if r["others"] is None else f"{100 * r['others']:.0f}%"
 
 
+def run_command(args, prompts: int, tokens: int, alpha: float, d_max: int) -> str:
+    """The command that decodes these run files again (also when the table is rebuilt with --table-only)."""
+    out = Path(args.out).resolve()
+    where = "" if out == DEFAULT_OUT else f" --out {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}"
+    return (f"python benchmarks/drafters.py --force --drafters {args.drafters} --prompts {prompts} "
+            f"--max-new-tokens {tokens} --alpha {alpha:g} --d-max {d_max}{where}")
+
+
 def table(args) -> str:
     """The Markdown report from every row file present."""
     rows = [row(p) for suite in SUITES for drafter in args.drafters.split(",")
@@ -100,7 +109,7 @@ def table(args) -> str:
                 " The latency profiles in these run files predate the profile's drafter context upkeep "
                 "(fit_s) and its timing right after a target forward, so their modeled columns rate the "
                 "block-diffusion and hybrid drafters too cheaply; measured columns are unaffected."),
-             "Command: `python benchmarks/drafters.py " + " ".join(sys.argv[1:]) + "`", "",
+             f"Command (the settings read from the run files): `{run_command(args, prompts, tokens, alpha, d_max)}`", "",
              "| suite | drafter | tau | LibraSpec measured | LibraSpec modeled | static n modeled | best static "
              "(modeled) | d* >= 3 | extends | rolls back | AR steps | max d | AR measured / profile | others' CPU |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -118,15 +127,17 @@ def table(args) -> str:
         acc = pooled.setdefault((r["drafter"], "d* >= 3"), [0.0, 0.0, 0, 0, 0])
         acc[3] += r["dstar_ge3_count"]
         acc[4] += r["judged"]
-    lines += ["", "Pooled over suites (totals): speedup = AR seconds per token / mode seconds per token.", "",
-              "| drafter | mode | measured | modeled |", "|---|---|---|---|"]
+    lines += ["", "Pooled over suites (totals): speedup = AR seconds per token / mode seconds per token. The "
+              "last column is the mode's measured seconds over its modeled seconds (1.00: the latency profile "
+              "predicted its wall time exactly).", "",
+              "| drafter | mode | measured | modeled | measured / modeled time |", "|---|---|---|---|---|"]
     for (drafter, label), (meas, mod, tokens, hits, judged) in sorted(pooled.items()):
         if label == "d* >= 3":
-            lines.append(f"| {drafter} | LibraSpec rounds with d* >= 3 | {hits}/{judged} = {hits / judged:.0%} | |")
-        elif label != "ar":
+            lines.append(f"| {drafter} | LibraSpec rounds with d* >= 3 | {hits}/{judged} = {hits / judged:.0%} | | |")
+        else:
             ar = pooled[(drafter, "ar")]
             lines.append(f"| {drafter} | {label} | {(ar[0] / ar[2]) / (meas / tokens):.2f}x | "
-                         f"{(ar[1] / ar[2]) / (mod / tokens):.2f}x |")
+                         f"{(ar[1] / ar[2]) / (mod / tokens):.2f}x | {meas / mod:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -157,7 +168,7 @@ def main() -> int:
                         "pair's default drafter, the one the issue's goals are judged on)")
     parser.add_argument("--table-only", action="store_true", help="only rebuild README.md from the results")
     parser.add_argument("--force", action="store_true", help="decode again runs whose results exist")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "drafters"))
+    parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
