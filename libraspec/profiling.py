@@ -5,9 +5,10 @@ context, k = 1..d_max + 1 (a round verifies [last token, d drafts]). T^draft_b: 
 time of drafting b blocks in one round (pass b sees the b - 1 blocks drafted before it).
 Profiles are cached on disk per model pair, machine and settings.
 
-A machine's speed drifts within seconds (here by 10-20 % while a profile is measured), so the
-forwards are timed in rounds that call every k once, in a shuffled order: drift becomes noise
-that the median absorbs, instead of a tilt or step along k. Medians of neighbouring k still
+A machine's speed drifts (this project's 2-core VM: by up to 20 % within an hour), and timed one
+length after another, medians of neighbouring k differed there by up to 25 %. So the forwards
+are timed in rounds that call every k once, in a shuffled order: drift becomes noise that the
+median absorbs, instead of a tilt or step along k. Medians of neighbouring k still
 wobble by several percent, so `verify_s` is `knot_fit` of the medians (a least-squares
 piecewise-linear curve with knots at k = 1, 2, 4, 8, ..., made non-decreasing); other curves
 are the monotone (isotonic) fit of their medians. The raw medians stay in `meta`.
