@@ -5,8 +5,9 @@ context, k = 1..d_max + 1 (a round verifies [last token, d drafts]). T^draft_b: 
 time of drafting b blocks in one round (pass b sees the b - 1 blocks drafted before it).
 Profiles are cached on disk per model pair, machine and settings.
 
-A machine's speed drifts (this project's 2-core VM: by up to 20 % within an hour), and timed one
-length after another, medians of neighbouring k differed there by up to 25 %. So the forwards
+A machine's speed drifts (this project's 2-core VM, idle: an AR step took 95 ms, and 115 ms 70
+minutes later), and timed one length after another, medians of neighbouring k differed there by
+up to 35 ms in 125-160 ms. So the forwards
 are timed in rounds that call every k once, in a shuffled order: drift becomes noise that the
 median absorbs, instead of a tilt or step along k. Medians of neighbouring k still
 wobble by several percent, so `verify_s` is `knot_fit` of the medians (a least-squares
@@ -62,15 +63,17 @@ def knot_fit(values) -> tuple[float, ...]:
     return monotone(basis @ weights)
 
 
-def timed_interleaved(calls: dict, repeats: int, sync=lambda: None, seed: int = 0) -> dict:
+def timed_interleaved(calls: dict, repeats: int, sync=lambda: None, after=None, seed: int = 0) -> dict:
     """Median seconds of each call in `calls` ({key: fn}), timed over repeats + 1 rounds that call
     each once in a shuffled order (the first round warms up and is dropped); `sync` waits for the
-    device."""
+    device, and `after`, if given, runs untimed before each call (what precedes it in a round)."""
     order, rng = list(calls), random.Random(seed)
     samples: dict = {key: [] for key in calls}
     for _ in range(repeats + 1):
         rng.shuffle(order)
         for key in order:
+            if after is not None:
+                after()
             sync()
             start = time.perf_counter()
             calls[key]()
@@ -117,19 +120,6 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     drafter.fit_context(dcontext, context, out.hidden_states, 0)
     sync = torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
 
-    def timed(fn, after=None) -> float:
-        """Median seconds of fn(); `after` runs untimed before each call (what precedes it in a round)."""
-        samples = []
-        for _ in range(repeats + 1):  # the first call warms up and is dropped
-            if after is not None:
-                after()
-            sync()
-            start = time.perf_counter()
-            fn()
-            sync()
-            samples.append(time.perf_counter() - start)
-        return statistics.median(samples[1:])
-
     def verify(k: int) -> None:
         target.forward(cache, context[-1:] + context[:k - 1])
         crop_cache(cache, context_len - 1)
@@ -170,9 +160,11 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     # in a round, drafting and the context upkeep follow a target forward, which leaves the CPU's
     # caches full of the target's weights: each is timed right after one
     after_forward = functools.partial(verify, drafter.n)
-    draft_s = tuple(timed(lambda b=b: draft(b), after_forward) for b in range(1, max_blocks + 1))
-    lookup_s = timed(lambda: lookup.start_round(index, repeated, SamplingConfig(), None).extend(1), after_forward)
-    fit_s = timed(lambda: fit(k_fit, fit_hidden), after_forward)
+    steps = timed_interleaved({**{("draft", b): functools.partial(draft, b) for b in range(1, max_blocks + 1)},
+                               "lookup": lambda: lookup.start_round(index, repeated, SamplingConfig(), None).extend(1),
+                               "fit": lambda: fit(k_fit, fit_hidden)}, repeats, sync, after_forward)
+    draft_s = tuple(steps["draft", b] for b in range(1, max_blocks + 1))
+    lookup_s, fit_s = steps["lookup"], steps["fit"]
     meta = {"pair": pair.name, "context_len": context_len, "repeats": repeats,
             "raw_verify_s": list(verify_s), "raw_draft_s": list(draft_s),
             "device": str(target.device), "dtype": str(target.dtype), **machine_description()}
