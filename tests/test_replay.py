@@ -17,25 +17,28 @@ from test_lookup import PROFILE, generated, repetitive_prompts
 from test_lookup import pair  # noqa: F401  (fixture)
 
 torch.set_num_threads(1)
-UNTIMED = ("draft_s", "policy_s", "verify_s", "cumulative_s", "oracle_length")
+UNTIMED = ("draft_s", "policy_s", "verify_s", "cumulative_s")
 
 
+@pytest.mark.parametrize("lookahead", [None, 30], ids=["plain", "annotated"])
 @pytest.mark.parametrize("mode", POLICY_MODES)
-def test_replay_makes_the_engines_rounds(pair, mode):  # noqa: F811
+def test_replay_makes_the_engines_rounds(pair, mode, lookahead):  # noqa: F811
     """Every field of every round but the measured times: drafts, q_i, d, Algorithm 1's steps,
-    eps_i, accepted prefix, committed tokens and modeled seconds, for every policy mode."""
+    eps_i, accepted prefix, committed tokens, modeled seconds and (annotated) the oracle's d*,
+    for every policy mode."""
     decoder = SpeculativeDecoder(pair, PROFILE, drafter="lookup")
-    lengths = set()
+    lengths, stars = set(), set()
+    config = DecodeConfig(max_new_tokens=40, lookahead=lookahead or 24, annotate_oracle=bool(lookahead))
     for prompt in repetitive_prompts():
         output = generated(decoder.run(prompt, "ar", None, DecodeConfig(max_new_tokens=40)))
         settings = dict(d_max=30, static_length=5, alpha=2.2)
-        engine_rounds = list(decoder.run(prompt, mode, make_policy(mode, pair.n, **settings),
-                                         DecodeConfig(max_new_tokens=40)))
+        engine_rounds = list(decoder.run(prompt, mode, make_policy(mode, pair.n, **settings), config))
         replayed = replay_greedy(make_drafter("lookup", pair), make_policy(mode, pair.n, **settings), prompt,
-                                 output, 40, PROFILE)
+                                 output, 40, PROFILE, lookahead=lookahead)
         assert len(replayed) == len(engine_rounds)
         for ours, theirs in zip(replayed, engine_rounds):
-            assert math.isnan(ours.verify_s) and ours.oracle_length is None  # nothing was timed or annotated
+            assert math.isnan(ours.verify_s)  # nothing was timed
+            stars.add(ours.oracle_length)
             mine, want = dataclasses.asdict(ours), dataclasses.asdict(theirs)
             for key in UNTIMED:
                 mine.pop(key), want.pop(key)
@@ -44,6 +47,10 @@ def test_replay_makes_the_engines_rounds(pair, mode):  # noqa: F811
             assert mine == want, (mode, prompt, ours.round_index)
             lengths.add(ours.chosen_length)
     assert 0 in lengths and len(lengths) > 2  # AR steps and drafted rounds of several lengths
+    if lookahead is None:
+        assert stars == {None}
+    else:  # the annotation judged rounds where no draft pays and rounds where several do
+        assert 0 in stars and max(s for s in stars if s is not None) >= 3, stars
 
 
 def test_replay_refuses_a_drafter_that_reads_target_features(pair):  # noqa: F811

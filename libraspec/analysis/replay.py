@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from ..cost import LatencyProfile
+from ..oracle import oracle_length
 from ..policy import Decision, LengthPolicy
 from ..records import RoundRecord
 from ..verify import SamplingConfig
@@ -26,9 +27,11 @@ NOT_MEASURED = math.nan  # a replay times nothing
 
 
 def replay_greedy(drafter, policy: LengthPolicy, prompt: list[int], output: list[int], max_new_tokens: int,
-                  profile: LatencyProfile) -> list[RoundRecord]:
+                  profile: LatencyProfile, lookahead: int | None = None) -> list[RoundRecord]:
     """The rounds greedy speculative decoding of `prompt` with `drafter` and `policy` runs, given the
-    target's greedy `output` (what AR decoding of at most `max_new_tokens` tokens produced)."""
+    target's greedy `output` (what AR decoding of at most `max_new_tokens` tokens produced).
+    With `lookahead`, each round with a draft also carries the oracle length d* over that many
+    drafts, as the engine's annotation (`DecodeConfig.annotate_oracle`) computes it."""
     if drafter.needs_features:
         raise ValueError(f"the {drafter.name} drafter reads the target's features, so only the engine can run it")
     if not prompt or len(output) > max_new_tokens:
@@ -44,26 +47,47 @@ def replay_greedy(drafter, policy: LengthPolicy, prompt: list[int], output: list
         decision = Decision(0) if buffer.empty else policy.choose_length(buffer)
         decision = decision.capped(min(decision.d, cap), buffer.confidences)  # the round's room may cut d
         d = decision.d
-        drafts = buffer.tokens[:d]
-        accepted = 0
-        while accepted < d and generated + accepted < len(output) and drafts[accepted] == output[generated + accepted]:
-            accepted += 1
+        accepted = _accepted(buffer.tokens[:d], output[generated:])
+        blocks = buffer.blocks  # the annotation's look-ahead drafts further; this round drafted these
+        oracle_d = _oracle_length(buffer, output[generated:], min(lookahead, cap), profile) \
+            if lookahead and cap and not buffer.empty else None
         committed = output[generated: generated + accepted + 1]
         ids += committed
-        step_s = buffer.modeled_draft_s(profile, buffer.blocks) + profile.verify_time(d + 1)
+        step_s = buffer.modeled_draft_s(profile, blocks) + profile.verify_time(d + 1)
         modeled += step_s
-        shown = buffer.blocks * buffer.n
+        shown = blocks * buffer.n
         record = RoundRecord(
             mode=policy.name, round_index=len(records), start_position=len(ids) - len(committed),
             draft_tokens=tuple(buffer.tokens[:shown]), confidences=tuple(float(q) for q in buffer.confidences[:shown]),
-            draft_sources=tuple(buffer.sources[:shown]), blocks_drafted=buffer.blocks,
+            draft_sources=tuple(buffer.sources[:shown]), blocks_drafted=blocks,
             policy_steps=decision.steps, eps_bounds=decision.eps_bounds, chosen_length=d,
             accepted=accepted, committed_tokens=tuple(committed),
             bonus_token=output[generated + accepted] if generated + accepted < len(output) else None,
-            oracle_length=None, draft_s=NOT_MEASURED, policy_s=NOT_MEASURED, verify_s=NOT_MEASURED,
+            oracle_length=oracle_d, draft_s=NOT_MEASURED, policy_s=NOT_MEASURED, verify_s=NOT_MEASURED,
             modeled_s=step_s, cumulative_tokens=len(ids) - len(prompt), cumulative_s=NOT_MEASURED,
             cumulative_modeled_s=modeled, finished=len(ids) - len(prompt) >= len(output),
             alpha=decision.alpha)
         policy.update(record)
         records.append(record)
     return records
+
+
+def _accepted(drafts: list[int], rest: list[int]) -> int:
+    """Greedy verification's accepted prefix: drafts equal to the target's next tokens."""
+    accepted = 0
+    while accepted < len(drafts) and accepted < len(rest) and drafts[accepted] == rest[accepted]:
+        accepted += 1
+    return accepted
+
+
+def _oracle_length(buffer, rest: list[int], D: int, profile: LatencyProfile) -> int | None:
+    """d* over d = 0..D drafts, as the engine's `_oracle_length` (a look-up drafter has no upkeep)."""
+    if D < 1:
+        return None
+    buffer.ensure(D)
+    a = _accepted(buffer.tokens[:D], rest)
+    prefix = [min(d, a) for d in range(1, D + 1)]  # (D,) greedy: a(d) = min(d, first mismatch)
+
+    def round_time(d: int) -> float:
+        return buffer.modeled_draft_s(profile, max(1, buffer.steps_for(d))) + profile.verify_time(d + 1)
+    return oracle_length(prefix, round_time, zero_time=round_time(0))
