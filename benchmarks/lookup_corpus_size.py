@@ -92,11 +92,12 @@ def main() -> int:
     lines = [f"# Look-up corpus size against d* >= 3 (greedy replay, LibraSpec alpha = {args.alpha:g}, "
              f"d_max = {args.d_max})", "",
              f"Embedded pair, look-up drafter, n = {pair.n}; corpora: the first fraction of the corpus's "
-             f"{len(responses)} answers ({total} tokens) in a fixed random order. Answer sets: every "
-             f"{args.every}th held-apart Magpie answer ({len(sets[names[0]])}), and the target's greedy answers "
+             f"{len(responses)} answers ({total} tokens) in a fixed random order. Answer sets: one in "
+             f"{args.every} held-apart Magpie answers ({len(sets[names[0]])}), and the target's greedy answers "
              f"to the first {args.prompts} prompts of {', '.join(SUITES)} ({args.max_new_tokens} tokens). "
              "Each cell: share of judged rounds with d* >= 3 (judged: a draft was made and room was left) / share "
-             "of all rounds (a round without a draft is an AR step), tau in brackets. Modeled with the machine's profile (AR step {1000 * profile.ar_token_time():.1f} ms).",
+             "of all rounds (a round without a draft is an AR step), tau in brackets. Modeled with the machine's "
+             f"profile (AR step {1000 * profile.ar_token_time():.1f} ms).",
              f"Command: `python benchmarks/lookup_corpus_size.py{''.join(' ' + a for a in sys.argv[1:])}`", "",
              "| corpus tokens | " + " | ".join(names) + " | public suites pooled |",
              "|---|" + "---|" * (len(names) + 1)]

@@ -1,11 +1,13 @@
 """Does the latency profile model what each mode really costs? `python benchmarks/timing.py`
 
-For each drafter, one `bench` run decodes AR, static d = n, LibraSpec and the oracle on the
-first K prompts of GSM8K, HumanEval and MT-Bench first turns (read at run time from
-../shared/data, never copied into the repository), modes interleaved prompt by prompt, with
-a latency profile measured at the start of the run (`--fresh-profile`, the default) or read
-from the cache. Per mode it reports measured and modeled seconds per token and their ratio:
-1.00 means the profile's modeled time is the time the mode took. Writes
+Each drafter decodes AR, static d = n, LibraSpec and the oracle on the first K prompts of
+GSM8K, HumanEval and MT-Bench first turns (read at run time from ../shared/data, never copied
+into the repository), prompt by prompt. The latency profile that models a prompt's runs is
+measured right before them (`--profile each-prompt`, the default: this VM's speed wanders by
+tens of percent within minutes, so a profile measured once describes the machine of that
+minute), once at the start (`start`) or read from the cache (`cached`). Per mode it reports
+measured and modeled seconds per token and their ratio: 1.00 means the profile's modeled time
+is the time the mode took. Writes
 benchmarks/results/timing/README.md and timing.json. Run it on an otherwise idle machine;
 the table records the load average before it and the share of the CPU other processes used
 during it (the load average after it counts this run's own threads).
@@ -28,6 +30,9 @@ from libraspec.experiments.provenance import cpu_clock, others_share  # noqa: E4
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.profiling import cached_profile, machine_description  # noqa: E402
+
+PROFILES = {"each-prompt": "measured right before each prompt's runs", "start": "measured at the start of the run",
+            "cached": "read from the cache"}
 
 from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
 
@@ -56,7 +61,10 @@ def table(result: dict) -> str:
                 if result.get("others_cpu_share") is not None else f", {result['load_after'][0]:.2f} after")
              + ". Ratio = measured / modeled seconds per token; the profile is "
              f"{result['profile']}" + (" (ms: " + ", ".join(f"{k} {v:.1f}" for k, v in result["profile_ms"].items()) + ")"
-                                if "profile_ms" in result else "") + ".", "", "Command: `python benchmarks/timing.py " + " ".join(result["argv"]) + "`",
+                                if "profile_ms" in result else "") + "."
+             + (" The AR step of the profiles measured during the run: " + ", ".join(
+                 f"{v:.1f}" for v in result["profile_ar_ms"]) + " ms." if len(result.get("profile_ar_ms", ())) > 1
+                else ""), "", "Command: `python benchmarks/timing.py " + " ".join(result["argv"]) + "`",
              "", "The speedup columns divide AR's seconds per token by the mode's, measured beside it prompt by "
              "prompt, so a machine that runs faster or slower for a while moves both and their ratio stays; the "
              "per-token ratio moves with it.", "",
@@ -75,8 +83,8 @@ def table(result: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser, prompts=2, max_new_tokens=96)
-    parser.add_argument("--cached-profile", action="store_true", help="read the cached profile instead of "
-                        "measuring a fresh one")
+    parser.add_argument("--profile", choices=tuple(PROFILES), default="each-prompt",
+                        help="when the latency profile is measured: " + "; ".join(f"{k}: {v}" for k, v in PROFILES.items()))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "timing"))
     parser.add_argument("--table-only", action="store_true", help="only rebuild README.md from timing.json")
     args = parser.parse_args()
@@ -86,19 +94,26 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     load_before, clock_before = os.getloadavg(), cpu_clock()
     pair = load_pair()
-    profile = cached_profile(pair, max_tokens=args.d_max + 1, max_blocks=-(-args.d_max // pair.n),
-                             refresh=not args.cached_profile)
     prompts = [p for file in SUITES.values() for p in read_prompts(Path(args.data) / file)[: args.prompts]]
-    drafters = {}
-    for drafter in args.drafters.split(","):
-        spec = BenchSpec(modes=MODES, max_new_tokens=args.max_new_tokens, alpha=args.alpha, d_max=args.d_max,
-                         annotate=False, drafter=drafter)
-        drafters[drafter] = ratios(run_bench(pair, prompts, spec, profile=profile).records)
+    specs = {drafter: BenchSpec(modes=MODES, max_new_tokens=args.max_new_tokens, alpha=args.alpha, d_max=args.d_max,
+                                annotate=False, drafter=drafter) for drafter in args.drafters.split(",")}
+    records = {drafter: {} for drafter in specs}  # drafter -> label -> one run per prompt
+    profiles = []
+    for index, prompt in enumerate(prompts):
+        if index == 0 or args.profile == "each-prompt":
+            profiles.append(cached_profile(pair, max_tokens=args.d_max + 1, max_blocks=-(-args.d_max // pair.n),
+                                           refresh=args.profile != "cached"))
+        for drafter, spec in specs.items():
+            for label, runs in run_bench(pair, [prompt], spec, profile=profiles[-1]).records.items():
+                records[drafter].setdefault(label, []).extend(runs)
+        print(f"prompt {index + 1}/{len(prompts)} decoded", file=sys.stderr, flush=True)
+    drafters = {drafter: ratios(by_label) for drafter, by_label in records.items()}
+    profile = profiles[0]
     result = {"prompts": len(prompts), "max_new_tokens": args.max_new_tokens, "alpha": args.alpha,
               "d_max": args.d_max, "threads": args.threads, "load_before": load_before,
               "load_after": os.getloadavg(), "others_cpu_share": others_share(clock_before, cpu_clock()), "argv": sys.argv[1:], "drafters": drafters,
-              "profile": "read from the cache" if args.cached_profile else "measured at the start of the run",
-              "ar_profile_ms": 1000 * profile.ar_token_time(), "cpu": machine_description()["cpu"],
+              "profile": PROFILES[args.profile] + (", the first" if len(profiles) > 1 else ""),
+              "profile_ar_ms": [1000 * p.ar_token_time() for p in profiles], "cpu": machine_description()["cpu"],
               "profile_ms": {"verify_1": 1000 * profile.verify_s[0], "draft_1": 1000 * profile.draft_s[0],
                              "fit": 1000 * profile.fit_s, "lookup": 1000 * profile.lookup_s}}
     os.makedirs(args.out, exist_ok=True)
