@@ -68,3 +68,14 @@ def test_committed_prompts_are_clean_and_share_nothing_with_protected_prompts():
     guard = Decontaminator(protected_texts())
     hits = [p for p in prompts if guard.contaminated(p)]
     assert not hits, f"{len(hits)} committed prompts share a {NGRAM}-word window with a protected prompt: {hits[:3]}"
+
+
+def test_the_apps_examples_are_not_prompts_the_lookup_corpus_answered():
+    """The look-up corpus holds the target's greedy answers to the Magpie and training-template
+    prompts, so a race on one of them quotes that answer (on two former examples LibraSpec committed
+    9-14 tokens a round, against 1.5-3 on the public suites): the examples must show ordinary prompts."""
+    from libraspec.train.prompts import training_prompts
+    seen = {tuple(normalise(p)) for p in training_prompts()}
+    seen |= {tuple(normalise(json.loads(line)["prompt"])) for line in open(COMMITTED, encoding="utf-8")}
+    examples = json.loads((ROOT / "assets" / "examples.json").read_text())
+    assert examples and not [e["prompt"] for e in examples if tuple(normalise(e["prompt"])) in seen]
