@@ -72,8 +72,7 @@ def test_committed_prompts_are_clean_and_share_nothing_with_protected_prompts():
 
 def test_the_apps_examples_are_not_prompts_the_lookup_corpus_answered():
     """The look-up corpus holds the target's greedy answers to the Magpie and training-template
-    prompts, so a race on one of them quotes that answer (on two former examples LibraSpec committed
-    9-14 tokens a round, against 1.5-3 on the public suites): the examples must show ordinary prompts."""
+    prompts, so a race on one of them quotes that answer: the examples must show ordinary prompts."""
     from libraspec.train.prompts import training_prompts
     seen = {tuple(normalise(p)) for p in training_prompts()}
     seen |= {tuple(normalise(json.loads(line)["prompt"])) for line in open(COMMITTED, encoding="utf-8")}
