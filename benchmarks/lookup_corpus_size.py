@@ -68,7 +68,7 @@ def main() -> int:
     sets = {"held-apart Magpie": [(ids[:start], ids[start:start + args.max_new_tokens])
                                   for index, ids, start in sequences("magpie_ids")
                                   if held_apart("magpie_ids", index)][::args.every]}
-    decoder = SpeculativeDecoder(pair, profile, drafter="dflash")
+    decoder = SpeculativeDecoder(pair, profile, drafter="dflash")  # AR only: no drafter runs
     for suite, file in SUITES.items():
         prompts = [pair.encode_prompt(p) for p in read_prompts(Path(args.data) / file)[: args.prompts]]
         sets[suite] = [(ids, [t for r in decoder.run(ids, "ar", None, DecodeConfig(max_new_tokens=args.max_new_tokens))

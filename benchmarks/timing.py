@@ -31,12 +31,11 @@ from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.profiling import cached_profile, machine_description  # noqa: E402
 
-PROFILES = {"each-prompt": "measured right before each prompt's runs", "start": "measured at the start of the run",
-            "cached": "read from the cache"}
-
 from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
 
 MODES = ("ar", "static", "libraspec", "oracle")
+PROFILES = {"each-prompt": "measured right before each prompt's runs", "start": "measured at the start of the run",
+            "cached": "read from the cache"}
 
 
 def ratios(records: dict) -> dict:
