@@ -72,18 +72,20 @@ def row(path: Path) -> dict:
             **regime_stats(frame[frame["label"] == "libraspec"], n),
             "profile_ar_ratio": summary["config"]["profile_check"]["ratio"],
             "others": summary["config"].get("provenance", {}).get("others_cpu_share"),
-            "totals": {label: [m["wall_s"], m["modeled_s"], m["tokens"]] for label, m in modes.items()}}
+            "totals": {label: [m["wall_s"], m["modeled_s"], m["tokens"]] for label, m in modes.items()},
+            "grid": len(statics) > 1}
 
 
 def _others(r: dict) -> str:
     return "not recorded" if r["others"] is None else f"{100 * r['others']:.0f}%"
 
 
-def run_command(args, prompts: int, tokens: int, alpha: float, d_max: int) -> str:
-    """The command that decodes these run files again (also when the table is rebuilt with --table-only)."""
+def run_command(args, prompts: int, tokens: int, alpha: float, d_max: int, grid: str) -> str:
+    """The command that decodes these run files again (also when the table is rebuilt with --table-only);
+    `grid` is the drafter whose run files hold the full static grid, "none" when none does."""
     out = Path(args.out).resolve()
     where = "" if out == DEFAULT_OUT else f" --out {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}"
-    return (f"python benchmarks/drafters.py --force --drafters {args.drafters} --prompts {prompts} "
+    return (f"python benchmarks/drafters.py --force --drafters {args.drafters} --grid {grid} --prompts {prompts} "
             f"--max-new-tokens {tokens} --alpha {alpha:g} --d-max {d_max}{where}")
 
 
@@ -97,6 +99,7 @@ def table(args) -> str:
     if len(settings) > 1:
         raise SystemExit(f"the run files in {args.out} used different settings {sorted(settings)}: rerun them")
     (prompts, tokens, alpha, d_max), = settings
+    grid = next((r["drafter"] for r in rows if r["grid"]), "none")
     threads = ", ".join(str(t) for t in sorted({r["threads"] for r in rows}))
     recorded = any(r["others"] is not None for r in rows)
     lines = [f"# Drafters on public prompts ({prompts} per suite, {tokens} tokens, greedy)", "",
@@ -109,7 +112,7 @@ def table(args) -> str:
                 " The latency profiles in these run files predate the profile's drafter context upkeep "
                 "(fit_s) and its timing right after a target forward, so their modeled columns rate the "
                 "block-diffusion and hybrid drafters too cheaply; measured columns are unaffected."),
-             f"Command (the settings read from the run files): `{run_command(args, prompts, tokens, alpha, d_max)}`", "",
+             f"Command (the settings read from the run files): `{run_command(args, prompts, tokens, alpha, d_max, grid)}`", "",
              "| suite | drafter | tau | LibraSpec measured | LibraSpec modeled | static n modeled | best static "
              "(modeled) | d* >= 3 | extends | rolls back | AR steps | max d | AR measured / profile | others' CPU |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -165,7 +168,7 @@ def main() -> int:
     add_run_arguments(parser, prompts=8, max_new_tokens=128)
     parser.add_argument("--suites", default=",".join(SUITES))
     parser.add_argument("--grid", default=None, help="drafter that also runs the full static grid (default: the "
-                        "pair's default drafter, the one the issue's goals are judged on)")
+                        "pair's default drafter, the one the issue's goals are judged on; none: no drafter)")
     parser.add_argument("--table-only", action="store_true", help="only rebuild README.md from the results")
     parser.add_argument("--force", action="store_true", help="decode again runs whose results exist")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
