@@ -101,6 +101,7 @@ def machine_description() -> dict:
     return info
 
 
+PROFILE_TOLERANCE = 0.25  # measured / profile AR time this far (relative) from 1: the profile is measured again
 TREE_ROWS = (2, 9, 17, 33, 65)  # root + 1, 8, 16, 32 and 64 nodes: the node budgets people try here
 
 
@@ -112,17 +113,11 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     draft-tree verifications of `TREE_ROWS` rows (a 4-ary tree, best-first order, with its mask)."""
     target, drafter = pair.target, BlockDiffusionDrafter(pair.drafter, pair.target)
     context_len = max(2, min(context_len, target.max_positions - max_tokens - 1))
-    gen = torch.Generator().manual_seed(0)
-    context = torch.randint(0, target.vocab_size, (context_len,), generator=gen).tolist()
-    cache = target.new_cache()
-    out = target.forward(cache, context[:-1])
+    context, cache, out = _timing_context(target, context_len)
     dcontext = drafter.new_context()
     drafter.fit_context(dcontext, context, out.hidden_states, 0)
-    sync = torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
-
-    def verify(k: int) -> None:
-        target.forward(cache, context[-1:] + context[:k - 1])
-        crop_cache(cache, context_len - 1)
+    sync = _sync(target)
+    verify = functools.partial(_verify, target, cache, context)
 
     def draft(blocks: int) -> None:
         drafter.start_round(dcontext, context, SamplingConfig(), None).extend(blocks)
@@ -175,6 +170,32 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
                           tree_verify_s=monotone(tree_s) if tree_rows else ())
 
 
+def _timing_context(target, context_len: int):
+    """(context, cache, output): a fixed random context of `context_len` tokens, all but the last in the cache."""
+    gen = torch.Generator().manual_seed(0)
+    context = torch.randint(0, target.vocab_size, (context_len,), generator=gen).tolist()
+    cache = target.new_cache()
+    return context, cache, target.forward(cache, context[:-1])
+
+
+def _verify(target, cache, context: list[int], k: int) -> None:
+    """A target forward of k new tokens after the context, then the cache back to the context."""
+    target.forward(cache, context[-1:] + context[:k - 1])
+    crop_cache(cache, len(context) - 1)
+
+
+def _sync(target):
+    return torch.cuda.synchronize if target.device.type == "cuda" else (lambda: None)
+
+
+@torch.inference_mode()
+def ar_step_now(pair, context_len: int, repeats: int = 15) -> float:
+    """The profile's AR step (a one-token forward after `context_len` tokens) timed now: median seconds."""
+    context, cache, _ = _timing_context(pair.target, context_len)
+    step = functools.partial(_verify, pair.target, cache, context, 1)
+    return timed_interleaved({"ar": step}, repeats, _sync(pair.target))["ar"]
+
+
 def profile_path(pair) -> str:
     """One profile file per model pair, drafter weights, device, dtype and machine."""
     key = {"format": 5, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
@@ -184,23 +205,36 @@ def profile_path(pair) -> str:
 
 
 def cached_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
-                   repeats: int = 7, refresh: bool = False) -> LatencyProfile:
+                   repeats: int = 7, refresh: bool = False, check: bool = False) -> LatencyProfile:
     """`measure_profile`, cached in one file per pair and machine (`profile_path`).
 
     A cached profile that reaches fewer tokens or blocks than asked for is measured again
-    over the larger of both ranges and replaces the file; so does a damaged one.
+    over the larger of both ranges and replaces the file; so does a damaged one. With `check`,
+    the cached profile's AR step is compared with one timed now (`ar_step_now`): more than
+    PROFILE_TOLERANCE apart, it was measured under another load (or the machine's speed has
+    moved), and it is measured again. The returned profile's meta["load_check"] says what was found.
     """
     path = profile_path(pair)
+    found = None
     if not refresh and os.path.exists(path):
         try:
             cached = LatencyProfile.from_json(path)
             if len(cached.verify_s) >= max_tokens and len(cached.draft_s) >= max_blocks:
-                return cached
+                if not check:
+                    return cached
+                now = ar_step_now(pair, int(cached.meta.get("context_len", context_len)))
+                found = {"ar_now_s": now, "cached_ar_s": cached.ar_token_time(),
+                         "ratio": now / cached.ar_token_time(), "tolerance": PROFILE_TOLERANCE}
+                if within(found["ratio"], PROFILE_TOLERANCE):
+                    cached.meta["load_check"] = found | {"remeasured": False}
+                    return cached
             max_tokens, max_blocks = max(max_tokens, len(cached.verify_s)), max(max_blocks, len(cached.draft_s))
         except (ValueError, KeyError, json.JSONDecodeError):
             pass  # a damaged profile is measured again and overwritten
     profile = measure_profile(pair, max_tokens, max_blocks, context_len, repeats)
     profile.to_json(path)
+    if found is not None:
+        profile.meta["load_check"] = found | {"remeasured": True}
     return profile
 
 
@@ -210,7 +244,7 @@ def within(ratio: float, tolerance: float) -> bool:
     return abs(ratio - 1.0) <= tolerance
 
 
-def profile_check(profile: LatencyProfile, ar_records, tolerance: float = 0.25) -> dict:
+def profile_check(profile: LatencyProfile, ar_records, tolerance: float = PROFILE_TOLERANCE) -> dict:
     """Does the profile still describe this machine? Compares the AR seconds per token that
     records measured with the profile's; `ok` is False beyond `tolerance` (relative), which
     means the profile was measured under another load and should be measured again."""

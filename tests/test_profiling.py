@@ -120,3 +120,25 @@ def test_profile_check_flags_a_profile_from_another_load():
     assert profile_check(profile, ar)["ok"]
     slow = profile_check(profile, [SimpleNamespace(tau=1, measured_s=0.063)] * 10)
     assert not slow["ok"] and abs(slow["ratio"] - 3.0) < 1e-9
+
+
+def test_a_checked_cached_profile_is_measured_again_when_the_machine_disagrees(tmp_path, monkeypatch):
+    """bench and sweep read the cache with check=True: a profile whose AR step is 1000x what the
+    machine takes now (one written under another load, or by hand) is measured again and replaces
+    the file; one within PROFILE_TOLERANCE is kept. Without check the cache is read as it is."""
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
+    pair = tiny_pair("llama")
+    measured = cached_profile(pair, max_tokens=4, max_blocks=1, context_len=16, repeats=1)
+    path = profiling.profile_path(pair)
+    slow = dataclasses.replace(measured, verify_s=tuple(1000 * v for v in measured.verify_s))
+    slow.to_json(path)
+    assert cached_profile(pair, max_tokens=4, max_blocks=1, context_len=16, repeats=1) == slow
+    fresh = cached_profile(pair, max_tokens=4, max_blocks=1, context_len=16, repeats=1, check=True)
+    check = fresh.meta["load_check"]
+    assert check["remeasured"] and check["ratio"] < 0.01 and check["cached_ar_s"] == slow.ar_token_time()
+    assert fresh.ar_token_time() < slow.ar_token_time() / 100
+    assert LatencyProfile.from_json(path).verify_s == fresh.verify_s  # the file holds the new one
+    # within the tolerance (the step timed now is 10% off): kept, and the check says so
+    monkeypatch.setattr(profiling, "ar_step_now", lambda pair, context_len: 1.1 * fresh.ar_token_time())
+    kept = cached_profile(pair, max_tokens=4, max_blocks=1, context_len=16, repeats=1, check=True)
+    assert kept.verify_s == fresh.verify_s and not kept.meta["load_check"]["remeasured"]

@@ -41,7 +41,7 @@ from libraspec.device import free_memory, on_zero_gpu
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
 from libraspec.modes import MODES, PolicySettings
 from libraspec.experiments.driver import RunDone, decode_grid, mode_job
-from libraspec.profiling import cache_root, cached_profile, profile_check, within
+from libraspec.profiling import PROFILE_TOLERANCE, cache_root, cached_profile, profile_check, within
 from libraspec.records import (NOISE_Z, RoundRecord, RunSummary, records_to_frame, summarize, timing_noise_s, write_csv,
                                write_parquet)
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
@@ -56,7 +56,6 @@ RACE_MODES = DEFAULT_RACE_MODES  # what a race holds unless the visitor chooses 
 UPDATE_INTERVAL_S = 0.25  # the race view refreshes at most 4 times a second
 KEPT_RUNS = 8
 LOCAL = "local"  # the owner of runs made outside the app
-PROFILE_TOLERANCE = 0.25  # an AR baseline this far (relative) from the latency profile re-measures it
 
 
 @dataclass

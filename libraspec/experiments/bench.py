@@ -207,10 +207,11 @@ class BenchResult:
 
 
 def bench_profile(pair, spec: BenchSpec) -> LatencyProfile:
-    """The cached latency profile, measured far enough for d_max and every static length."""
+    """The cached latency profile, measured far enough for d_max and every static length, and
+    measured again when its AR step is not what the machine takes now (`cached_profile`'s check)."""
     n = pair.n
     longest = spec.longest(n)
-    return cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
+    return cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)), check=True)
 
 
 def mode_summary(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequence[RoundRecord]] | None,

@@ -194,7 +194,8 @@ def run(args) -> int:
     config = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     pair = load_pair(args.model)
     longest = max(d_maxes)
-    profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)))
+    profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)),
+                             check=True)
     decoder = SpeculativeDecoder(pair, profile, drafter=args.drafter)
     bar = tqdm(total=len(prompts) * (1 + len(alphas) * len(d_maxes)), desc="sweep", unit="run",
                file=sys.stderr, disable=args.quiet)
