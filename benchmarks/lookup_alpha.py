@@ -8,6 +8,9 @@ under every static length in {1..n, 2n}, and timed with this machine's latency p
 the modeled speedups over AR, with 95% bootstrap intervals over answers and LibraSpec's ratio to
 the best static length (paired over the same answers), to benchmarks/results/lookup_alpha/.
 Nothing is measured here but the profile, so the load only matters while it is measured.
+`--answers FOLDER` replays instead the greedy answers of a benchmarks/drafters.py run of the
+look-up drafter on the public suites, with that run's profile: evaluation only, to see how the
+choice holds on another machine's cost curve, never to choose on.
 """
 from __future__ import annotations
 
@@ -30,7 +33,13 @@ from libraspec.experiments.stats import LEVEL, RESAMPLES, SEED, per_prompt, resa
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import make_policy  # noqa: E402
+from libraspec.cost import LatencyProfile  # noqa: E402
+from libraspec.experiments.bench import read_prompts  # noqa: E402
+from libraspec.experiments.report import PUBLIC_DATA  # noqa: E402
 from libraspec.profiling import cached_profile  # noqa: E402
+from libraspec.records import read_trace  # noqa: E402
+
+from drafters import SUITES  # noqa: E402  (benchmarks/drafters.py)
 
 ALPHAS = (0.5, 1.0, 1.5, 2.0, 2.2, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0)
 
@@ -50,6 +59,23 @@ def paired_ratio(rows: list[dict], best: list[dict]) -> tuple[float, tuple[float
     return float(rate(best, everyone) / rate(rows, everyone)), (float(low), float(high))
 
 
+def run_answers(pair, folder: Path, data: Path) -> tuple[LatencyProfile, list[tuple[list[int], list[int]]]]:
+    """The profile and (prompt, greedy answer) pairs of a benchmarks/drafters.py run of the look-up
+    drafter: its prompts read again from `data`, its answers from its AR records (evaluation only)."""
+    profiles, answers = [], []
+    for suite, file in SUITES.items():
+        summary = json.loads((folder / f"{suite}-lookup.json").read_text())
+        profiles.append(summary["config"]["profile"])
+        frame = read_trace(str(folder / f"{suite}-lookup.records.parquet"))
+        ar = frame[frame["label"] == "ar"].sort_values(["prompt_index", "round_index"])
+        for index, prompt in enumerate(read_prompts(data / file)[: summary["config"]["num_prompts"]]):
+            answer = [int(t) for tokens in ar[ar["prompt_index"] == index]["committed_tokens"] for t in tokens]
+            answers.append((pair.encode_prompt(prompt), answer))
+    if any(p != profiles[0] for p in profiles):
+        raise SystemExit(f"the run files in {folder} were modeled with different profiles")
+    return LatencyProfile.from_dict(profiles[0]), answers
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--alphas", default=",".join(f"{a:g}" for a in ALPHAS))
@@ -57,14 +83,24 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--every", type=int, default=1, help="replay every k-th held-apart answer")
     parser.add_argument("--threads", type=int, default=2, help="threads while the latency profile is measured")
+    parser.add_argument("--answers", default="held-apart", help="held-apart (the Magpie answers kept out of the "
+                        "corpus, the default: what alpha is chosen on) or a folder of benchmarks/drafters.py run "
+                        "files: that run's greedy answers, replayed with that run's profile (evaluation only)")
+    parser.add_argument("--data", default=str(PUBLIC_DATA), help="the public prompts, for --answers FOLDER")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lookup_alpha"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pair = load_pair()
     n = pair.n
-    profile = cached_profile(pair, max_tokens=max(25, args.d_max + 1), max_blocks=max(2, -(-args.d_max // n)))
-    answers = [(ids[:start], ids[start:start + args.max_new_tokens]) for index, ids, start in sequences("magpie_ids")
-               if held_apart("magpie_ids", index)][::args.every]
+    if args.answers == "held-apart":
+        profile = cached_profile(pair, max_tokens=max(25, args.d_max + 1), max_blocks=max(2, -(-args.d_max // n)))
+        answers = [(ids[:start], ids[start:start + args.max_new_tokens]) for index, ids, start
+                   in sequences("magpie_ids") if held_apart("magpie_ids", index)][::args.every]
+        source = "held-apart answers"
+    else:
+        profile, answers = run_answers(pair, Path(args.answers), Path(args.data))
+        answers = answers[::args.every]
+        source = f"greedy answers of the run in {args.answers}, modeled with its profile"
     policies = {f"static-{d}": make_policy("static", n, static_length=d) for d in static_grid(n, 2 * n)}
     policies |= {f"libraspec-{a:g}": make_policy("libraspec", n, alpha=a, d_max=args.d_max)
                  for a in (float(x) for x in args.alphas.split(","))}
@@ -83,10 +119,10 @@ def main() -> int:
         print(f"{label}: {results[label]['speedup']:.3f}x", flush=True)
     statics = [label for label in results if label.startswith("static")]
     best = max(statics, key=lambda label: results[label]["speedup"])
-    lines = [f"# LibraSpec's alpha for look-up drafting ({len(answers)} held-apart answers, "
+    lines = [f"# LibraSpec's alpha for look-up drafting ({len(answers)} {source}, "
              f"{sum(r['tokens'] for r in results[best]['rows'])} tokens, greedy replay)", "",
              f"Embedded pair, look-up drafter, n = {n}, d_max = {args.d_max}, at most {args.max_new_tokens} new tokens "
-             f"per answer. Modeled with this machine's latency profile ({profile.meta.get('cpu', '?')}, "
+             f"per answer. Modeled with the latency profile ({profile.meta.get('cpu', '?')}, "
              f"{profile.meta.get('threads', '?')} threads; AR step {1000 * profile.ar_token_time():.1f} ms). "
              f"Intervals: 95% percentile bootstrap over answers ({RESAMPLES} resamples); the ratio to the best "
              f"static length ({best}) resamples both on the same answers.",
