@@ -59,10 +59,17 @@ def paired_ratio(rows: list[dict], best: list[dict]) -> tuple[float, tuple[float
     return float(rate(best, everyone) / rate(rows, everyone)), (float(low), float(high))
 
 
-def run_answers(pair, folder: Path, data: Path) -> tuple[LatencyProfile, list[tuple[list[int], list[int]]]]:
-    """The profile and (prompt, greedy answer) pairs of a benchmarks/drafters.py run of the look-up
-    drafter: its prompts read again from `data`, its answers from its AR records (evaluation only)."""
-    profiles, answers = [], []
+def held_apart_answers(max_new_tokens: int, every: int = 1) -> list[tuple[list[int], list[int]]]:
+    """(prompt, greedy answer) of every `every`-th held-apart Magpie answer, cut to `max_new_tokens`."""
+    return [(ids[:start], ids[start:start + max_new_tokens]) for index, ids, start in sequences("magpie_ids")
+            if held_apart("magpie_ids", index)][::every]
+
+
+def run_answers(pair, folder: Path, data: Path) -> tuple[LatencyProfile, dict[str, list]]:
+    """The profile and, per suite, the (prompt, greedy answer) pairs of a benchmarks/drafters.py run
+    of the look-up drafter: its prompts read again from `data`, its answers from its AR records
+    (evaluation only)."""
+    profiles, answers = [], {}
     for suite, file in SUITES.items():
         summary = json.loads((folder / f"{suite}-lookup.json").read_text())
         profiles.append(summary["config"]["profile"])
@@ -70,7 +77,7 @@ def run_answers(pair, folder: Path, data: Path) -> tuple[LatencyProfile, list[tu
         ar = frame[frame["label"] == "ar"].sort_values(["prompt_index", "round_index"])
         for index, prompt in enumerate(read_prompts(data / file)[: summary["config"]["num_prompts"]]):
             answer = [int(t) for tokens in ar[ar["prompt_index"] == index]["committed_tokens"] for t in tokens]
-            answers.append((pair.encode_prompt(prompt), answer))
+            answers.setdefault(suite, []).append((pair.encode_prompt(prompt), answer))
     if any(p != profiles[0] for p in profiles):
         raise SystemExit(f"the run files in {folder} were modeled with different profiles")
     return LatencyProfile.from_dict(profiles[0]), answers
@@ -94,12 +101,11 @@ def main() -> int:
     n = pair.n
     if args.answers == "held-apart":
         profile = cached_profile(pair, max_tokens=max(25, args.d_max + 1), max_blocks=max(2, -(-args.d_max // n)))
-        answers = [(ids[:start], ids[start:start + args.max_new_tokens]) for index, ids, start
-                   in sequences("magpie_ids") if held_apart("magpie_ids", index)][::args.every]
+        answers = held_apart_answers(args.max_new_tokens, args.every)
         source = "held-apart answers"
     else:
-        profile, answers = run_answers(pair, Path(args.answers), Path(args.data))
-        answers = answers[::args.every]
+        profile, by_suite = run_answers(pair, Path(args.answers), Path(args.data))
+        answers = [answer for suite in by_suite.values() for answer in suite][::args.every]
         source = f"greedy answers of the run in {args.answers}, modeled with its profile"
     policies = {f"static-{d}": make_policy("static", n, static_length=d) for d in static_grid(n, 2 * n)}
     policies |= {f"libraspec-{a:g}": make_policy("libraspec", n, alpha=a, d_max=args.d_max)

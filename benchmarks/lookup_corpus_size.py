@@ -4,10 +4,10 @@ The look-up drafter quotes the pair's own past answers (`lookup_corpus.py`); iss
 d* >= 3 in at least 20% of rounds. This replays greedy LibraSpec decoding (`analysis.replay`,
 annotated with the oracle's d* over a look-ahead of d_max drafts, as the engine's annotation) with
 corpora made of the first fraction of the corpus's answers in a fixed random order, on
-(1) held-apart Magpie answers (never in any corpus) and (2) the target's greedy answers to the first
-prompts of GSM8K, HumanEval and MT-Bench first turns (decoded here; the prompts are read at run time
-from ../shared/data and only evaluated on: nothing is chosen from them). The confidences keep the
-shipped calibration. Writes benchmarks/results/lookup_corpus_size/README.md and results.json.
+(1) held-apart Magpie answers (never in any corpus) and (2) the target's greedy answers to the
+public prompts of a benchmarks/drafters.py run (`--answers`, its AR records; the prompts are read
+at run time from ../shared/data and only evaluated on: nothing is chosen from them), priced with
+that run's latency profile. The confidences keep the shipped calibration. Writes benchmarks/results/lookup_corpus_size/README.md and results.json.
 """
 from __future__ import annotations
 
@@ -18,22 +18,20 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from libraspec.analysis.replay import replay_greedy  # noqa: E402
 from libraspec.drafters.lookup import SEPARATOR, CorpusIndex, LookupDrafter  # noqa: E402
-from libraspec.drafters.lookup_corpus import corpus_sequences, held_apart, sequences  # noqa: E402
-from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
-from libraspec.experiments.bench import read_prompts  # noqa: E402
+from libraspec.drafters.lookup_corpus import corpus_sequences  # noqa: E402
+from libraspec.experiments.report import PUBLIC_DATA  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.modes import make_policy  # noqa: E402
-from libraspec.profiling import cached_profile  # noqa: E402
+from libraspec.modes import PolicySettings, make_policy  # noqa: E402
 
-from drafters import SUITES, add_run_arguments  # noqa: E402  (benchmarks/drafters.py)
+from drafters import SUITES  # noqa: E402  (benchmarks/drafters.py)
+from lookup_alpha import held_apart_answers, run_answers  # noqa: E402  (benchmarks/lookup_alpha.py)
 
 FRACTIONS = (0.0, 0.0625, 0.125, 0.25, 0.5, 1.0)
 
@@ -57,23 +55,21 @@ def regime(runs) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_run_arguments(parser, prompts=8, max_new_tokens=128)
+    parser.add_argument("--answers", default=str(ROOT / "benchmarks" / "results" / "drafters"),
+                        help="a benchmarks/drafters.py results folder: its look-up runs' answers and profile")
+    parser.add_argument("--data", default=str(PUBLIC_DATA))
+    parser.add_argument("--alpha", type=float, default=PolicySettings().alpha)
+    parser.add_argument("--d-max", type=int, default=48)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--every", type=int, default=3, help="replay every k-th held-apart answer")
     parser.add_argument("--fractions", default=",".join(f"{f:g}" for f in FRACTIONS))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lookup_corpus_size"))
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
     pair = load_pair()
-    profile = cached_profile(pair, max_tokens=args.d_max + 1, max_blocks=-(-args.d_max // pair.n))
-    sets = {"held-apart Magpie": [(ids[:start], ids[start:start + args.max_new_tokens])
-                                  for index, ids, start in sequences("magpie_ids")
-                                  if held_apart("magpie_ids", index)][::args.every]}
-    decoder = SpeculativeDecoder(pair, profile, drafter="dflash")  # AR only: no drafter runs
-    for suite, file in SUITES.items():
-        prompts = [pair.encode_prompt(p) for p in read_prompts(Path(args.data) / file)[: args.prompts]]
-        sets[suite] = [(ids, [t for r in decoder.run(ids, "ar", None, DecodeConfig(max_new_tokens=args.max_new_tokens))
-                              for t in r.committed_tokens]) for ids in prompts]
-        print(f"{suite}: AR outputs decoded", flush=True)
+    folder = Path(args.answers).resolve()
+    folder = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
+    profile, public = run_answers(pair, ROOT / folder, Path(args.data))
+    sets = {"held-apart Magpie": held_apart_answers(args.max_new_tokens, args.every), **public}
     responses, _ = corpus_sequences()
     random.Random(0).shuffle(responses)
     total = sum(map(len, responses))
@@ -94,9 +90,9 @@ def main() -> int:
              f"Embedded pair, look-up drafter, n = {pair.n}; corpora: the first fraction of the corpus's "
              f"{len(responses)} answers ({total} tokens) in a fixed random order. Answer sets: one in "
              f"{args.every} held-apart Magpie answers ({len(sets[names[0]])}), and the target's greedy answers "
-             f"to the first {args.prompts} prompts of {', '.join(SUITES)} ({args.max_new_tokens} tokens). "
+             f"to the {sum(map(len, public.values()))} prompts of {', '.join(SUITES)} in the run in {folder}. "
              "Each cell: share of judged rounds with d* >= 3 (judged: a draft was made and room was left) / share "
-             "of all rounds (a round without a draft is an AR step), tau in brackets. Modeled with the machine's "
+             "of all rounds (a round without a draft is an AR step), tau in brackets. d* priced with that run's "
              f"profile (AR step {1000 * profile.ar_token_time():.1f} ms).",
              f"Command: `python benchmarks/lookup_corpus_size.py{''.join(' ' + a for a in sys.argv[1:])}`", "",
              "| corpus tokens | " + " | ".join(names) + " | public suites pooled |",
@@ -112,7 +108,7 @@ def main() -> int:
     atomic_write_text(str(out / "README.md"), "\n".join(lines) + "\n")
     atomic_write_text(str(out / "results.json"), json.dumps(
         {"alpha": args.alpha, "d_max": args.d_max, "max_new_tokens": args.max_new_tokens, "every": args.every,
-         "prompts": args.prompts, "profile": profile.to_dict(), "results": results}, indent=1))
+         "answers": str(folder), "profile": profile.to_dict(), "results": results}, indent=1))
     print("\n".join(lines))
     return 0
 

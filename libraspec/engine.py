@@ -22,7 +22,6 @@ from .cost import LatencyProfile
 from .drafters import DraftBuffer, Drafter, make_drafter
 from .models.target import crop_cache, keep_rows
 from .modes import get_mode
-from .oracle import oracle_length
 from .policy import Decision, LengthPolicy, epsilon_bounds
 from .records import RoundRecord
 from .tree import TreePolicy, TreeView, target_child_probs, tree_accept, tree_oracle
@@ -216,8 +215,7 @@ class SpeculativeDecoder:
             sources=buffer.sources[:shown], blocks=blocks, decision=decision, d=d, accepted=accepted,
             committed=committed, bonus_token=bonus if committed[-1] == bonus and len(committed) == accepted + 1
             else None, oracle_d=oracle_d, draft_s=buffer.draft_seconds(blocks), policy_s=policy_s,
-            verify_s=verify_s, modeled_s=buffer.modeled_draft_s(profile, blocks) + profile.verify_time(d + 1)
-            + self._upkeep_s(profile))
+            verify_s=verify_s, modeled_s=buffer.modeled_round_s(profile, d, blocks, self._upkeep_s(profile)))
 
     def _tree_round(self, state: _State, mode: str, policy: TreePolicy, config: DecodeConfig,
                     sampling: SamplingConfig, profile: LatencyProfile) -> RoundRecord:
@@ -315,12 +313,7 @@ class SpeculativeDecoder:
         probs = None if sampling.greedy else buffer.draft_probs(D)
         prefix = acceptance_prefix(drafts, probs, out.logits, sampling, uniforms)
         self._fit_caches(state, None, None)
-
-        def round_time(d: int) -> float:  # the first step is drafted in every round, d = 0 included
-            return buffer.modeled_draft_s(profile, max(1, buffer.steps_for(d))) + profile.verify_time(d + 1) \
-                + self._upkeep_s(profile)
-
-        d_star = oracle_length(prefix.numpy(), round_time, zero_time=round_time(0))
+        d_star = buffer.oracle_length(prefix.numpy(), profile, self._upkeep_s(profile))
         return d_star, d_star if sampling.greedy else min(int(prefix[-1]) + 1, D)
 
     # -- helpers -------------------------------------------------------------------------------

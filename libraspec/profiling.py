@@ -222,10 +222,8 @@ def cached_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len:
             if len(cached.verify_s) >= max_tokens and len(cached.draft_s) >= max_blocks:
                 if not check:
                     return cached
-                now = ar_step_now(pair, int(cached.meta.get("context_len", context_len)))
-                found = {"ar_now_s": now, "cached_ar_s": cached.ar_token_time(),
-                         "ratio": now / cached.ar_token_time(), "tolerance": PROFILE_TOLERANCE}
-                if within(found["ratio"], PROFILE_TOLERANCE):
+                found = ar_check(cached, ar_step_now(pair, int(cached.meta.get("context_len", context_len))))
+                if found["ok"]:
                     cached.meta["load_check"] = found | {"remeasured": False}
                     return cached
             max_tokens, max_blocks = max(max_tokens, len(cached.verify_s)), max(max_blocks, len(cached.draft_s))
@@ -244,14 +242,18 @@ def within(ratio: float, tolerance: float) -> bool:
     return abs(ratio - 1.0) <= tolerance
 
 
+def ar_check(profile: LatencyProfile, measured_ar_s: float, tolerance: float = PROFILE_TOLERANCE) -> dict:
+    """Does the profile still describe this machine? Compares an AR step measured now with the
+    profile's; `ok` is False beyond `tolerance` (relative), which means the profile was measured
+    under another load and should be measured again."""
+    ratio = measured_ar_s / profile.ar_token_time()
+    return {"measured_ar_s": measured_ar_s, "profile_ar_s": profile.ar_token_time(), "ratio": ratio,
+            "ok": within(ratio, tolerance)}
+
+
 def profile_check(profile: LatencyProfile, ar_records, tolerance: float = PROFILE_TOLERANCE) -> dict:
-    """Does the profile still describe this machine? Compares the AR seconds per token that
-    records measured with the profile's; `ok` is False beyond `tolerance` (relative), which
-    means the profile was measured under another load and should be measured again."""
+    """`ar_check` with the AR seconds per token that records measured."""
     tokens = sum(r.tau for r in ar_records)
     if not tokens:
         raise ValueError("no AR tokens to check the profile against")
-    measured = sum(r.measured_s for r in ar_records) / tokens
-    ratio = measured / profile.ar_token_time()
-    return {"measured_ar_s": measured, "profile_ar_s": profile.ar_token_time(), "ratio": ratio,
-            "ok": within(ratio, tolerance)}
+    return ar_check(profile, sum(r.measured_s for r in ar_records) / tokens, tolerance)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 
 from ..cost import LatencyProfile
-from ..oracle import oracle_length
 from ..policy import Decision, LengthPolicy
 from ..records import RoundRecord
 from ..verify import SamplingConfig
@@ -53,7 +52,7 @@ def replay_greedy(drafter, policy: LengthPolicy, prompt: list[int], output: list
             if lookahead and cap and not buffer.empty else None
         committed = output[generated: generated + accepted + 1]
         ids += committed
-        step_s = buffer.modeled_draft_s(profile, blocks) + profile.verify_time(d + 1)
+        step_s = buffer.modeled_round_s(profile, d, blocks)  # a look-up drafter has no context upkeep
         modeled += step_s
         shown = blocks * buffer.n
         record = RoundRecord(
@@ -86,8 +85,4 @@ def _oracle_length(buffer, rest: list[int], D: int, profile: LatencyProfile) -> 
         return None
     buffer.ensure(D)
     a = _accepted(buffer.tokens[:D], rest)
-    prefix = [min(d, a) for d in range(1, D + 1)]  # (D,) greedy: a(d) = min(d, first mismatch)
-
-    def round_time(d: int) -> float:
-        return buffer.modeled_draft_s(profile, max(1, buffer.steps_for(d))) + profile.verify_time(d + 1)
-    return oracle_length(prefix, round_time, zero_time=round_time(0))
+    return buffer.oracle_length([min(d, a) for d in range(1, D + 1)], profile)  # greedy: a(d) = min(d, a)
