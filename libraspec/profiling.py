@@ -12,7 +12,9 @@ are timed in rounds that call every k once, in a shuffled order: drift becomes n
 median absorbs, instead of a tilt or step along k. Medians of neighbouring k still
 wobble by several percent, so `verify_s` is `knot_fit` of the medians (a least-squares
 piecewise-linear curve with knots at k = 1, 2, 4, 8, ..., made non-decreasing); other curves
-are the monotone (isotonic) fit of their medians. The raw medians stay in `meta`.
+are the monotone (isotonic) fit of their medians. The raw medians stay in `meta`. k = 1, the
+AR step that every speedup divides by, is timed AR_COPIES times a round: its median rests on
+more samples than any other k's.
 """
 from __future__ import annotations
 
@@ -63,11 +65,14 @@ def knot_fit(values) -> tuple[float, ...]:
     return monotone(basis @ weights)
 
 
-def timed_interleaved(calls: dict, repeats: int, sync=lambda: None, after=None, seed: int = 0) -> dict:
+def timed_interleaved(calls: dict, repeats: int, sync=lambda: None, after=None, seed: int = 0,
+                      copies: dict | None = None) -> dict:
     """Median seconds of each call in `calls` ({key: fn}), timed over repeats + 1 rounds that call
-    each once in a shuffled order (the first round warms up and is dropped); `sync` waits for the
-    device, and `after`, if given, runs untimed before each call (what precedes it in a round)."""
-    order, rng = list(calls), random.Random(seed)
+    each once in a shuffled order (the first round warms up and is dropped); `copies` ({key: c})
+    calls a key c times a round, pooling its c x repeats samples; `sync` waits for the device,
+    and `after`, if given, runs untimed before each call (what precedes it in a round)."""
+    copies = copies or {}
+    order, rng = [key for key in calls for _ in range(copies.get(key, 1))], random.Random(seed)
     samples: dict = {key: [] for key in calls}
     for _ in range(repeats + 1):
         rng.shuffle(order)
@@ -79,7 +84,7 @@ def timed_interleaved(calls: dict, repeats: int, sync=lambda: None, after=None, 
             calls[key]()
             sync()
             samples[key].append(time.perf_counter() - start)
-    return {key: statistics.median(times[1:]) for key, times in samples.items()}
+    return {key: statistics.median(times[copies.get(key, 1):]) for key, times in samples.items()}
 
 
 def cache_root() -> str:
@@ -103,6 +108,9 @@ def machine_description() -> dict:
 
 PROFILE_TOLERANCE = 0.25  # measured / profile AR time this far (relative) from 1: the profile is measured again
 TREE_ROWS = (2, 9, 17, 33, 65)  # root + 1, 8, 16, 32 and 64 nodes: the node budgets people try here
+# The one-token forward is the AR step, the baseline every speedup divides by: it is timed this many times
+# a round (pooled), so its median rests on 4x the samples of any other k
+AR_COPIES = 4
 
 
 @torch.inference_mode()
@@ -149,7 +157,8 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     tree_rows = tuple(k for k in TREE_ROWS if k + context_len < target.max_positions)
     tree_rows = tree_rows if len(tree_rows) > 1 else ()  # one row count makes no interpolation
     forwards = timed_interleaved({**{("chain", k): functools.partial(verify, k) for k in lengths},
-                                  **{("tree", k): functools.partial(verify_tree, k) for k in tree_rows}}, repeats, sync)
+                                  **{("tree", k): functools.partial(verify_tree, k) for k in tree_rows}}, repeats, sync,
+                                 copies={("chain", 1): AR_COPIES})
     verify_s = tuple(forwards["chain", k] for k in lengths)
     tree_s = tuple(forwards["tree", k] for k in tree_rows)
     # in a round, drafting and the context upkeep follow a target forward, which leaves the CPU's
@@ -198,7 +207,7 @@ def ar_step_now(pair, context_len: int, repeats: int = 15) -> float:
 
 def profile_path(pair) -> str:
     """One profile file per model pair, drafter weights, device, dtype and machine."""
-    key = {"format": 5, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
+    key = {"format": 6, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
            "dtype": str(pair.target.dtype), **machine_description()}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")

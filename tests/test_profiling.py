@@ -64,6 +64,21 @@ def test_interleaved_timing_spreads_a_slowing_machine_over_every_key(monkeypatch
     assert max(medians.values()) - min(medians.values()) < 0.1
 
 
+def test_interleaved_timing_pools_the_copies_of_a_key(monkeypatch):
+    """A key called c times a round is timed c x (repeats + 1) times, its c warm-up calls are
+    dropped and its median pools the rest: calls alternating 3 s and 1 s leave 10 of each."""
+    clock = {"now": 0.0, "calls": 0}
+
+    def work():
+        clock["now"] += 1.0 if clock["calls"] % 2 else 3.0
+        clock["calls"] += 1
+
+    monkeypatch.setattr(profiling.time, "perf_counter", lambda: clock["now"])
+    medians = timed_interleaved({"ar": work, "other": lambda: None}, repeats=5, copies={"ar": 4})
+    assert clock["calls"] == 4 * 6  # 4 copies x (5 repeats + 1 warm-up round)
+    assert medians["ar"] == 2.0 and medians["other"] == 0.0
+
+
 def test_measure_profile_on_a_tiny_pair(tmp_path, monkeypatch):
     pair = tiny_pair("llama")
     profile = measure_profile(pair, max_tokens=9, max_blocks=2, context_len=32, repeats=2)
