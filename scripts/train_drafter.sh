@@ -16,7 +16,8 @@
 #              ($WORK/eval-*; an evaluation whose README exists is not run again).
 # Usage: scripts/train_drafter.sh STAGE [STAGE ...]   (all four in order: scripts/train_drafter.sh all)
 # Environment: WORK (default ~/.cache/libraspec/train-v2), MAGPIE_COUNT (20000), MINUTES (train: 600, ab: 60; the
-# training budget, kept across resumes), TAPS (1,8,14,20,27,29), DISTILL (0.5), PYTHON.
+# training budget, kept across resumes), TAPS (1,8,14,20,27,29), DISTILL (0.5), EVAL_SUITES and EVAL_LIMIT (ab's
+# evaluation: gsm8k,humaneval,mtbench,math500,heldout and 16 prompts each), PYTHON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
@@ -54,7 +55,8 @@ stage() {
             for pid in "${pids[@]}"; do wait "$pid"; done  # each arm's failure stops the stage
             for arm in shipped:assets/drafter taps5:"$WORK/ab-taps5/exported" taps6:"$WORK/ab-taps6/exported"; do
                 [ -e "$WORK/eval-${arm%%:*}/README.md" ] && continue  # evaluated by an earlier invocation
-                "$PY" -m libraspec.train.evaluate --suites gsm8k,humaneval,mtbench,math500,heldout --limit 16 \
+                "$PY" -m libraspec.train.evaluate --suites "${EVAL_SUITES:-gsm8k,humaneval,mtbench,math500,heldout}" \
+                    --limit "${EVAL_LIMIT:-16}" \
                     --drafter "${arm#*:}" --out "$WORK/eval-${arm%%:*}" --threads 2
             done ;;
         all)
@@ -64,5 +66,5 @@ stage() {
     esac
 }
 
-[ $# -gt 0 ] || { sed -n '2,19p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,20p' "$0"; exit 2; }
 for s in "$@"; do stage "$s"; done
