@@ -11,9 +11,10 @@
 #   train      distillation training, resumed from $WORK/run/state.pt;
 #   ab         the A/B of assets/TRAINING.md instead of `train`: two arms side by side, one thread each,
 #              both warm-started from assets/drafter with --distill, the same MINUTES, taps without and
-#              with the last layer ($WORK/ab-taps5, $WORK/ab-taps6, resumed), then each arm's best
-#              checkpoint and the shipped drafter evaluated on the public prompts and the held-out set
-#              ($WORK/eval-*; an evaluation whose README exists is not run again).
+#              with the last layer ($WORK/ab-taps5, $WORK/ab-taps6, resumed), then each arm's final
+#              weights ($WORK/ab-taps*/last; the monitor's best can be the warm start itself) and the
+#              shipped drafter evaluated on the public prompts and the held-out set ($WORK/eval-*; an
+#              evaluation whose README exists is not run again).
 # Usage: scripts/train_drafter.sh STAGE [STAGE ...]   (all four in order: scripts/train_drafter.sh all)
 # Environment: WORK (default ~/.cache/libraspec/train-v2), MAGPIE_COUNT (20000), MINUTES (train: 600, ab: 60; the
 # training budget, kept across resumes), TAPS (1,8,14,20,27,29), DISTILL (0.5), EVAL_SUITES and EVAL_LIMIT (ab's
@@ -49,11 +50,12 @@ stage() {
                 "$PY" -m libraspec.train --data "$WORK/features" --out "$WORK/ab-taps${arm%%:*}" \
                     --minutes "${MINUTES:-60}" \
                     --resume --init-from assets/drafter --taps "${arm#*:}" --distill "${DISTILL:-0.5}" --block-size 8 \
-                    --blocks 24 --lr 1e-3 --warmup-steps 50 --threads 1 --export "$WORK/ab-taps${arm%%:*}/exported" &
+                    --blocks 24 --lr 1e-3 --warmup-steps 50 --threads 1 --export "$WORK/ab-taps${arm%%:*}/exported" \
+                    --export-last "$WORK/ab-taps${arm%%:*}/last" &
                 pids+=($!)
             done
             for pid in "${pids[@]}"; do wait "$pid"; done  # each arm's failure stops the stage
-            for arm in shipped:assets/drafter taps5:"$WORK/ab-taps5/exported" taps6:"$WORK/ab-taps6/exported"; do
+            for arm in shipped:assets/drafter taps5:"$WORK/ab-taps5/last" taps6:"$WORK/ab-taps6/last"; do
                 [ -e "$WORK/eval-${arm%%:*}/README.md" ] && continue  # evaluated by an earlier invocation
                 "$PY" -m libraspec.train.evaluate --suites "${EVAL_SUITES:-gsm8k,humaneval,mtbench,math500,heldout}" \
                     --limit "${EVAL_LIMIT:-16}" \
@@ -66,5 +68,5 @@ stage() {
     esac
 }
 
-[ $# -gt 0 ] || { sed -n '2,20p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,21p' "$0"; exit 2; }
 for s in "$@"; do stage "$s"; done

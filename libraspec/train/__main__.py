@@ -2,14 +2,15 @@
 
     python -m libraspec.train --data /work/data/sd2 --out runs/drafter --minutes 90 \
         [--heldout OUT/heldout.pt] [--taps 1,8,14,20,27] [--distill 0.5] [--device cpu|cuda] [--resume]
-        [--export assets/drafter]
+        [--export assets/drafter] [--export-last DIR]
 
 Training starts once `--data` holds `--min-shards` shards (it waits up to `--wait-minutes`
 for the generator, then exits with an error). Every `ckpt_minutes` the full state
 (drafter, optimiser, step, elapsed time, RNG, log) goes to OUT/state.pt, so `--resume`
 continues where it stopped; new shards are picked up every `refresh_minutes`. Every `eval_minutes` the held-out tau_static(n) is measured
 (trainer.heldout_metrics) and, when it is the best so far, the drafter is saved to
-OUT/best and exported (DFlash format) to `--export`. A log line per evaluation goes to
+OUT/best and exported (DFlash format) to `--export`; `--export-last` exports the final weights once the
+budget is spent. A log line per evaluation goes to
 OUT/log.jsonl; a tqdm bar with the loss goes to stderr.
 """
 from __future__ import annotations
@@ -48,6 +49,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="target layers the drafter reads (the shards must hold them; 29 = the last layer)")
     p.add_argument("--heldout-seqs", type=int, default=16, help="held-out sequences used by the monitor")
     p.add_argument("--export", default=str(ASSETS_DRAFTER), help="where the best checkpoint is exported ('' = no)")
+    p.add_argument("--export-last", default="", help="where the final weights are exported once the budget is spent "
+                   "(DFlash format; with --resume on a finished run it only exports)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--resume", action="store_true")
@@ -265,6 +268,8 @@ def main(argv=None) -> None:
             checkpoint()
             last_ckpt = state.elapsed
     bar.close()
+    if args.export_last:
+        drafter.save_pretrained(args.export_last)
 
 
 if __name__ == "__main__":
