@@ -75,6 +75,11 @@ FIGURE = """(id) => {
     covered, overlaps,
   };
 }"""
+# true once every loading tracker in the block has faded out (they fade, so one can cover a title a moment)
+SETTLED = """(id) => [...document.querySelectorAll('#' + id + ' .wrap')].every(w => {
+  const c = getComputedStyle(w);
+  return c.opacity === '0' || c.display === 'none' || c.visibility === 'hidden';
+})"""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -236,6 +241,8 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         page.get_by_role("tab", name="Round inspector").click()
         for elem_id in ("ls-length-plot", "ls-heatmap-plot", "ls-speedup-plot", "ls-eps-plot"):
             page.wait_for_selector(f"#{elem_id} .js-plotly-plot .gtitle", timeout=TIMEOUT_MS)
+        for elem_id in ("ls-length-plot", "ls-heatmap-plot", "ls-speedup-plot", "ls-eps-plot"):
+            page.wait_for_function(SETTLED, arg=elem_id, timeout=TIMEOUT_MS)
         figures = {name: page.evaluate(FIGURE, name) for name in
                    ("ls-length-plot", "ls-heatmap-plot", "ls-speedup-plot", "ls-eps-plot")}
         for name, figure in figures.items():
@@ -338,6 +345,8 @@ def test_a_tree_mode_races_and_the_inspector_draws_its_tree_at_1440x900(server):
         choose(page, "ls-inspect-mode", "DDTree+LibraSpec")
         page.wait_for_selector("#ls-tree-plot .js-plotly-plot .gtitle", timeout=TIMEOUT_MS)
         page.wait_for_selector("#ls-tree-size-plot .js-plotly-plot .gtitle", timeout=TIMEOUT_MS)
+        for elem_id in ("ls-tree-plot", "ls-tree-size-plot"):
+            page.wait_for_function(SETTLED, arg=elem_id, timeout=TIMEOUT_MS)
         tree, sizes = page.evaluate(FIGURE, "ls-tree-plot"), page.evaluate(FIGURE, "ls-tree-size-plot")
         for figure in (tree, sizes):
             assert figure["titleInside"] and not figure["covered"] and not figure["overlaps"], figure
