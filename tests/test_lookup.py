@@ -133,6 +133,33 @@ def test_sampled_runs_keep_caches_exact(pair, drafter, monkeypatch):
         assert records[-1].finished and sum(r.tau for r in records) <= 30
 
 
+def test_hybrid_times_a_step_once_and_prices_the_proposal_it_drops(pair, monkeypatch):
+    """A hybrid step runs both drafters and keeps one: its measured time is the step's wall clock
+    (the dropped proposal inside it, not added a second time), and the model prices both."""
+    import time
+
+    from libraspec.verify import SamplingConfig
+
+    drafter = make_drafter("hybrid", pair)
+    kept = set()
+    for ids in repetitive_prompts()[:2]:
+        context, cache = drafter.new_context(), pair.target.new_cache()
+        drafter.fit_context(context, ids, pair.target.forward(cache, ids[:-1]).hidden_states, 0)
+        ticks = iter(range(10 ** 6))
+        monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))  # one second a call
+        buffer = drafter.start_round(context, ids, SamplingConfig(), None)
+        start = time.perf_counter()
+        buffer.extend(2)
+        wall = time.perf_counter() - start
+        monkeypatch.undo()
+        assert buffer.draft_seconds(2) == sum(buffer.pass_seconds) <= wall
+        (step, dropped), = [d for d in buffer.discarded if d[0] == 0]
+        kept.add(buffer.pass_sources[0])
+        assert dropped != buffer.pass_sources[0]
+        assert buffer.modeled_draft_s(PROFILE, 1) == pytest.approx(PROFILE.draft_time(1) + PROFILE.lookup_s)
+    assert kept == {"lookup", "dflash"}  # the repetitive prompt keeps the look-up, the other the diffusion pass
+
+
 def test_prompt_at_the_context_limit(pair):
     decoder = SpeculativeDecoder(pair, PROFILE, drafter="lookup")
     window = pair.target.max_positions

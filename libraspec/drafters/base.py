@@ -31,7 +31,8 @@ class DraftBuffer:
         self._probs: list[torch.Tensor] = []  # (n, V) per step, sampling only
         self.pass_seconds: list[float] = []  # wall time of each step
         self.pass_sources: list[str] = []  # which drafter ran each step
-        self.discarded: list[tuple[str, float]] = []  # (drafter, seconds) of proposals made and not used
+        # (step index, drafter) of proposals made within a step and not used; their time is in that step's pass_seconds
+        self.discarded: list[tuple[int, str]] = []
         self.empty = False  # True when the first step had nothing to offer: the round is an AR step
 
     def _step(self) -> tuple[list[int], list[float], torch.Tensor | None, str]:
@@ -51,8 +52,8 @@ class DraftBuffer:
         return self.draft_seconds(self.blocks)
 
     def draft_seconds(self, steps: int) -> float:
-        """Wall time of the first `steps` steps and of every discarded proposal."""
-        return float(sum(self.pass_seconds[:steps]) + sum(s for _, s in self.discarded))
+        """Wall time of the first `steps` steps (proposals they made and did not use included)."""
+        return float(sum(self.pass_seconds[:steps]))
 
     def draft_probs(self, d: int) -> torch.Tensor:
         """The proposal distributions of drafts 1..d over the full target vocabulary, (d, V); sampling only."""
@@ -90,7 +91,7 @@ class DraftBuffer:
 
     def modeled_draft_s(self, profile, steps: int) -> float:
         """The latency profile's time for this round's first `steps` steps, by the drafter that ran each."""
-        ran = self.pass_sources[:steps] + [source for source, _ in self.discarded]
+        ran = self.pass_sources[:steps] + [source for step, source in self.discarded if step < steps]
         lookups = sum(1 for s in ran if s == "lookup")
         return profile.draft_time(len(ran) - lookups) + lookups * profile.lookup_s
 

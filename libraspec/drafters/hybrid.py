@@ -5,12 +5,11 @@ more accepted tokens, E = sum_j prod_{k<=j} q_k (the expected accepted length of
 acceptance probabilities q_k). For the block drafter E uses the probability of each position's
 most likely token, never of the token sampled: a choice that depended on the sampled tokens
 would change their proposal distribution, and sampling would no longer be lossless. Later steps come from the kept source; a look-up run that finds
-nothing more is continued by block-diffusion passes conditioned on every draft so far. The
-step not kept counts as drafting time (`DraftBuffer.discarded`). Every token records its source.
+nothing more is continued by block-diffusion passes conditioned on every draft so far. A
+proposal not kept is part of its step's time and is modeled as a step of its drafter
+(`DraftBuffer.discarded`). Every token records its source.
 """
 from __future__ import annotations
-
-import time
 
 from ..analysis.theory import expected_accepted
 from .base import DraftBuffer
@@ -24,25 +23,25 @@ class HybridDraft(DraftBuffer):
         self.block, self.lookup = block, lookup
         self.source: str | None = None  # the source kept after the first step
 
-    def _timed(self, draft: DraftBuffer):
-        start = time.perf_counter()
+    def _propose(self, draft: DraftBuffer):
         draft.tokens = list(self.tokens)  # both condition on every draft so far
-        step = draft._step()
-        return step, time.perf_counter() - start
+        return draft._step()
 
     def _step(self):
+        step = len(self.pass_seconds)  # the index of the step being drafted; `extend` times all of it
         if self.source is None:
-            (look, look_s), (block, block_s) = self._timed(self.lookup), self._timed(self.block)
+            look, block = self._propose(self.lookup), self._propose(self.block)
             use_lookup = not self.lookup.empty and expected_accepted(look[1]) > expected_accepted(self.block.peak)
             self.source = "lookup" if use_lookup else "dflash"
-            self.discarded.append(("dflash", block_s) if use_lookup else ("lookup", look_s))
+            self.discarded.append((step, "dflash" if use_lookup else "lookup"))
             return look if use_lookup else block
         if self.source == "lookup":
-            look, _ = self._timed(self.lookup)
+            look = self._propose(self.lookup)
             if look[1][0] > 0.0:  # the look-up found something to say
                 return look
             self.source = "dflash"
-        return self._timed(self.block)[0]
+            self.discarded.append((step, "lookup"))
+        return self._propose(self.block)
 
 
 class HybridDrafter:
