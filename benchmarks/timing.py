@@ -2,10 +2,11 @@
 
 Each drafter decodes AR, static d = n, LibraSpec and the oracle on the first K prompts of
 GSM8K, HumanEval and MT-Bench first turns (read at run time from ../shared/data, never copied
-into the repository), prompt by prompt. The latency profile that models a prompt's runs is
-measured right before them (`--profile each-prompt`, the default: this VM's speed wanders by
-tens of percent within minutes, so a profile measured once describes the machine of that
-minute), once at the start (`start`) or read from the cache (`cached`). Per mode it reports
+into the repository), prompt by prompt. The latency profile that models a drafter's four runs of a prompt is measured
+right before them (`--profile each-drafter`, the default: this VM's speed wanders by tens of
+percent within minutes, so a profile describes the machine of the minute it was measured in),
+before each prompt's runs of every drafter (`each-prompt`), once at the start (`start`) or read
+from the cache (`cached`). Per mode it reports
 measured and modeled seconds per token and their ratio: 1.00 means the profile's modeled time
 is the time the mode took. Writes
 benchmarks/results/timing/README.md and timing.json. Run it on an otherwise idle machine;
@@ -35,7 +36,8 @@ from libraspec.profiling import cached_profile, machine_description  # noqa: E40
 from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
 
 MODES = ("ar", "static", "libraspec", "oracle")
-PROFILES = {"each-prompt": "measured right before each prompt's runs", "start": "measured at the start of the run",
+PROFILES = {"each-drafter": "measured right before each drafter's runs of each prompt",
+            "each-prompt": "measured right before each prompt's runs", "start": "measured at the start of the run",
             "cached": "read from the cache"}
 
 
@@ -130,7 +132,7 @@ def table(result: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser, prompts=2, max_new_tokens=96)
-    parser.add_argument("--profile", choices=tuple(PROFILES), default="each-prompt",
+    parser.add_argument("--profile", choices=tuple(PROFILES), default="each-drafter",
                         help="when the latency profile is measured: " + "; ".join(f"{k}: {v}" for k, v in PROFILES.items()))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "timing"))
     parser.add_argument("--table-only", action="store_true", help="only rebuild README.md from timing.json")
@@ -149,10 +151,10 @@ def main() -> int:
     widths = {}  # k bucket -> [measured s, modeled s, rounds]
     profiles = []
     for index, prompt in enumerate(prompts):
-        if index == 0 or args.profile == "each-prompt":
-            profiles.append(cached_profile(pair, max_tokens=args.d_max + 1, max_blocks=-(-args.d_max // pair.n),
-                                           refresh=args.profile != "cached"))
-        for drafter, spec in specs.items():
+        for turn, (drafter, spec) in enumerate(specs.items()):
+            if (index, turn) == (0, 0) or args.profile == "each-drafter" or (args.profile == "each-prompt" and turn == 0):
+                profiles.append(cached_profile(pair, max_tokens=args.d_max + 1, max_blocks=-(-args.d_max // pair.n),
+                                               refresh=args.profile != "cached"))
             upkeep_s = profiles[-1].fit_s if make_drafter(drafter, pair).needs_features else 0.0
             for label, runs in run_bench(pair, [prompt], spec, profile=profiles[-1]).records.items():
                 records[drafter].setdefault(label, []).extend(runs)
