@@ -54,8 +54,9 @@ def test_config_matches_smollm2_135m(loaded):
 
 
 def test_one_pass_gguf_reader_gives_what_transformers_loader_gives():
-    """The converter reads the GGUF itself (transformers' loader took about 20 s more): the same
-    config and, bit for bit, the same weights, the q/k rows' rotary order undone included."""
+    """The converter reads the GGUF itself (a conversion took 20 s that way against 31 s through
+    transformers' loader, timed once on this project's CPU): the same config and, bit for bit,
+    the same weights, the q/k rows' rotary order undone included."""
     from transformers import AutoModelForCausalLM
 
     source = embedded.gguf_path()
@@ -66,9 +67,8 @@ def test_one_pass_gguf_reader_gives_what_transformers_loader_gives():
     for name, tensor in state.items():
         assert torch.equal(tensor, expected[name]), name
     ours, theirs = config.to_dict(), reference.config.to_dict()
-    for key in ("_name_or_path", "_model_name_or_path", "architectures", "transformers_version", "quantization_config"):
-        ours.pop(key, None), theirs.pop(key, None)
-    assert ours == theirs
+    ignored = {"_name_or_path", "_model_name_or_path", "architectures", "transformers_version", "quantization_config"}
+    assert {k: v for k, v in ours.items() if k not in ignored} == {k: v for k, v in theirs.items() if k not in ignored}
 
 
 def _copy_cache(tmp_path: Path) -> Path:
