@@ -390,3 +390,9 @@ def test_resume_uses_a_saved_profile_only_from_the_same_pair_and_machine(tmp_pat
     (tmp_path / "r.json").write_text("[1]")  # valid JSON, not a result: no key, decoded again
     (tmp_path / "r.records.parquet").write_text("")
     assert report.stored_key(str(tmp_path / "r.json")) is None
+
+
+def test_span_prints_one_value_when_both_ends_print_the_same():
+    assert report_md._span([1.2, 0.8], "{:.0f}") == "1"  # BENCHMARKS.md once read "1-1%"
+    assert report_md._span([0.4, 3.0], "{:.0f}") == "0-3"
+    assert report_md._span([0.51, 0.512], "{:.2f}") == "0.51"

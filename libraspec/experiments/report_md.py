@@ -315,12 +315,19 @@ def provenance_lines(data, config: dict) -> list[str]:
                                        if files else "none (random weights from a seed)"))
     before, after = _loads(data)
     if before:
-        out.append(f"- Load average (1 min) before the {len(before)} runs: {min(before):.2f}-{max(before):.2f}; "
-                   f"after them: {min(after):.2f}-{max(after):.2f} (this process's own threads included)")
+        out.append(f"- Load average (1 min) before the {len(before)} runs: {_span(before, '{:.2f}')}; "
+                   f"after them: {_span(after, '{:.2f}')} (this process's own threads included)")
     shares = _shares(data)
-    out.append(f"- Share of the machine's CPU time other processes used during each run: {100 * min(shares):.0f}-"
-               f"{100 * max(shares):.0f}%" if shares else "- Other processes' share of the CPU: not recorded")
+    out.append("- Share of the machine's CPU time other processes used during each run: "
+               f"{_span([100 * s for s in shares], '{:.0f}')}%" if shares else
+               "- Other processes' share of the CPU: not recorded")
     return out
+
+
+def _span(values, fmt: str) -> str:
+    """'lo-hi' of the values as formatted, or the one value when both ends print the same."""
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def _provenances(data) -> list[dict]:
