@@ -394,3 +394,23 @@ def test_suite_table_has_a_row_per_suite_and_the_pool(monkeypatch):
     assert suite_prompts("math")[1][:1] and suite_prompts("math")[0].endswith("math.jsonl")
     with pytest.raises(FileNotFoundError, match="not found"):
         suite_prompts("no-such-suite")
+
+
+def test_the_look_up_drafters_held_apart_answers_are_never_trained_on(tmp_path):
+    from libraspec.drafters.lookup_corpus import held_apart
+
+    def shard(name, source, indices):
+        ids = [torch.arange(3 + i, 10 + i, dtype=torch.int32) for i in indices]
+        torch.save({"prompt_index": indices, "prompt_len": [2] * len(indices), "ids": ids,
+                    "features": [torch.zeros(len(x) - 1, 4) for x in ids], "taps": [0],
+                    "source": f"assets/selfgen/{source}/{name}"}, tmp_path / f"shard_{source}_{name}")
+
+    shard("00000.pt", "magpie_ids", list(range(10)))
+    shard("00001.pt", "template_ids", list(range(10)))
+    pool = ShardPool(tmp_path, hold_apart=held_apart)
+    assert pool.refresh() == 18  # all but Magpie prompts 0 and 8
+    assert [(s.source, s.prompt_index) for s in pool.held_apart] == [("magpie_ids", 0), ("magpie_ids", 8)]
+    assert not any(held_apart(s.source, s.prompt_index) for s in pool.sequences)
+    assert sum(s.source == "template_ids" for s in pool.sequences) == 10  # the rule is the Magpie source's only
+    everything = ShardPool(tmp_path)
+    assert everything.refresh() == 20 and not everything.held_apart

@@ -24,7 +24,8 @@ HELD_APART_EVERY = 8  # Magpie prompt index % 8 == 0: the calibration's data, ne
 
 
 def held_apart(source: str, prompt_index: int) -> bool:
-    """Whether a response is kept for fitting and checking the confidence model."""
+    """Whether a response is kept apart: the look-up confidence model is fitted and checked on it,
+    and drafter training (`train.data.ShardPool`) never reads it."""
     return source == "magpie_ids" and prompt_index % HELD_APART_EVERY == 0
 
 

@@ -4,6 +4,8 @@
         [--heldout OUT/heldout.pt] [--taps 1,8,14,20,27] [--distill 0.5] [--device cpu|cuda] [--resume]
         [--export assets/drafter] [--export-last DIR]
 
+The Magpie answers the look-up drafter holds apart (`drafters.lookup_corpus.held_apart`, every
+eighth prompt) are never trained on: they stay the calibration data of both drafters.
 Training starts once `--data` holds `--min-shards` shards (it waits up to `--wait-minutes`
 for the generator, then exits with an error). Every `ckpt_minutes` the full state
 (drafter, optimiser, step, elapsed time, RNG, log) goes to OUT/state.pt, so `--resume`
@@ -27,6 +29,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from ..drafters.lookup_corpus import held_apart
 from ..files import atomic_write
 from .prompts import MONITOR_PROMPTS
 from .data import ShardPool, coverage, draft_vocabulary, feature_stats, load_shard, vocab_lookup
@@ -35,6 +38,7 @@ from .trainer import (TrainConfig, TrainState, build_drafter, calibrate_temperat
                       heldout_metrics, lr_at, make_optimizer, train_step)
 
 ASSETS_DRAFTER = Path(__file__).resolve().parents[2] / "assets" / "drafter"
+HELD_APART = "held-apart"  # --heldout value: monitor on the look-up's held-apart Magpie answers in --data
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -44,7 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--minutes", type=float, required=True, help="training wall-clock budget")
     p.add_argument("--heldout", default=None,
                    help="held-out shard (never trained on; default OUT/heldout.pt); made from the held-out "
-                        "prompts with --taps if missing")
+                        f"prompts with --taps if missing; '{HELD_APART}': the held-apart Magpie answers in --data")
     p.add_argument("--taps", default=",".join(map(str, TAP_LAYERS)),
                    help="target layers the drafter reads (the shards must hold them; 29 = the last layer)")
     p.add_argument("--heldout-seqs", type=int, default=16, help="held-out sequences used by the monitor")
@@ -174,14 +178,19 @@ def main(argv=None) -> None:
     stop_ids = sorted(stop_and_pad_ids(tokenizer)[0])
     taps = tuple(int(t) for t in args.taps.split(","))
     args.heldout = str(out / "heldout.pt") if args.heldout is None else args.heldout
-    pool = ShardPool(args.data, taps)
+    pool = ShardPool(args.data, taps, hold_apart=held_apart)  # the look-up's held-apart answers: never trained on
     try:
         wait_for_shards(pool, args.min_shards, args.wait_minutes * 60)
     except TimeoutError as error:
         raise SystemExit(f"error: {error}") from None
-    if args.heldout and not os.path.exists(args.heldout):
-        make_heldout(target, tokenizer, args.heldout, batch=64 if args.device == "cuda" else 16, taps=taps)
-    heldout = load_shard(args.heldout, taps)[: args.heldout_seqs] if args.heldout else []
+    if args.heldout == HELD_APART:
+        heldout = pool.held_apart[: args.heldout_seqs]
+        if not heldout:
+            raise SystemExit(f"error: --heldout {HELD_APART}: {args.data} holds no held-apart Magpie answers")
+    else:
+        if args.heldout and not os.path.exists(args.heldout):
+            make_heldout(target, tokenizer, args.heldout, batch=64 if args.device == "cuda" else 16, taps=taps)
+        heldout = load_shard(args.heldout, taps)[: args.heldout_seqs] if args.heldout else []
     vocab_size = target.config.vocab_size
     drafter = build_drafter(target, mask_token_id=mask_id, layers=args.layers, block_size=args.block_size,
                             init_layers=args.init_layers, draft_vocab_size=args.vocab, taps=taps)

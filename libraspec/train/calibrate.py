@@ -4,7 +4,8 @@ LibraSpec reads the drafter's confidences q_i as acceptance probabilities (eps_i
 Algorithm 1), so q_i should be calibrated. A drafter trained on little data is
 over-confident on new prompts; one scalar, the learned temperature t (logits / t), is
 refit on a calibration split: shards written after the training run stopped reading
-(`--skip-shards` = how many it read), never the held-out prompts. t minimises the
+(`--skip-shards` = how many it read) or the held-apart Magpie answers training never reads
+(`--held-apart`), never the held-out prompts. t minimises the
 position-weighted NLL of the target's tokens (trainer.block_loss) over first-pass blocks.
 
     python -m libraspec.train.calibrate --drafter assets/drafter --data /work/data/sd2 --skip-shards 20
@@ -17,7 +18,8 @@ import os
 
 import torch
 
-from .data import load_shard, shard_paths, vocab_lookup
+from ..drafters.lookup_corpus import held_apart
+from .data import ShardPool, load_shard, shard_paths, vocab_lookup
 from .trainer import block_loss, draw_batch, TrainConfig
 
 
@@ -47,16 +49,27 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--drafter", required=True)
     p.add_argument("--data", required=True)
-    p.add_argument("--skip-shards", type=int, required=True, help="skip the first shards of --data (the ones training read)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--skip-shards", type=int, help="skip the first shards of --data (the ones training read)")
+    source.add_argument("--held-apart", action="store_true",
+                        help="fit on the held-apart Magpie answers in --data (training never reads them)")
     p.add_argument("--out", default=None, help="where to save (default: overwrite --drafter)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    paths = shard_paths(args.data)[args.skip_shards:]
-    if not paths:
-        raise ValueError(f"no shards after the first {args.skip_shards} in {args.data}")
-    sequences = [s for path in paths for s in load_shard(path)]
     target, _ = load_smollm2()
     drafter = DFlashDrafter.from_pretrained(args.drafter, target)
+    taps = tuple(drafter.target_layer_ids)  # the drafter's feature columns
+    if args.held_apart:
+        pool = ShardPool(args.data, taps, hold_apart=held_apart)
+        pool.refresh()
+        paths, sequences = sorted(pool.loaded), pool.held_apart
+        if not sequences:
+            raise ValueError(f"no held-apart Magpie answers in {args.data}")
+    else:
+        paths = shard_paths(args.data)[args.skip_shards:]
+        if not paths:
+            raise ValueError(f"no shards after the first {args.skip_shards} in {args.data}")
+        sequences = [s for path in paths for s in load_shard(path, taps)]
     result = fit_temperature(drafter, sequences)
     drafter.save_pretrained(args.out or args.drafter)
     print({"shards": [os.path.basename(x) for x in map(str, paths)], **result})

@@ -33,6 +33,8 @@ class Sequence:
     features: torch.Tensor  # (T - 1, L*H_t) float16
     topk_ids: torch.Tensor | None = None  # (T - 1, k) int: the target's k likeliest next tokens
     topk_probs: torch.Tensor | None = None  # (T - 1, k) float16: their probabilities
+    source: str = ""  # the ids folder the sequence came from ("magpie_ids", ...), "" when not recorded
+    prompt_index: int = -1  # its prompt's index in that source
 
     @property
     def anchors(self) -> range:
@@ -74,35 +76,44 @@ def load_shard(path, taps: tuple[int, ...] | None = None) -> list[Sequence]:
         width = data["features"][0].shape[1] // len(stored)
         columns = torch.cat([torch.arange(width) + stored.index(t) * width for t in taps])
     topk = zip(data["topk_ids"], data["topk_probs"]) if "topk_ids" in data else ((None, None) for _ in data["ids"])
+    source = Path(data["source"]).parent.name if data.get("source") else ""
+    indices = data.get("prompt_index", [-1] * len(data["ids"]))
     out = []
-    for ids, plen, feats, (top_ids, top_p) in zip(data["ids"], data["prompt_len"], data["features"], topk):
+    for ids, plen, feats, (top_ids, top_p), index in zip(data["ids"], data["prompt_len"], data["features"], topk,
+                                                          indices):
         ids = torch.as_tensor(ids).long()
         if feats.shape[0] != len(ids) - 1:
             raise ValueError(f"{path}: features cover {feats.shape[0]} tokens, expected {len(ids) - 1}")
         if len(ids) - int(plen) >= 2:  # at least one label
             feats = feats.half() if columns is None else feats[:, columns].half()
-            out.append(Sequence(ids, int(plen), feats, top_ids, top_p))
+            out.append(Sequence(ids, int(plen), feats, top_ids, top_p, source, int(index)))
     return out
 
 
 class ShardPool:
-    """Sequences of every shard in `folder`; `refresh()` loads the shards that appeared since the last call."""
+    """Sequences of every shard in `folder`; `refresh()` loads the shards that appeared since the last call.
 
-    def __init__(self, folder, taps: tuple[int, ...] | None = None):
+    With `hold_apart` (source, prompt index) -> bool, the sequences it picks go to `held_apart`
+    instead of `sequences`: never trained on, kept for calibration and monitoring."""
+
+    def __init__(self, folder, taps: tuple[int, ...] | None = None, hold_apart=None):
         self.folder = Path(folder)
         self.taps = taps
+        self.hold_apart = hold_apart
         self.loaded: set[str] = set()
         self.sequences: list[Sequence] = []
+        self.held_apart: list[Sequence] = []
 
     def refresh(self) -> int:
-        """Load shards that appeared since the last call; returns how many sequences were added."""
+        """Load shards that appeared since the last call; returns how many training sequences were added."""
         added = 0
         for path in shard_paths(self.folder):
             if path.name not in self.loaded and os.path.getsize(path) > 0:
-                seqs = load_shard(path, self.taps)
-                self.sequences.extend(seqs)
+                for s in load_shard(path, self.taps):
+                    apart = self.hold_apart is not None and self.hold_apart(s.source, s.prompt_index)
+                    (self.held_apart if apart else self.sequences).append(s)
+                    added += not apart
                 self.loaded.add(path.name)
-                added += len(seqs)
         return added
 
     @property
