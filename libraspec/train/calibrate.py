@@ -72,7 +72,8 @@ def main(argv=None) -> None:
         sequences = [s for path in paths for s in load_shard(path, taps)]
     result = fit_temperature(drafter, sequences)
     drafter.save_pretrained(args.out or args.drafter)
-    print({"shards": [os.path.basename(x) for x in map(str, paths)], **result})
+    print({"shards": len(paths), "first": os.path.basename(str(paths[0])), "last": os.path.basename(str(paths[-1])),
+           "sequences": len(sequences), **result})
 
 
 if __name__ == "__main__":
