@@ -397,7 +397,7 @@ def test_suite_table_has_a_row_per_suite_and_the_pool(monkeypatch):
 
 
 def test_the_look_up_drafters_held_apart_answers_are_never_trained_on(tmp_path):
-    from libraspec.drafters.lookup_corpus import held_apart
+    from libraspec.train.data import held_apart
 
     def shard(name, source, indices):
         ids = [torch.arange(3 + i, 10 + i, dtype=torch.int32) for i in indices]
@@ -407,10 +407,8 @@ def test_the_look_up_drafters_held_apart_answers_are_never_trained_on(tmp_path):
 
     shard("00000.pt", "magpie_ids", list(range(10)))
     shard("00001.pt", "template_ids", list(range(10)))
-    pool = ShardPool(tmp_path, hold_apart=held_apart)
+    pool = ShardPool(tmp_path)
     assert pool.refresh() == 18  # all but Magpie prompts 0 and 8
     assert [(s.source, s.prompt_index) for s in pool.held_apart] == [("magpie_ids", 0), ("magpie_ids", 8)]
     assert not any(held_apart(s.source, s.prompt_index) for s in pool.sequences)
     assert sum(s.source == "template_ids" for s in pool.sequences) == 10  # the rule is the Magpie source's only
-    everything = ShardPool(tmp_path)
-    assert everything.refresh() == 20 and not everything.held_apart

@@ -16,17 +16,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..train.data import HELD_APART_EVERY, held_apart, shard_paths
 from .lookup import DEFAULT_CORPUS, save_corpus
 
 SELFGEN = Path(__file__).resolve().parents[2] / "assets" / "selfgen"
 SOURCES = ("magpie_ids", "template_ids")  # folders of ids-only shards under SELFGEN
-HELD_APART_EVERY = 8  # Magpie prompt index % 8 == 0: the calibration's data, never in the corpus
-
-
-def held_apart(source: str, prompt_index: int) -> bool:
-    """Whether a response is kept apart: the look-up confidence model is fitted and checked on it,
-    and drafter training (`train.data.ShardPool`) never reads it."""
-    return source == "magpie_ids" and prompt_index % HELD_APART_EVERY == 0
 
 
 def sequences(source: str, folder: Path = SELFGEN) -> list[tuple[int, list[int], int]]:
@@ -34,7 +28,6 @@ def sequences(source: str, folder: Path = SELFGEN) -> list[tuple[int, list[int],
     folder, in shard order."""
     import torch
 
-    from ..train.data import shard_paths
     paths = shard_paths(folder / source)
     if not paths:
         raise FileNotFoundError(f"no shards in {folder / source}: the committed self-generated responses are "

@@ -4,7 +4,7 @@
         [--heldout OUT/heldout.pt] [--taps 1,8,14,20,27] [--distill 0.5] [--device cpu|cuda] [--resume]
         [--export assets/drafter] [--export-last DIR]
 
-The Magpie answers the look-up drafter holds apart (`drafters.lookup_corpus.held_apart`, every
+The Magpie answers the look-up drafter holds apart (`data.held_apart`, every
 eighth prompt) are never trained on: they stay the calibration data of both drafters.
 Training starts once `--data` holds `--min-shards` shards (it waits up to `--wait-minutes`
 for the generator, then exits with an error). Every `ckpt_minutes` the full state
@@ -29,7 +29,6 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..drafters.lookup_corpus import held_apart
 from ..files import atomic_write
 from .prompts import MONITOR_PROMPTS
 from .data import ShardPool, coverage, draft_vocabulary, feature_stats, load_shard, vocab_lookup
@@ -178,7 +177,7 @@ def main(argv=None) -> None:
     stop_ids = sorted(stop_and_pad_ids(tokenizer)[0])
     taps = tuple(int(t) for t in args.taps.split(","))
     args.heldout = str(out / "heldout.pt") if args.heldout is None else args.heldout
-    pool = ShardPool(args.data, taps, hold_apart=held_apart)  # the look-up's held-apart answers: never trained on
+    pool = ShardPool(args.data, taps)  # sets the look-up's held-apart answers aside: never trained on
     try:
         wait_for_shards(pool, args.min_shards, args.wait_minutes * 60)
     except TimeoutError as error:

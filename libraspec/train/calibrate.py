@@ -18,7 +18,6 @@ import os
 
 import torch
 
-from ..drafters.lookup_corpus import held_apart
 from .data import ShardPool, load_shard, shard_paths, vocab_lookup
 from .trainer import block_loss, draw_batch, TrainConfig
 
@@ -60,7 +59,7 @@ def main(argv=None) -> None:
     drafter = DFlashDrafter.from_pretrained(args.drafter, target)
     taps = tuple(drafter.target_layer_ids)  # the drafter's feature columns
     if args.held_apart:
-        pool = ShardPool(args.data, taps, hold_apart=held_apart)
+        pool = ShardPool(args.data, taps)
         pool.refresh()
         paths, sequences = sorted(pool.loaded), pool.held_apart
         if not sequences:

@@ -24,6 +24,13 @@ from pathlib import Path
 import torch
 
 IGNORE = -100
+HELD_APART_EVERY = 8  # Magpie prompt index % 8 == 0: held apart from the look-up corpus and from training
+
+
+def held_apart(source: str, prompt_index: int) -> bool:
+    """Whether a self-generated answer is kept apart: the look-up confidence model is fitted and
+    checked on it (`drafters.lookup_fit`), and drafter training (`ShardPool`) never reads it."""
+    return source == "magpie_ids" and prompt_index % HELD_APART_EVERY == 0
 
 
 @dataclass
@@ -93,13 +100,12 @@ def load_shard(path, taps: tuple[int, ...] | None = None) -> list[Sequence]:
 class ShardPool:
     """Sequences of every shard in `folder`; `refresh()` loads the shards that appeared since the last call.
 
-    With `hold_apart` (source, prompt index) -> bool, the sequences it picks go to `held_apart`
-    instead of `sequences`: never trained on, kept for calibration and monitoring."""
+    The held-apart answers (`held_apart`) go to
+    `held_apart` instead of `sequences`: never trained on, kept for calibration and monitoring."""
 
-    def __init__(self, folder, taps: tuple[int, ...] | None = None, hold_apart=None):
+    def __init__(self, folder, taps: tuple[int, ...] | None = None):
         self.folder = Path(folder)
         self.taps = taps
-        self.hold_apart = hold_apart
         self.loaded: set[str] = set()
         self.sequences: list[Sequence] = []
         self.held_apart: list[Sequence] = []
@@ -110,7 +116,7 @@ class ShardPool:
         for path in shard_paths(self.folder):
             if path.name not in self.loaded and os.path.getsize(path) > 0:
                 for s in load_shard(path, self.taps):
-                    apart = self.hold_apart is not None and self.hold_apart(s.source, s.prompt_index)
+                    apart = held_apart(s.source, s.prompt_index)
                     (self.held_apart if apart else self.sequences).append(s)
                     added += not apart
                 self.loaded.add(path.name)
