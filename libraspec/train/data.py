@@ -100,8 +100,8 @@ def load_shard(path, taps: tuple[int, ...] | None = None) -> list[Sequence]:
 class ShardPool:
     """Sequences of every shard in `folder`; `refresh()` loads the shards that appeared since the last call.
 
-    The held-apart answers (`held_apart`) go to
-    `held_apart` instead of `sequences`: never trained on, kept for calibration and monitoring."""
+    Answers for which `held_apart()` is true go to `self.held_apart` instead of `sequences`: never
+    trained on, kept for calibration and monitoring."""
 
     def __init__(self, folder, taps: tuple[int, ...] | None = None):
         self.folder = Path(folder)
