@@ -25,7 +25,7 @@ from .modes import get_mode
 from .policy import Decision, LengthPolicy, epsilon_bounds
 from .records import RoundRecord
 from .tree import TreePolicy, TreeView, target_child_probs, tree_accept, tree_oracle
-from .verify import SamplingConfig, acceptance_prefix, greedy_accept, probabilities, sample_accept
+from .verify import Randomness, SamplingConfig, acceptance_prefix, greedy_accept, probabilities, sample_accept
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class _State:
     prompt_len: int
     target_cache: object
     context: object  # the drafter's
-    generator: torch.Generator
+    rng: Randomness  # every random number of the run (sampling only)
     rounds: int = 0
     seconds: float = 0.0
     modeled: float = 0.0
@@ -82,6 +82,7 @@ class SpeculativeDecoder:
         self.drafter = make_drafter(drafter, pair) if isinstance(drafter, str) else drafter
         self.n = self.drafter.n
         self._profile = profile
+        self.randomness = Randomness  # seed -> the run's random source (tests swap in one that enumerates)
         self.eos_ids = frozenset(self.target.eos_token_ids) | frozenset(getattr(pair, "stop_ids", ()))
 
     @property
@@ -143,7 +144,7 @@ class SpeculativeDecoder:
         if bad:
             raise ValueError(f"prompt token ids outside the vocabulary (size {self.target.vocab_size}): {bad[:5]}")
         state = _State(ids=ids, prompt_len=len(ids), target_cache=self.target.new_cache(),
-                       context=self.drafter.new_context(), generator=torch.Generator().manual_seed(int(seed)))
+                       context=self.drafter.new_context(), rng=self.randomness(int(seed)))
         if len(ids) > 1:
             out = self.target.forward(state.target_cache, ids[:-1], with_hidden=self.drafter.needs_features)
             self.drafter.fit_context(state.context, ids, out.hidden_states, 0)
@@ -155,7 +156,7 @@ class SpeculativeDecoder:
         if sampling.greedy:
             token = int(logits[0].argmax())
         else:
-            token = int(torch.multinomial(probabilities(logits[0], sampling).float().cpu(), 1, generator=state.generator))
+            token = state.rng.sample(probabilities(logits[0], sampling))
         state.ids.append(token)
         verify_s = time.perf_counter() - start
         return self._record(state, mode="ar", committed=[token], bonus_token=token, verify_s=verify_s,
@@ -166,10 +167,11 @@ class SpeculativeDecoder:
         L = len(state.ids)
         room = self._room(state, config)
         cap = max(0, room - 1)  # d drafts commit up to d + 1 tokens
-        uniforms = None if sampling.greedy else \
-            torch.rand(max(config.lookahead, policy.d_max if policy else 0) + self.n, generator=state.generator)
-        buffer = self.drafter.start_round(state.context, state.ids, sampling, state.generator)
-        # 1. draft the first block (Algorithm 1 line 3)
+        rng = None if sampling.greedy else state.rng
+        if rng is not None:
+            rng.start_round(max(config.lookahead, policy.d_max if policy else 0) + self.n)
+        buffer = self.drafter.start_round(state.context, state.ids, sampling)
+        # 1. draft the first block (Algorithm 1 line 3); the buffer holds distributions and their chain, no sample
         buffer.extend(1)
         # 2. choose the length d (0: the drafter had nothing to offer, an AR step)
         oracle_d, policy_s = None, 0.0
@@ -177,7 +179,7 @@ class SpeculativeDecoder:
             decision = Decision(0)
         elif mode == "oracle":
             oracle_d, lossless_d = self._oracle_length(state, buffer, min(config.lookahead, cap), sampling,
-                                                       uniforms, profile)
+                                                       rng, profile)
             decision = Decision(lossless_d if cap else 0)
         else:
             drafted_before = buffer.seconds
@@ -188,12 +190,11 @@ class SpeculativeDecoder:
         d = decision.d
         blocks = max(1, buffer.steps_for(d)) if mode == "oracle" else buffer.blocks  # the first was drafted
         if config.annotate_oracle and mode != "oracle" and cap and not buffer.empty:
-            saved = state.generator.get_state()  # annotation must not disturb this mode's randomness
-            oracle_d = self._oracle_length(state, buffer, min(config.lookahead, cap), sampling, uniforms, profile)[0]
-            state.generator.set_state(saved)
-        # 3. verify [last token, x_1..x_d] in one target forward
+            oracle_d = self._oracle_length(state, buffer, min(config.lookahead, cap), sampling, rng, profile)[0]
+        # 3. draw the d drafts (sampling: only now, from their proposals) and verify
+        #    [last token, x_1..x_d] in one target forward
         start = time.perf_counter()
-        drafts = buffer.tokens[:d]
+        drafts, draft_probs = buffer.draw(d, rng)
         out = self.target.forward(state.target_cache, [state.ids[-1]] + drafts,
                                   with_hidden=self.drafter.needs_features)
         # 4. accept the longest valid prefix and take the bonus / correction token
@@ -201,17 +202,16 @@ class SpeculativeDecoder:
         if sampling.greedy:
             accepted, bonus = greedy_accept(draft_ids, out.logits)
         else:
-            accepted, bonus = sample_accept(draft_ids, buffer.draft_probs(d), out.logits, sampling,
-                                            uniforms, state.generator)
+            accepted, bonus = sample_accept(draft_ids, draft_probs, out.logits, sampling, rng)
         committed = self._truncate(drafts[:accepted] + [bonus], room)
         # 5. commit, then roll back every cache to the committed length
         state.ids.extend(committed)
         self._fit_caches(state, out.hidden_states, L - 1)
         verify_s = time.perf_counter() - start
-        # 6. record
+        # 6. record: the verified drafts, then the chain past them
         shown = blocks * self.n
         return self._record(
-            state, mode=mode, drafts=buffer.tokens[:shown], confidences=buffer.confidences[:shown].tolist(),
+            state, mode=mode, drafts=drafts + buffer.tokens[d:shown], confidences=buffer.confidences[:shown].tolist(),
             sources=buffer.sources[:shown], blocks=blocks, decision=decision, d=d, accepted=accepted,
             committed=committed, bonus_token=bonus if committed[-1] == bonus and len(committed) == accepted + 1
             else None, oracle_d=oracle_d, draft_s=buffer.draft_seconds(blocks), policy_s=policy_s,
@@ -226,9 +226,10 @@ class SpeculativeDecoder:
         room = self._room(state, config)
         cap = max(0, room - 1)
         lookahead = min(config.lookahead, cap)
-        uniforms = None if sampling.greedy else \
-            torch.rand(max(lookahead, policy.d_max) + self.n, policy.node_budget, generator=state.generator)
-        buffer = self.drafter.start_round(state.context, state.ids, sampling, state.generator)
+        rng = None if sampling.greedy else state.rng
+        if rng is not None:
+            rng.start_round(max(lookahead, policy.d_max) + self.n, policy.node_budget)
+        buffer = self.drafter.start_round(state.context, state.ids, sampling)
         # 1. draft the first block
         buffer.extend(1)
         # 2. choose the depth (the policy drafts the blocks it needs), then build the tree best-first
@@ -247,15 +248,13 @@ class SpeculativeDecoder:
         tree_q = () if buffer.empty else view.confidences  # what the depth policy saw, before any look-ahead
         oracle = (None, None)
         if config.annotate_oracle and lookahead and not buffer.empty:
-            saved = state.generator.get_state()  # annotation must not disturb this mode's randomness
-            oracle = self._tree_oracle(state, view, lookahead, sampling, uniforms, profile)
-            state.generator.set_state(saved)
+            oracle = self._tree_oracle(state, view, lookahead, sampling, rng, profile)
         # 3. verify [last token, nodes...] in one target forward with the tree attention mask
         start = time.perf_counter()
         out = self.target.forward_tree(state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths,
                                        with_hidden=self.drafter.needs_features)
         # 4. accept a root path (greedy: the target's argmax; sampling: recursive rejection), then the bonus
-        path, bonus = tree_accept(tree, out.logits, sampling, uniforms, state.generator)
+        path, bonus = tree_accept(tree, out.logits, sampling, rng)
         committed = self._truncate([tree.tokens[j] for j in path] + [bonus], room)
         # 5. commit, then keep the root and the accepted path in every cache
         state.ids.extend(committed)
@@ -280,7 +279,7 @@ class SpeculativeDecoder:
         return buffer.modeled_draft_s(profile, steps) + profile.tree_verify_time(nodes + 1) + self._upkeep_s(profile)
 
     def _tree_oracle(self, state: _State, view: TreeView, depth: int, sampling: SamplingConfig,
-                     uniforms, profile: LatencyProfile) -> tuple[int, int]:
+                     rng: Randomness | None, profile: LatencyProfile) -> tuple[int, int]:
         """(depth*, nodes*) of the hindsight-best sub-tree of a look-ahead tree (the round's node
         budget, `depth` deep), verified once, untimed, under the round's uniforms (`tree.tree_oracle`)."""
         buffer = view.buffer
@@ -290,12 +289,12 @@ class SpeculativeDecoder:
                                        with_hidden=False)
         child_probs, _ = target_child_probs(tree, out.logits, sampling)
         self._fit_caches(state, None, None)
-        return tree_oracle(tree, child_probs, None if sampling.greedy else uniforms,
+        return tree_oracle(tree, child_probs, rng,
                            lambda h, nodes: self._tree_time(buffer, profile, max(1, buffer.steps_for(h)), nodes),
                            zero_time=self._tree_time(buffer, profile, 1, 0))
 
     def _oracle_length(self, state: _State, buffer: DraftBuffer, D: int, sampling: SamplingConfig,
-                       uniforms, profile: LatencyProfile) -> tuple[int | None, int]:
+                       rng: Randomness | None, profile: LatencyProfile) -> tuple[int | None, int]:
         """(d*, the oracle mode's d) from one look-ahead verification of D drafts.
 
         d* = argmax_d (a(d) + 1) / T_round(d) over d = 0..D is the hindsight optimum the records
@@ -308,10 +307,9 @@ class SpeculativeDecoder:
         if D < 1:
             return None, 0
         buffer.ensure(D)
-        drafts = torch.tensor(buffer.tokens[:D], dtype=torch.long)
-        out = self.target.forward(state.target_cache, [state.ids[-1]] + buffer.tokens[:D], with_hidden=False)
-        probs = None if sampling.greedy else buffer.draft_probs(D)
-        prefix = acceptance_prefix(drafts, probs, out.logits, sampling, uniforms)
+        drafts, probs = buffer.draw(D, rng)  # the same first d drafts as a round that verifies d draws
+        out = self.target.forward(state.target_cache, [state.ids[-1]] + drafts, with_hidden=False)
+        prefix = acceptance_prefix(torch.tensor(drafts, dtype=torch.long), probs, out.logits, sampling, rng)
         self._fit_caches(state, None, None)
         d_star = buffer.oracle_length(prefix.numpy(), profile, self._upkeep_s(profile))
         return d_star, d_star if sampling.greedy else min(int(prefix[-1]) + 1, D)

@@ -128,7 +128,7 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     verify = functools.partial(_verify, target, cache, context)
 
     def draft(blocks: int) -> None:
-        drafter.start_round(dcontext, context, SamplingConfig(), None).extend(blocks)
+        drafter.start_round(dcontext, context, SamplingConfig()).extend(blocks)
 
     # a look-up step over text that repeats itself, so it finds and follows matches
     lookup = LookupDrafter(drafter.n, target.vocab_size, LookupCalibration.neutral())
@@ -165,7 +165,7 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     # caches full of the target's weights: each is timed right after one
     after_forward = functools.partial(verify, drafter.n)
     steps = timed_interleaved({**{("draft", b): functools.partial(draft, b) for b in range(1, max_blocks + 1)},
-                               "lookup": lambda: lookup.start_round(index, repeated, SamplingConfig(), None).extend(1),
+                               "lookup": lambda: lookup.start_round(index, repeated, SamplingConfig()).extend(1),
                                "fit": lambda: fit(k_fit, fit_hidden)}, repeats, sync, after_forward)
     draft_s = tuple(steps["draft", b] for b in range(1, max_blocks + 1))
     lookup_s, fit_s = steps["lookup"], steps["fit"]

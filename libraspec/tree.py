@@ -101,13 +101,13 @@ def build_tree(candidates: list[tuple[list[int], list[float]]], budget: int) -> 
     return DraftTree(tuple(tokens), tuple(parents), tuple(depths), tuple(probs), tuple(path_probs))
 
 
-def tree_walk(tree: DraftTree, child_probs, uniforms, budget: int | None = None,
+def tree_walk(tree: DraftTree, child_probs, rng, budget: int | None = None,
               depth: int | None = None) -> list[int]:
     """The accepted root path (node indices) of the sub-tree of the first `budget` nodes up to `depth`.
 
     child_probs[j] = p(x_j), the target's probability of node j's token at node j's parent
-    (greedy: 1 for the argmax, 0 otherwise); uniforms (depths, siblings), the round's shared
-    random numbers, one per (depth, sibling rank), None when greedy. At each node its children are tried in
+    (greedy: 1 for the argmax, 0 otherwise); rng the run's `verify.Randomness`, whose round
+    uniform u[depth, sibling rank] each test reads, None when greedy. At each node its children are tried in
     rank order: child c is accepted with probability p(c) / (1 - R), R the mass of the
     siblings rejected before it, which is exactly a draw from p restricted to what is left;
     when every child is rejected the walk ends there and the correction comes from p without
@@ -125,8 +125,8 @@ def tree_walk(tree: DraftTree, child_probs, uniforms, budget: int | None = None,
             if c >= budget:
                 break
             p = float(child_probs[c])
-            u = 0.0 if uniforms is None else float(uniforms[len(path), rank])
-            if u * (1.0 - rejected) < p:
+            left = 1.0 - rejected  # accept c when u * left < p
+            if p > 0.0 and (rng is None or left <= 0.0 or rng.below((len(path), rank), p / left)):
                 chosen = c
                 break
             rejected += p
@@ -163,8 +163,8 @@ def target_child_probs(tree: DraftTree, target_logits: torch.Tensor, sampling: S
     return rows[parents.to(rows.device), tokens.to(rows.device)].cpu(), rows
 
 
-def tree_accept(tree: DraftTree, target_logits: torch.Tensor, sampling: SamplingConfig, uniforms,
-                generator: torch.Generator | None) -> tuple[list[int], int]:
+def tree_accept(tree: DraftTree, target_logits: torch.Tensor, sampling: SamplingConfig,
+                rng) -> tuple[list[int], int]:
     """target_logits (N + 1, V) -> (accepted node indices root to leaf, bonus / correction token).
 
     Greedy: the longest root path whose every token is the target's argmax at its parent, then
@@ -172,15 +172,14 @@ def tree_accept(tree: DraftTree, target_logits: torch.Tensor, sampling: Sampling
     `tree_walk` under the round's uniforms, then a draw from `tree_residual` at the last node.
     """
     child_probs, rows = target_child_probs(tree, target_logits, sampling)
-    path = tree_walk(tree, child_probs, None if sampling.greedy else uniforms)
+    path = tree_walk(tree, child_probs, None if sampling.greedy else rng)
     end = path[-1] if path else -1
     if sampling.greedy:
         return path, int(rows[end + 1])
-    dist = tree_residual(tree, rows[end + 1], end)
-    return path, int(torch.multinomial(dist.float().cpu(), 1, generator=generator))  # a CPU generator
+    return path, rng.sample(tree_residual(tree, rows[end + 1], end))
 
 
-def tree_oracle(tree: DraftTree, child_probs, uniforms, round_time, zero_time: float) -> tuple[int, int]:
+def tree_oracle(tree: DraftTree, child_probs, rng, round_time, zero_time: float) -> tuple[int, int]:
     """(depth*, nodes*): the sub-tree that commits the most tokens per modeled second in hindsight.
 
     Sub-trees are the first b nodes (b = 1..len(tree)) cut at depth h (h = 1..tree.depth);
@@ -198,7 +197,7 @@ def tree_oracle(tree: DraftTree, child_probs, uniforms, round_time, zero_time: f
             if nodes in seen:  # the same sub-tree as a smaller b
                 continue
             seen.add(nodes)
-            rate = (len(tree_walk(tree, child_probs, uniforms, b, h)) + 1) / round_time(h, nodes)
+            rate = (len(tree_walk(tree, child_probs, rng, b, h)) + 1) / round_time(h, nodes)
             if rate > best_rate * (1.0 + 1e-12):
                 best, best_rate = (h, nodes), rate
     return best

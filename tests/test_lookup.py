@@ -147,7 +147,7 @@ def test_hybrid_times_a_step_once_and_prices_the_proposal_it_drops(pair, monkeyp
         drafter.fit_context(context, ids, pair.target.forward(cache, ids[:-1]).hidden_states, 0)
         ticks = iter(range(10 ** 6))
         monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))  # one second a call
-        buffer = drafter.start_round(context, ids, SamplingConfig(), None)
+        buffer = drafter.start_round(context, ids, SamplingConfig())
         start = time.perf_counter()
         buffer.extend(2)
         wall = time.perf_counter() - start
@@ -203,9 +203,8 @@ def test_sampling_with_lookup_drafts_matches_target(v6_pair, drafter):  # noqa: 
 
 def test_lookup_sampling_test_can_fail(v6_pair, monkeypatch):  # noqa: F811
     """Accepting a one-hot draft whenever u < q (= 1) instead of u < p(x) is caught."""
-    def accept_everything(drafts, draft_probs, target_logits, cfg, uniforms, generator):
-        p = torch.softmax(target_logits[-1].double() / cfg.temperature, -1)
-        return drafts.shape[0], int(torch.multinomial(p.float(), 1, generator=generator))
+    def accept_everything(drafts, draft_probs, target_logits, cfg, rng):
+        return drafts.shape[0], rng.sample(torch.softmax(target_logits[-1].double() / cfg.temperature, -1))
 
     monkeypatch.setattr(engine, "sample_accept", accept_everything)
     statistic, threshold = lookup_chi2(v6_pair, "lookup")
@@ -234,7 +233,7 @@ def test_lookup_drafts_nothing_without_a_match(pair):
     context = drafter.new_context()
     ids = [10, 11, 12, 13]
     drafter.fit_context(context, ids, None, 0)
-    draft = drafter.start_round(context, ids, engine.SamplingConfig(), None)
+    draft = drafter.start_round(context, ids, engine.SamplingConfig())
     draft.extend(1)
     assert draft.empty and draft.confidences.tolist() == [0.0] * 7
 
@@ -251,14 +250,14 @@ def test_corpus_matches_draft_text_the_sequence_has_not_seen(pair, tmp_path):
     context = drafter.new_context()
     ids = [100, 101, 102] + phrase[:3]
     drafter.fit_context(context, ids, None, 0)
-    draft = drafter.start_round(context, ids, engine.SamplingConfig(), None)
+    draft = drafter.start_round(context, ids, engine.SamplingConfig())
     draft.extend(1)
     assert draft.tokens == phrase[3:10] and all(f[-1] for f in draft.features)
     own = [41, 42, 200, 201, 202, 203, 204, 205, 206]  # the sequence itself continues 41 42 with 200...
     ids = own + [100, 40, 41, 42]
     context = drafter.new_context()
     drafter.fit_context(context, ids, None, 0)
-    draft = drafter.start_round(context, ids, engine.SamplingConfig(), None)
+    draft = drafter.start_round(context, ids, engine.SamplingConfig())
     draft.extend(1)
     assert draft.tokens[:7] == own[2:9] and not any(f[-1] for f in draft.features)
     save_corpus(path, [[pair.target.vocab_size + 5]], {})

@@ -16,6 +16,7 @@ from libraspec.models.registry import tiny_pair
 from libraspec.models.target import keep_rows
 from libraspec.modes import make_policy
 from libraspec.policy import StaticPolicy
+from libraspec.verify import Randomness
 from libraspec.tree import DraftTree, TreePolicy, build_tree, depth_confidences, tree_accept, tree_oracle, tree_walk
 from libraspec.verify import SamplingConfig
 
@@ -96,9 +97,9 @@ def test_greedy_acceptance_walks_the_matching_path():
     want[node_21] = 32
     for node, token in want.items():
         logits[node + 1, token] = 1.0
-    path, bonus = tree_accept(tree, logits, GREEDY, None, None)
+    path, bonus = tree_accept(tree, logits, GREEDY, None)
     assert [tree.tokens[j] for j in path] == [11, 21] and bonus == 32
-    assert tree_accept(DraftTree((), (), (), (), ()), logits[:1], GREEDY, None, None) == ([], 11)
+    assert tree_accept(DraftTree((), (), (), (), ()), logits[:1], GREEDY, None) == ([], 11)
 
 
 # -- verification ---------------------------------------------------------------------------------
@@ -340,10 +341,10 @@ def test_the_walk_tries_siblings_with_the_mass_left():
     probs[first[0]], probs[first[1]], probs[first[2]] = 0.2, 0.3, 0.1
     u = torch.full((3, 3), 0.99, dtype=torch.float64)
     u[0, 0], u[0, 1] = 0.5, 0.3  # 0.5 >= 0.2 rejects 10; 0.3 * 0.8 = 0.24 < 0.3 accepts 11
-    assert tree_walk(tree, probs, u) == [first[1]]
+    assert tree_walk(tree, probs, Randomness.given(u)) == [first[1]]
     u[0, 1] = 0.4  # 0.32 >= 0.3 rejects 11; 0.99 * 0.5 >= 0.1 rejects 12: the walk ends at the root
-    assert tree_walk(tree, probs, u) == []
-    assert tree_walk(tree, probs, u, budget=1) == []
+    assert tree_walk(tree, probs, Randomness.given(u)) == []
+    assert tree_walk(tree, probs, Randomness.given(u), budget=1) == []
     deep = torch.ones(len(tree), dtype=torch.float64)
     assert len(tree_walk(tree, deep, None)) == 3 and len(tree_walk(tree, deep, None, depth=2)) == 2
     assert tree_walk(tree, deep, None, budget=2) == [0, 1]  # the first two nodes: 10 -> 20
@@ -356,7 +357,7 @@ def test_tree_oracle_is_the_best_sub_tree_by_brute_force():
                  for i in range(4)]
         tree = build_tree(cands, budget=int(torch.randint(1, 30, (1,), generator=gen)))
         child = (torch.rand(len(tree), generator=gen) < 0.4).double()
-        u = torch.rand(5, 30, generator=gen, dtype=torch.float64) if trial % 2 else None
+        u = Randomness.given(torch.rand(5, 30, generator=gen, dtype=torch.float64)) if trial % 2 else None
         times = lambda h, nodes: 1.0 + 0.3 * (h > 3) + 0.05 * nodes  # a second block past depth 3
         depth, nodes = tree_oracle(tree, child, u, times, zero_time=0.9)
         rates = {(0, 0): 1 / 0.9}

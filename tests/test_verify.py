@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from libraspec.verify import SamplingConfig, acceptance_prefix, greedy_accept, probabilities, sample_accept
+from libraspec.verify import Randomness, SamplingConfig, acceptance_prefix, greedy_accept, probabilities, sample_accept
 
 GREEDY, SAMPLED = SamplingConfig(0.0), SamplingConfig(1.0)
 
@@ -55,18 +55,17 @@ DRAFTS = torch.tensor([0, 1, 0, 0])  # p / q of each draft: 2, 0.5, 0.2, 2
 def test_sampled_acceptance_prefix(uniforms, expected):
     uniforms = torch.tensor(uniforms, dtype=torch.float64)
     q = torch.tensor(Q, dtype=torch.float64)  # (4, V)
-    a = acceptance_prefix(DRAFTS, q, logits_of(P), SAMPLED, uniforms)
+    a = acceptance_prefix(DRAFTS, q, logits_of(P), SAMPLED, Randomness.given(uniforms))
     assert a.tolist() == expected
     for d in range(1, 5):  # one round verifying d drafts with the same uniforms accepts a(d)
-        got, _ = sample_accept(DRAFTS[:d], q[:d], logits_of(P[: d + 1]), SAMPLED, uniforms,
-                               torch.Generator().manual_seed(0))
+        got, _ = sample_accept(DRAFTS[:d], q[:d], logits_of(P[: d + 1]), SAMPLED, Randomness.given(uniforms))
         assert got == expected[d - 1], d
 
 
 def test_a_draft_the_drafter_gave_no_probability_is_rejected():
     q = torch.tensor([[0.0, 0.5, 0.5, 0.0]] + Q[1:], dtype=torch.float64)  # q_1(x_1) = 0
     uniforms = torch.zeros(4, dtype=torch.float64)
-    assert acceptance_prefix(DRAFTS, q, logits_of(P), SAMPLED, uniforms).tolist() == [0, 0, 0, 0]
+    assert acceptance_prefix(DRAFTS, q, logits_of(P), SAMPLED, Randomness.given(uniforms)).tolist() == [0, 0, 0, 0]
 
 
 # -- top-k / top-p -------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ def replay_greedy(drafter, policy: LengthPolicy, prompt: list[int], output: list
     while (generated := len(ids) - len(prompt)) < len(output):
         cap = max(0, max_new_tokens - generated - 1)  # d drafts commit up to d + 1 tokens
         drafter.fit_context(context, ids, None, None)
-        buffer = drafter.start_round(context, ids, SamplingConfig(), None)
+        buffer = drafter.start_round(context, ids, SamplingConfig())
         buffer.extend(1)  # the first step, as in every engine round
         decision = Decision(0) if buffer.empty else policy.choose_length(buffer)
         decision = decision.capped(min(decision.d, cap), buffer.confidences)  # the round's room may cut d

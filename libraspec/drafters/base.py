@@ -5,6 +5,13 @@ see `fit_context`) and, each round, opens a `DraftBuffer` that drafts on demand,
 step. Policies read the buffer's confidences q_i and ask it for more steps; the engine reads
 tokens, their proposal distributions (for lossless sampling), the source of every token and
 the time every step took (docs/ARCHITECTURE.md, "The drafter interface").
+
+A buffer holds no sampled value: its `tokens` are the drafter's chain (each position's most
+likely token, or a look-up's deterministic continuation), later steps are conditioned on that
+chain, and q_i is the chain token's probability. When sampling, the engine draws the drafts it
+verifies from the stored proposal distributions only after the length is chosen (`draw`), so
+neither the length nor a proposal can depend on a draft's own sampled value
+(docs/ARCHITECTURE.md, "Lossless verification").
 """
 from __future__ import annotations
 
@@ -58,6 +65,16 @@ class DraftBuffer:
     def draft_probs(self, d: int) -> torch.Tensor:
         """The proposal distributions of drafts 1..d over the full target vocabulary, (d, V); sampling only."""
         return torch.cat(self._probs, dim=0)[:d]
+
+    def draw(self, d: int, rng) -> tuple[list[int], torch.Tensor | None]:
+        """The d drafts to verify and their proposal distributions (d, V): greedy, the chain itself
+        (None); sampling, x_i drawn from proposal i with the round's w[i - 1] (`verify.Randomness`),
+        so drawing more drafts never changes the first ones. A deterministic proposal (one-hot)
+        gives its chain token."""
+        if self.sampling.greedy:
+            return self.tokens[:d], None
+        probs = self.draft_probs(d) if d else torch.zeros(0, self.vocab_size, dtype=torch.float64)  # (d, V)
+        return [rng.draw(i, probs[i]) for i in range(d)], probs
 
     def candidates(self, i: int, k: int) -> tuple[list[int], list[float]]:
         """Up to k most likely tokens at draft position i (0-based) and their probabilities, most
@@ -136,6 +153,6 @@ class Drafter(Protocol):
         (None when the context only shrinks or the drafter reads no features).
         """
 
-    def start_round(self, context, ids: list[int], sampling: SamplingConfig,
-                    generator: torch.Generator | None) -> DraftBuffer:
-        """A buffer for this round, anchored at ids[-1]; nothing is drafted yet."""
+    def start_round(self, context, ids: list[int], sampling: SamplingConfig) -> DraftBuffer:
+        """A buffer for this round, anchored at ids[-1]; nothing is drafted yet (and nothing sampled:
+        proposal distributions follow `sampling`, drafts are drawn by `DraftBuffer.draw`)."""

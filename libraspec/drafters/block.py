@@ -1,9 +1,11 @@
 """The block-diffusion drafter (DFlash-style) behind the drafter interface.
 
-A pass sees `[anchor, x_1..x_m (clean, drafted earlier this round), MASK x n]` and proposes the
-next n tokens, so step b > 1 is conditioned on the tokens already drafted. q_i is the drafter's
-probability of the token it proposed. The context is the drafter's K/V cache over the target's
-hidden-state features of every committed token but the newest.
+A pass sees `[anchor, x_1..x_m (clean, drafted earlier this round), MASK x n]` and gives a
+distribution for each of the next n positions; the chain `tokens` takes each position's most
+likely token, and step b > 1 is conditioned on that chain (never on a sampled token, also when
+sampling: drafts are drawn from these distributions after d is chosen, `DraftBuffer.draw`). q_i
+is the probability of the chain's token, the distribution's peak. The context is the drafter's
+K/V cache over the target's hidden-state features of every committed token but the newest.
 """
 from __future__ import annotations
 
@@ -17,13 +19,12 @@ class BlockDraft(DraftBuffer):
     """One round of block-diffusion drafting."""
 
     def __init__(self, module, cache, anchor: int, anchor_position: int, vocab_size: int,
-                 sampling: SamplingConfig, generator: torch.Generator | None):
+                 sampling: SamplingConfig):
         super().__init__(module.n, vocab_size, sampling)
         self.module = module
         self.cache = cache
         self.anchor = int(anchor)
         self.anchor_position = int(anchor_position)
-        self.generator = generator
         self.mask_token_id = int(module.config.mask_token_id)
         self.device = next(module.parameters()).device
         self._dists: list[torch.Tensor] = []  # (n, V_d) per step: each position's distribution
@@ -34,17 +35,12 @@ class BlockDraft(DraftBuffer):
         block = torch.tensor([ids], dtype=torch.long, device=device)  # (1, Q)
         positions = torch.arange(self.anchor_position, self.anchor_position + len(ids), device=device)
         logits = self.module.draft_logits(self.cache, block, positions.view(1, -1))[0, -n:]  # (n, V_d)
-        full = None
-        if self.sampling.greedy:
-            probs = torch.softmax(logits.double(), dim=-1)  # (n, V_d)
-            choice = probs.argmax(dim=-1)  # (n,)
-        else:
-            probs = probabilities(logits, self.sampling)  # (n, V_d)
-            choice = torch.multinomial(probs.float().cpu(), 1, generator=self.generator).view(-1).to(device)
-            full = self.module.to_full_vocab(probs).cpu()  # (n, V)
+        greedy = self.sampling.greedy
+        probs = torch.softmax(logits.double(), dim=-1) if greedy else probabilities(logits, self.sampling)  # (n, V_d)
+        choice = probs.argmax(dim=-1)  # (n,) the chain
         self._dists.append(probs)
-        q = probs.gather(1, choice.view(-1, 1)).view(-1)  # (n,)
-        self.peak = probs.max(dim=-1).values.tolist()  # q of the argmax: what a choice may depend on
+        q = probs.gather(1, choice.view(-1, 1)).view(-1)  # (n,) the peak of each distribution
+        full = None if greedy else self.module.to_full_vocab(probs).cpu()  # (n, V) what drafts are drawn from
         return self.module.to_target_ids(choice).tolist(), q.tolist(), full, "dflash"
 
     def candidates(self, i: int, k: int) -> tuple[list[int], list[float]]:
@@ -80,8 +76,8 @@ class BlockDiffusionDrafter:
             positions = torch.arange(first_position, first_position + feats.shape[1]).view(1, -1)
             self.module.extend_context(context, feats, positions)
 
-    def start_round(self, context, ids, sampling, generator) -> BlockDraft:
-        return BlockDraft(self.module, context, ids[-1], len(ids) - 1, self.vocab_size, sampling, generator)
+    def start_round(self, context, ids, sampling) -> BlockDraft:
+        return BlockDraft(self.module, context, ids[-1], len(ids) - 1, self.vocab_size, sampling)
 
 
 def check_compatible(target, module) -> None:

@@ -2,10 +2,10 @@
 
 Each round drafts one step with both drafters and keeps the source whose first step promises
 more accepted tokens, E = sum_j prod_{k<=j} q_k (the expected accepted length of a chain with
-acceptance probabilities q_k). For the block drafter E uses the probability of each position's
-most likely token, never of the token sampled: a choice that depended on the sampled tokens
-would change their proposal distribution, and sampling would no longer be lossless. Later steps come from the kept source; a look-up run that finds
-nothing more is continued by block-diffusion passes conditioned on every draft so far. A
+acceptance probabilities q_k). Both sources' q come from their distributions (the block drafter's
+is each position's peak), never from a sampled token, so the choice keeps sampling lossless.
+Later steps come from the kept source; a look-up run that finds nothing more is continued by
+block-diffusion passes conditioned on the chain so far. A
 proposal not kept is part of its step's time and is modeled as a step of its drafter
 (`DraftBuffer.discarded`). Every token records its source.
 """
@@ -24,14 +24,14 @@ class HybridDraft(DraftBuffer):
         self.source: str | None = None  # the source kept after the first step
 
     def _propose(self, draft: DraftBuffer):
-        draft.tokens = list(self.tokens)  # both condition on every draft so far
+        draft.tokens = list(self.tokens)  # both condition on the chain so far
         return draft._step()
 
     def _step(self):
         step = len(self.pass_seconds)  # the index of the step being drafted; `extend` times all of it
         if self.source is None:
             look, block = self._propose(self.lookup), self._propose(self.block)
-            use_lookup = not self.lookup.empty and expected_accepted(look[1]) > expected_accepted(self.block.peak)
+            use_lookup = not self.lookup.empty and expected_accepted(look[1]) > expected_accepted(block[1])
             self.source = "lookup" if use_lookup else "dflash"
             self.discarded.append((step, "dflash" if use_lookup else "lookup"))
             return look if use_lookup else block
@@ -65,6 +65,6 @@ class HybridDrafter:
         self.block.fit_context(context[0], ids, hidden_states, first_position)
         self.lookup.fit_context(context[1], ids, None, first_position)
 
-    def start_round(self, context, ids, sampling, generator) -> HybridDraft:
-        return HybridDraft(self.block.start_round(context[0], ids, sampling, generator),
-                           self.lookup.start_round(context[1], ids, sampling, generator))
+    def start_round(self, context, ids, sampling) -> HybridDraft:
+        return HybridDraft(self.block.start_round(context[0], ids, sampling),
+                           self.lookup.start_round(context[1], ids, sampling))

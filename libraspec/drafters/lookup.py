@@ -324,5 +324,5 @@ class LookupDrafter:
         context.truncate(keep)
         context.append(ids[len(context):keep])
 
-    def start_round(self, context: SuffixIndex, ids, sampling, generator) -> LookupDraft:
+    def start_round(self, context: SuffixIndex, ids, sampling) -> LookupDraft:
         return LookupDraft(context, ids[-1], self.n, self.vocab_size, sampling, self.calibration, self.corpus)
