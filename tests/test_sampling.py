@@ -9,7 +9,9 @@ Pearson's chi-square goodness-of-fit test against the exact probabilities. Thres
 approximation), so a correct sampler fails with probability about 0.001 (and never, with
 these fixed seeds, once it has passed).
 
-Cases: LibraSpec with 2 new tokens (k = 2, N = 2400; one draft verified per round); static
+Cases: LibraSpec at alpha 3 with 3 new tokens (k = 2, N = 2400; d of 1 or 2, a second block
+drafted; tests/test_exact_sampling.py proves every mode exactly, where 2400 draws cannot see a
+shift of 1%); static
 d = 3 with 4 new tokens (k = 3, N = 1200), so the first round verifies three drafts and
 their uniforms, rejections and residuals at positions 2 and 3 matter; the same with top-k
 and top-p, the exact probabilities filtered by this file's own top-k / top-p; the oracle; draft
@@ -88,9 +90,10 @@ def exact_probs(pair, k: int, top_k: int = 0, top_p: float = 1.0) -> torch.Tenso
     return joint
 
 
-def chi2(pair, mode: str = "libraspec", make_policy=lambda: LibraSpecPolicy(2.2, 6), new_tokens: int = 2,
-         k: int = 2, n: int = N, top_k: int = 0, top_p: float = 1.0) -> tuple[float, float, list]:
-    """(statistic, threshold, first round of each draw) over the first k tokens of n draws."""
+def chi2(pair, mode: str = "libraspec", make_policy=lambda: LibraSpecPolicy(3.0, 6), new_tokens: int = 3,
+         k: int = 2, n: int = N, top_k: int = 0, top_p: float = 1.0, seen: list | None = None) -> tuple[float, float, list]:
+    """(statistic, threshold, first round of each draw) over the first k tokens of n draws; `seen`
+    collects every round."""
     profile = LatencyProfile.from_linear(0.05, 0.004, 0.01, pair.n, 16)
     decoder = SpeculativeDecoder(pair, profile)
     counts = torch.zeros(V ** k)  # (V^k,)
@@ -99,6 +102,8 @@ def chi2(pair, mode: str = "libraspec", make_policy=lambda: LibraSpecPolicy(2.2,
         cfg = DecodeConfig(max_new_tokens=new_tokens, temperature=1.0, top_k=top_k, top_p=top_p, seed=seed)
         records = list(decoder.run(PROMPT, mode, make_policy(), cfg))
         first_rounds.append(records[0])
+        if seen is not None:
+            seen.extend(records)
         out = [t for r in records for t in r.committed_tokens][:k]
         counts[sum(t * V ** (k - 1 - i) for i, t in enumerate(out))] += 1
     expected = exact_probs(pair, k, top_k, top_p) * n
@@ -110,9 +115,14 @@ def chi2(pair, mode: str = "libraspec", make_policy=lambda: LibraSpecPolicy(2.2,
 
 
 def test_speculative_sampling_matches_target_distribution(pair):
-    statistic, threshold, _ = chi2(pair)
+    """LibraSpec at alpha 3 (issue 31's case: 3 new tokens, the first round verifies up to 2 drafts,
+    Algorithm 1 drafts a second block); its d differs between rounds of different draws."""
+    seen = []
+    statistic, threshold, _ = chi2(pair, seen=seen)
     print(f"chi-square {statistic:.1f}, threshold {threshold:.1f}")
     assert statistic < threshold, f"chi-square {statistic:.1f} >= {threshold:.1f}"
+    assert {1, 2} <= {r.chosen_length for r in seen}  # d varies between draws
+    assert any(step.blocks_requested for r in seen for step in r.policy_steps)
 
 
 @pytest.mark.parametrize("top_k, top_p", [(0, 1.0), (3, 0.9)], ids=["full", "top-k-top-p"])
@@ -126,9 +136,8 @@ def test_several_drafts_per_round_keep_the_target_distribution(pair, top_k, top_
 
 
 def test_broken_verifier_is_detected(pair, monkeypatch):
-    def accept_everything(drafts, draft_probs, target_logits, cfg, uniforms, generator):
-        p = torch.softmax(target_logits[-1].double() / cfg.temperature, -1)
-        return drafts.shape[0], int(torch.multinomial(p.float(), 1, generator=generator))
+    def accept_everything(drafts, draft_probs, target_logits, cfg, rng):
+        return drafts.shape[0], rng.sample(torch.softmax(target_logits[-1].double() / cfg.temperature, -1))
 
     monkeypatch.setattr(engine, "sample_accept", accept_everything)
     statistic, threshold, _ = chi2(pair)
