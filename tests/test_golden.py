@@ -12,10 +12,11 @@ from libraspec.models import embedded
 
 
 # float32 kernels differ in their last bits between CPUs (an AMD EPYC machine gives confidences
-# 1e-6 apart from the files written on an earlier one): these fields compare within RTOL, the
-# rest (tokens, lengths, policy steps, bounds) exactly
+# 1e-6 apart from the files written on an earlier one, an Intel Xeon up to 3.2e-6, and 4.4e-7 on a
+# confidence of 0.03, 1.4e-5 relative): these fields compare within RTOL or ATOL, the rest (tokens,
+# lengths, policy steps, bounds) exactly
 FLOATS = ("confidences", "modeled_s", "cumulative_modeled_s")
-RTOL = 1e-5
+RTOL, ATOL = 1e-5, 1e-5
 
 
 def compare(name: str, runs: dict) -> None:
@@ -28,7 +29,7 @@ def compare(name: str, runs: dict) -> None:
             assert {k: v for k, v in got.items() if k not in FLOATS} == \
                 {k: v for k, v in want.items() if k not in FLOATS}, where
             for field in FLOATS:
-                assert got[field] == pytest.approx(want[field], rel=RTOL, abs=1e-9), (*where, field)
+                assert got[field] == pytest.approx(want[field], rel=RTOL, abs=ATOL), (*where, field)
 
 
 def test_tiny_runs_unchanged():
