@@ -10,6 +10,7 @@ makes the app, the module attribute `demo` builds it on first access (for hosts 
 import `demo`), and `main()` sets `ui.hosting.environment_defaults()` before building. The
 one import-time step is a Space's: on ZeroGPU `spaces` is imported before anything touches CUDA.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,9 +64,12 @@ def __getattr__(name: str) -> gr.Blocks:
 def main() -> None:
     for key, value in hosting.environment_defaults().items():
         os.environ.setdefault(key, value)
-    build_demo().launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                        footer_links=["api", "gradio"], theme=gr.themes.Soft())
+    build_demo().launch(
+        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        footer_links=["api", "gradio"],
+        theme=gr.themes.Soft(),
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Nothing is measured here but the profile, so the load only matters while it is m
 look-up drafter on the public suites, with that run's profile: evaluation only, to see how the
 choice holds on another machine's cost curve, never to choose on.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,6 +48,7 @@ ALPHAS = (0.5, 1.0, 1.5, 2.0, 2.2, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0)
 def paired_ratio(rows: list[dict], best: list[dict]) -> tuple[float, tuple[float, float]]:
     """LibraSpec's speedup over the best static's, and its percentile bootstrap interval over answers
     (both resampled together, so the interval is of the ratio on the same answers)."""
+
     def rate(table, draws):  # (R,) seconds per token
         tokens = np.array([r["tokens"] for r in table], dtype=float)
         spent = np.array([r["modeled_s"] for r in table], dtype=float)
@@ -61,8 +63,11 @@ def paired_ratio(rows: list[dict], best: list[dict]) -> tuple[float, tuple[float
 
 def held_apart_answers(max_new_tokens: int, every: int = 1) -> list[tuple[list[int], list[int]]]:
     """(prompt, greedy answer) of every `every`-th held-apart Magpie answer, cut to `max_new_tokens`."""
-    return [(ids[:start], ids[start:start + max_new_tokens]) for index, ids, start in sequences("magpie_ids")
-            if held_apart("magpie_ids", index)][::every]
+    return [
+        (ids[:start], ids[start : start + max_new_tokens])
+        for index, ids, start in sequences("magpie_ids")
+        if held_apart("magpie_ids", index)
+    ][::every]
 
 
 def run_answers(pair, folder: Path, data: Path) -> tuple[LatencyProfile, dict[str, list]]:
@@ -90,9 +95,13 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--every", type=int, default=1, help="replay every k-th held-apart answer")
     parser.add_argument("--threads", type=int, default=2, help="threads while the latency profile is measured")
-    parser.add_argument("--answers", default="held-apart", help="held-apart (the Magpie answers kept out of the "
-                        "corpus, the default: what alpha is chosen on) or a folder of benchmarks/drafters.py run "
-                        "files: that run's greedy answers, replayed with that run's profile (evaluation only)")
+    parser.add_argument(
+        "--answers",
+        default="held-apart",
+        help="held-apart (the Magpie answers kept out of the "
+        "corpus, the default: what alpha is chosen on) or a folder of benchmarks/drafters.py run "
+        "files: that run's greedy answers, replayed with that run's profile (evaluation only)",
+    )
     parser.add_argument("--data", default=str(PUBLIC_DATA), help="the public prompts, for --answers FOLDER")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lookup_alpha"))
     args = parser.parse_args()
@@ -105,36 +114,47 @@ def main() -> int:
         source = "held-apart answers"
     else:
         profile, by_suite = run_answers(pair, Path(args.answers), Path(args.data))
-        answers = [answer for suite in by_suite.values() for answer in suite][::args.every]
+        answers = [answer for suite in by_suite.values() for answer in suite][:: args.every]
         source = f"greedy answers of the run in {args.answers}, modeled with its profile"
     policies = {f"static-{d}": make_policy("static", n, static_length=d) for d in static_grid(n, 2 * n)}
-    policies |= {f"libraspec-{a:g}": make_policy("libraspec", n, alpha=a, d_max=args.d_max)
-                 for a in (float(x) for x in args.alphas.split(","))}
+    policies |= {
+        f"libraspec-{a:g}": make_policy("libraspec", n, alpha=a, d_max=args.d_max)
+        for a in (float(x) for x in args.alphas.split(","))
+    }
     drafter = make_drafter("lookup", pair)
     results = {}
     for label, policy in policies.items():
-        runs = [replay_greedy(drafter, policy, prompt, output, args.max_new_tokens, profile) for prompt, output in answers]
+        runs = [
+            replay_greedy(drafter, policy, prompt, output, args.max_new_tokens, profile) for prompt, output in answers
+        ]
         rows = per_prompt(runs, None)
         judged = [r for run in runs for r in run if r.chosen_length]
         results[label] = {
-            "rows": rows, "tau": sum(r.tau for run in runs for r in run) / sum(len(run) for run in runs),
+            "rows": rows,
+            "tau": sum(r.tau for run in runs for r in run) / sum(len(run) for run in runs),
             "speedup": profile.ar_token_time() * sum(r["tokens"] for r in rows) / sum(r["modeled_s"] for r in rows),
             "interval": speedup_interval(rows, "modeled_s", ar_rate=profile.ar_token_time()),
-            "extends": (sum(any(not s.rollback for s in r.policy_steps) for r in judged) / len(judged)) if judged
-            else None}
+            "extends": (sum(any(not s.rollback for s in r.policy_steps) for r in judged) / len(judged))
+            if judged
+            else None,
+        }
         print(f"{label}: {results[label]['speedup']:.3f}x", flush=True)
     statics = [label for label in results if label.startswith("static")]
     best = max(statics, key=lambda label: results[label]["speedup"])
-    lines = [f"# LibraSpec's alpha for look-up drafting ({len(answers)} {source}, "
-             f"{sum(r['tokens'] for r in results[best]['rows'])} tokens, greedy replay)", "",
-             f"Embedded pair, look-up drafter, n = {n}, d_max = {args.d_max}, at most {args.max_new_tokens} new tokens "
-             f"per answer. Modeled with the latency profile ({profile.meta.get('cpu', '?')}, "
-             f"{profile.meta.get('threads', '?')} threads; AR step {1000 * profile.ar_token_time():.1f} ms). "
-             f"Intervals: 95% percentile bootstrap over answers ({RESAMPLES} resamples); the ratio to the best "
-             f"static length ({best}) resamples both on the same answers.",
-             f"Command: `python benchmarks/lookup_alpha.py{''.join(' ' + a for a in sys.argv[1:])}`", "",
-             "| policy | tau | modeled speedup over AR | 95% interval | vs best static (paired) | extends |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"# LibraSpec's alpha for look-up drafting ({len(answers)} {source}, "
+        f"{sum(r['tokens'] for r in results[best]['rows'])} tokens, greedy replay)",
+        "",
+        f"Embedded pair, look-up drafter, n = {n}, d_max = {args.d_max}, at most {args.max_new_tokens} new tokens "
+        f"per answer. Modeled with the latency profile ({profile.meta.get('cpu', '?')}, "
+        f"{profile.meta.get('threads', '?')} threads; AR step {1000 * profile.ar_token_time():.1f} ms). "
+        f"Intervals: 95% percentile bootstrap over answers ({RESAMPLES} resamples); the ratio to the best "
+        f"static length ({best}) resamples both on the same answers.",
+        f"Command: `python benchmarks/lookup_alpha.py{''.join(' ' + a for a in sys.argv[1:])}`",
+        "",
+        "| policy | tau | modeled speedup over AR | 95% interval | vs best static (paired) | extends |",
+        "|---|---|---|---|---|---|",
+    ]
     for label, r in results.items():
         low, high = r["interval"]
         versus = ""
@@ -142,14 +162,29 @@ def main() -> int:
             ratio, (low_ratio, high_ratio) = paired_ratio(r["rows"], results[best]["rows"])
             versus = f"{ratio:.3f}x [{low_ratio:.3f}, {high_ratio:.3f}]"
         extends = "" if label in statics or r["extends"] is None else f"{100 * r['extends']:.0f}%"
-        lines.append(f"| {label} | {r['tau']:.2f} | {r['speedup']:.3f}x | [{low:.3f}, {high:.3f}] | {versus} | {extends} |")
+        lines.append(
+            f"| {label} | {r['tau']:.2f} | {r['speedup']:.3f}x | [{low:.3f}, {high:.3f}] | {versus} | {extends} |"
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(str(out / "README.md"), "\n".join(lines) + "\n")
-    atomic_write_text(str(out / "results.json"), json.dumps(
-        {"answers": len(answers), "d_max": args.d_max, "max_new_tokens": args.max_new_tokens, "best_static": best,
-         "profile": profile.to_dict(), "policies": {k: {key: v for key, v in r.items() if key != "rows"} | {
-             "per_answer": r["rows"]} for k, r in results.items()}}, indent=1))
+    atomic_write_text(
+        str(out / "results.json"),
+        json.dumps(
+            {
+                "answers": len(answers),
+                "d_max": args.d_max,
+                "max_new_tokens": args.max_new_tokens,
+                "best_static": best,
+                "profile": profile.to_dict(),
+                "policies": {
+                    k: {key: v for key, v in r.items() if key != "rows"} | {"per_answer": r["rows"]}
+                    for k, r in results.items()
+                },
+            },
+            indent=1,
+        ),
+    )
     print("\n".join(lines))
     return 0
 

@@ -9,6 +9,7 @@ public prompts of a benchmarks/drafters.py run (`--answers`, its AR records; the
 at run time from ../shared/data and only evaluated on: nothing is chosen from them), priced with
 that run's latency profile. The confidences keep the shipped calibration. Writes benchmarks/results/lookup_corpus_size/README.md and results.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,15 +49,23 @@ def regime(runs) -> dict:
     rounds = [r for run in runs for r in run]
     judged = [r for r in rounds if r.oracle_length is not None]
     tokens = sum(r.tau for r in rounds)
-    return {"rounds": len(rounds), "tau": tokens / len(rounds), "judged": len(judged),
-            "long": sum(r.oracle_length >= 3 for r in judged), "tokens": tokens,
-            "modeled_s_per_token": sum(r.modeled_s for r in rounds) / tokens}
+    return {
+        "rounds": len(rounds),
+        "tau": tokens / len(rounds),
+        "judged": len(judged),
+        "long": sum(r.oracle_length >= 3 for r in judged),
+        "tokens": tokens,
+        "modeled_s_per_token": sum(r.modeled_s for r in rounds) / tokens,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--answers", default=str(ROOT / "benchmarks" / "results" / "drafters"),
-                        help="a benchmarks/drafters.py results folder: its look-up runs' answers and profile")
+    parser.add_argument(
+        "--answers",
+        default=str(ROOT / "benchmarks" / "results" / "drafters"),
+        help="a benchmarks/drafters.py results folder: its look-up runs' answers and profile",
+    )
     parser.add_argument("--data", default=str(PUBLIC_DATA))
     parser.add_argument("--alpha", type=float, default=PolicySettings().alpha)
     parser.add_argument("--d-max", type=int, default=48)
@@ -79,36 +88,57 @@ def main() -> int:
         row = {"fraction": fraction, "corpus_tokens": round(fraction * total) if fraction < 1 else total, "sets": {}}
         for name, answers in sets.items():
             policy = make_policy("libraspec", pair.n, alpha=args.alpha, d_max=args.d_max)
-            runs = [replay_greedy(drafter, policy, prompt, output, args.max_new_tokens, profile, lookahead=args.d_max)
-                    for prompt, output in answers]
+            runs = [
+                replay_greedy(drafter, policy, prompt, output, args.max_new_tokens, profile, lookahead=args.d_max)
+                for prompt, output in answers
+            ]
             row["sets"][name] = regime(runs)
         print(fraction, {k: f"{v['long'] / max(v['judged'], 1):.3f}" for k, v in row["sets"].items()}, flush=True)
         results.append(row)
     names = list(sets)
-    lines = [f"# Look-up corpus size against d* >= 3 (greedy replay, LibraSpec alpha = {args.alpha:g}, "
-             f"d_max = {args.d_max})", "",
-             f"Embedded pair, look-up drafter, n = {pair.n}; corpora: the first fraction of the corpus's "
-             f"{len(responses)} answers ({total} tokens) in a fixed random order. Answer sets: one in "
-             f"{args.every} held-apart Magpie answers ({len(sets[names[0]])}), and the target's greedy answers "
-             f"to the {sum(map(len, public.values()))} prompts of {', '.join(SUITES)} in the run in {folder}. "
-             "Each cell: share of judged rounds with d* >= 3 (judged: a draft was made and room was left) / share "
-             "of all rounds (a round without a draft is an AR step), tau in brackets. d* priced with that run's "
-             f"profile (AR step {1000 * profile.ar_token_time():.1f} ms).",
-             f"Command: `python benchmarks/lookup_corpus_size.py{''.join(' ' + a for a in sys.argv[1:])}`", "",
-             "| corpus tokens | " + " | ".join(names) + " | public suites pooled |",
-             "|---|" + "---|" * (len(names) + 1)]
+    lines = [
+        f"# Look-up corpus size against d* >= 3 (greedy replay, LibraSpec alpha = {args.alpha:g}, "
+        f"d_max = {args.d_max})",
+        "",
+        f"Embedded pair, look-up drafter, n = {pair.n}; corpora: the first fraction of the corpus's "
+        f"{len(responses)} answers ({total} tokens) in a fixed random order. Answer sets: one in "
+        f"{args.every} held-apart Magpie answers ({len(sets[names[0]])}), and the target's greedy answers "
+        f"to the {sum(map(len, public.values()))} prompts of {', '.join(SUITES)} in the run in {folder}. "
+        "Each cell: share of judged rounds with d* >= 3 (judged: a draft was made and room was left) / share "
+        "of all rounds (a round without a draft is an AR step), tau in brackets. d* priced with that run's "
+        f"profile (AR step {1000 * profile.ar_token_time():.1f} ms).",
+        f"Command: `python benchmarks/lookup_corpus_size.py{''.join(' ' + a for a in sys.argv[1:])}`",
+        "",
+        "| corpus tokens | " + " | ".join(names) + " | public suites pooled |",
+        "|---|" + "---|" * (len(names) + 1),
+    ]
     for row in results:
         public = [row["sets"][name] for name in SUITES]
         pooled = {key: sum(s[key] for s in public) for key in ("long", "judged", "rounds", "tokens")}
-        cells = [f"{100 * s['long'] / max(s['judged'], 1):.1f}% / {100 * s['long'] / s['rounds']:.1f}% "
-                 f"({s['tokens'] / s['rounds']:.2f})" for s in [*row["sets"].values(), pooled]]
+        cells = [
+            f"{100 * s['long'] / max(s['judged'], 1):.1f}% / {100 * s['long'] / s['rounds']:.1f}% "
+            f"({s['tokens'] / s['rounds']:.2f})"
+            for s in [*row["sets"].values(), pooled]
+        ]
         lines.append(f"| {row['corpus_tokens']} | " + " | ".join(cells) + " |")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(str(out / "README.md"), "\n".join(lines) + "\n")
-    atomic_write_text(str(out / "results.json"), json.dumps(
-        {"alpha": args.alpha, "d_max": args.d_max, "max_new_tokens": args.max_new_tokens, "every": args.every,
-         "answers": str(folder), "profile": profile.to_dict(), "results": results}, indent=1))
+    atomic_write_text(
+        str(out / "results.json"),
+        json.dumps(
+            {
+                "alpha": args.alpha,
+                "d_max": args.d_max,
+                "max_new_tokens": args.max_new_tokens,
+                "every": args.every,
+                "answers": str(folder),
+                "profile": profile.to_dict(),
+                "results": results,
+            },
+            indent=1,
+        ),
+    )
     print("\n".join(lines))
     return 0
 

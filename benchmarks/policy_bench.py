@@ -8,6 +8,7 @@ drafted, iterations). Prints median microseconds per decision, their ratio, and 
 fraction of a 120 ms round (one CPU verification of 16 tokens, measured when the
 embedded drafter was first trained; assets/TRAINING.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,7 @@ class NaiveLibraSpec:
     def eps_star(self, q: np.ndarray, d: int) -> int:
         bounds = []
         for i in range(1, d + 1):
-            s = sum(math.prod(q[i - 1:j]) for j in range(i, d + 1))
+            s = sum(math.prod(q[i - 1 : j]) for j in range(i, d + 1))
             bounds.append(math.floor(self.alpha * s + i + 1e-9))
         return min(bounds)
 
@@ -100,17 +101,18 @@ def main() -> None:
         blocks = -(-d_max // n)
         cases = [decaying_confidences(rng, blocks * n, scenario) for _ in range(args.repeats)]
         fast_t, fast_dec = time_policy(LibraSpecPolicy(args.alpha, d_max), cases, n)
-        naive_t, naive_dec = time_policy(NaiveLibraSpec(args.alpha, d_max),
-                                         cases[: args.naive_repeats], n)
+        naive_t, naive_dec = time_policy(NaiveLibraSpec(args.alpha, d_max), cases[: args.naive_repeats], n)
         if fast_dec[: args.naive_repeats] != naive_dec:
             raise SystemExit(f"{scenario} d_max={d_max}: the two implementations disagree")
         fast, naive = statistics.median(fast_t), statistics.median(naive_t)
         lengths = [dec[0] for dec in fast_dec]
         iters = [len(dec[2]) for dec in fast_dec]
-        print(f"{scenario:9s} d_max={d_max}: O(d) {fast * 1e6:.1f} us, naive O(d^2) {naive * 1e6:.1f} us, "
-              f"ratio {naive / fast:.1f}x, O(d) = {fast / ROUND_S:.2e} of a 120 ms round "
-              f"(mean d {np.mean(lengths):.1f}, mean iterations {np.mean(iters):.2f}, "
-              f"identical decisions on {len(naive_dec)} buffers)")
+        print(
+            f"{scenario:9s} d_max={d_max}: O(d) {fast * 1e6:.1f} us, naive O(d^2) {naive * 1e6:.1f} us, "
+            f"ratio {naive / fast:.1f}x, O(d) = {fast / ROUND_S:.2e} of a 120 ms round "
+            f"(mean d {np.mean(lengths):.1f}, mean iterations {np.mean(iters):.2f}, "
+            f"identical decisions on {len(naive_dec)} buffers)"
+        )
 
 
 if __name__ == "__main__":

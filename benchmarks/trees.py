@@ -13,6 +13,7 @@ round (the cost of a wider verification). The latency profile is measured afresh
 start (and replaces the cached one). Run it on an otherwise idle machine: the table lists the
 share of the CPU other processes used during each run (provenance).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from libraspec.cost import LatencyProfile  # noqa: E402
-from libraspec.experiments.bench import (ANNOTATED_MODES, BenchSpec, read_prompts, records_path,  # noqa: E402
-                                         run_bench, write_result)
+from libraspec.experiments.bench import (
+    ANNOTATED_MODES,
+    BenchSpec,
+    read_prompts,
+    records_path,  # noqa: E402
+    run_bench,
+    write_result,
+)
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.profiling import cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
@@ -43,9 +50,15 @@ def run_suite(pair, suite: str, file: str, args, profile: LatencyProfile) -> Non
     if out.exists() and not args.force:
         return
     prompts = read_prompts(Path(args.data) / file)[: args.prompts]
-    spec = BenchSpec(modes=MODES, max_new_tokens=args.max_new_tokens, alpha=args.alpha, d_max=args.d_max,
-                     annotate=tuple(m for m in MODES if m in ANNOTATED_MODES) if args.annotate else False,
-                     drafter=args.drafters, node_budgets=tuple(int(b) for b in args.node_budget.split(",")))
+    spec = BenchSpec(
+        modes=MODES,
+        max_new_tokens=args.max_new_tokens,
+        alpha=args.alpha,
+        d_max=args.d_max,
+        annotate=tuple(m for m in MODES if m in ANNOTATED_MODES) if args.annotate else False,
+        drafter=args.drafters,
+        node_budgets=tuple(int(b) for b in args.node_budget.split(",")),
+    )
     write_result(run_bench(pair, prompts, spec, profile=profile, source=f"{file} (first {args.prompts})"), out)
 
 
@@ -66,13 +79,25 @@ def rows(path: Path) -> list[dict]:
     for label, entry in summary["modes"].items():
         mine = frame[frame["label"] == label]
         nodes = mine["tree_size"].where(mine["tree_size"] > 0, mine["chosen_length"])
-        modeled = [profile.ar_token_time() if label == "ar" else profile.tree_verify_time(k + 1) if tree
-                   else profile.verify_time(k + 1) for k, tree in zip(nodes, mine["tree_size"] > 0)]
-        out.append({"suite": path.stem, "label": label, "entry": entry,
-                     "tau_vs_chain": entry["tau"] / chain_tau if label != "ar" else None,
-                     "verify_ms": 1e3 * float(mine["verify_s"].mean()),
-                     "verify_model_ms": 1e3 * sum(modeled) / len(modeled),
-                     "config": summary["config"]})
+        modeled = [
+            profile.ar_token_time()
+            if label == "ar"
+            else profile.tree_verify_time(k + 1)
+            if tree
+            else profile.verify_time(k + 1)
+            for k, tree in zip(nodes, mine["tree_size"] > 0)
+        ]
+        out.append(
+            {
+                "suite": path.stem,
+                "label": label,
+                "entry": entry,
+                "tau_vs_chain": entry["tau"] / chain_tau if label != "ar" else None,
+                "verify_ms": 1e3 * float(mine["verify_s"].mean()),
+                "verify_model_ms": 1e3 * sum(modeled) / len(modeled),
+                "config": summary["config"],
+            }
+        )
     return out
 
 
@@ -84,45 +109,66 @@ def table(args) -> str:
     config = all_rows[0]["config"]
     others = [r["config"].get("provenance", {}).get("others_cpu_share") for r in all_rows]
     others = [x for x in others if x is not None]
-    lines = [f"# Chains and draft trees on public prompts ({config['num_prompts']} per suite, "
-             f"{config['max_new_tokens']} tokens, greedy, block-diffusion drafter)", "",
-             f"Embedded pair, n = {config['n']}, LibraSpec alpha = {config['alpha']:g}, d_max = {config['d_max']}; "
-             f"ddtree's depth is n; node budgets {', '.join(str(b) for b in config.get('node_budgets', []))}; "
-             f"{config['threads']} thread(s) on {config['machine']['cpu']}. "
-             + (f"Other processes used {100 * min(others):.0f}-{100 * max(others):.0f}% of the machine's CPU "
-                "during the runs. " if others else "")
-             + "AR is decoded beside every mode on each prompt. Speedups: AR seconds per token over the mode's, "
-               "95% bootstrap intervals over prompts in brackets. Verification ms per round: measured wall "
-               "clock of the verifying forward and acceptance, and the latency profile's time for the same "
-               "number of rows (a tree verification of nodes + 1 rows; a profile measured before trees were "
-               "timed gives a chain forward of as many tokens).",
-             "Command: `python benchmarks/trees.py " + " ".join(sys.argv[1:]) + "`", "",
-             "| suite | mode | tau | tau / chain's | mean depth | mean nodes | measured | modeled | "
-             "verify ms measured | verify ms modeled |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Chains and draft trees on public prompts ({config['num_prompts']} per suite, "
+        f"{config['max_new_tokens']} tokens, greedy, block-diffusion drafter)",
+        "",
+        f"Embedded pair, n = {config['n']}, LibraSpec alpha = {config['alpha']:g}, d_max = {config['d_max']}; "
+        f"ddtree's depth is n; node budgets {', '.join(str(b) for b in config.get('node_budgets', []))}; "
+        f"{config['threads']} thread(s) on {config['machine']['cpu']}. "
+        + (
+            f"Other processes used {100 * min(others):.0f}-{100 * max(others):.0f}% of the machine's CPU "
+            "during the runs. "
+            if others
+            else ""
+        )
+        + "AR is decoded beside every mode on each prompt. Speedups: AR seconds per token over the mode's, "
+        "95% bootstrap intervals over prompts in brackets. Verification ms per round: measured wall "
+        "clock of the verifying forward and acceptance, and the latency profile's time for the same "
+        "number of rows (a tree verification of nodes + 1 rows; a profile measured before trees were "
+        "timed gives a chain forward of as many tokens).",
+        "Command: `python benchmarks/trees.py " + " ".join(sys.argv[1:]) + "`",
+        "",
+        "| suite | mode | tau | tau / chain's | mean depth | mean nodes | measured | modeled | "
+        "verify ms measured | verify ms modeled |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     pooled: dict[str, list[float]] = {}
     for r in all_rows:
         e = r["entry"]
-        lines.append(f"| {r['suite']} | {r['label']} | {e['tau']:.2f} | "
-                     + (f"{r['tau_vs_chain']:.2f}x" if r["tau_vs_chain"] else "") + " | "
-                     + (f"{e['mean_length']:.1f}" if e["mean_length"] is not None else "") + " | "
-                     + (f"{e['mean_tree_size']:.1f}" if e.get("mean_tree_size") is not None else "") + " | "
-                     + f"{_ci(e, 'speedup_measured')} | {_ci(e, 'speedup_modeled')} | {r['verify_ms']:.1f} | "
-                     f"{r['verify_model_ms']:.1f} |")
+        lines.append(
+            f"| {r['suite']} | {r['label']} | {e['tau']:.2f} | "
+            + (f"{r['tau_vs_chain']:.2f}x" if r["tau_vs_chain"] else "")
+            + " | "
+            + (f"{e['mean_length']:.1f}" if e["mean_length"] is not None else "")
+            + " | "
+            + (f"{e['mean_tree_size']:.1f}" if e.get("mean_tree_size") is not None else "")
+            + " | "
+            + f"{_ci(e, 'speedup_measured')} | {_ci(e, 'speedup_modeled')} | {r['verify_ms']:.1f} | "
+            f"{r['verify_model_ms']:.1f} |"
+        )
         acc = pooled.setdefault(r["label"], [0.0, 0.0, 0, 0])
         acc[0] += e["wall_s"]
         acc[1] += e["modeled_s"]
         acc[2] += e["tokens"]
         acc[3] += e["rounds"]
     ar = pooled["ar"]
-    lines += ["", "Pooled over suites (totals): speedup = AR seconds per token / mode seconds per token.", "",
-              "| mode | tau | tau / chain's | measured | modeled |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Pooled over suites (totals): speedup = AR seconds per token / mode seconds per token.",
+        "",
+        "| mode | tau | tau / chain's | measured | modeled |",
+        "|---|---|---|---|---|",
+    ]
     chain_tau = pooled["static"][2] / pooled["static"][3]
     for label, (wall, modeled, tokens, rounds) in pooled.items():
         if label == "ar":
             continue
         tau = tokens / rounds
-        lines.append(f"| {label} | {tau:.2f} | {tau / chain_tau:.2f}x | {(ar[0] / ar[2]) / (wall / tokens):.2f}x | "
-                     f"{(ar[1] / ar[2]) / (modeled / tokens):.2f}x |")
+        lines.append(
+            f"| {label} | {tau:.2f} | {tau / chain_tau:.2f}x | {(ar[0] / ar[2]) / (wall / tokens):.2f}x | "
+            f"{(ar[1] / ar[2]) / (modeled / tokens):.2f}x |"
+        )
     return "\n".join(lines) + "\n"
 
 

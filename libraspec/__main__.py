@@ -4,6 +4,7 @@ Each subcommand is a module with `HELP` (one line), `add_arguments(parser)` and
 `run(args) -> int`; registering one is one line in `SUBCOMMANDS`. Bad input (a ValueError
 or a missing file) ends with a one-line message and exit status 2, not a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,9 @@ SUBCOMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m libraspec",
-                                     description="LibraSpec Explorer: benchmarks and reports")
+    parser = argparse.ArgumentParser(
+        prog="python -m libraspec", description="LibraSpec Explorer: benchmarks and reports"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)

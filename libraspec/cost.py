@@ -10,6 +10,7 @@ This module is the model side only: the numbers come from measurements on this
 machine (`profiling.measure_profile`, cached per machine and pair by `profiling.cached_profile`);
 nothing here makes numbers up.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,8 +79,10 @@ class LatencyProfile:
         object.__setattr__(self, "meta", dict(self.meta))
         rows = tuple(int(k) for k in self.tree_rows)
         if len(rows) != len(self.tree_verify_s) or len(rows) == 1:
-            raise ValueError(f"tree_rows and tree_verify_s need the same length, 0 or >= 2 "
-                             f"({len(rows)} and {len(self.tree_verify_s)})")
+            raise ValueError(
+                f"tree_rows and tree_verify_s need the same length, 0 or >= 2 "
+                f"({len(rows)} and {len(self.tree_verify_s)})"
+            )
         if rows and (rows[0] < 2 or any(b <= a for a, b in zip(rows, rows[1:]))):
             raise ValueError(f"tree_rows must rise from at least 2, got {rows}")
         object.__setattr__(self, "tree_rows", rows)
@@ -130,8 +133,9 @@ class LatencyProfile:
         return float(t0), float(c)
 
     @classmethod
-    def from_linear(cls, t0: float, c: float, draft_per_block: float, n: int,
-                    max_tokens: int, meta: dict | None = None) -> "LatencyProfile":
+    def from_linear(
+        cls, t0: float, c: float, draft_per_block: float, n: int, max_tokens: int, meta: dict | None = None
+    ) -> "LatencyProfile":
         """A synthetic profile: verify t0 + c * k for k = 1..max_tokens, draft b * draft_per_block.
 
         For theory and tests (the teaching view); measured profiles come from real models.
@@ -143,13 +147,24 @@ class LatencyProfile:
         blocks = max(1, -(-int(max_tokens) // int(n)))
         info = {"source": "linear", "t0": t0, "c": c, "draft_per_block": draft_per_block}
         info.update(meta or {})
-        return cls(tuple(t0 + c * k for k in range(1, max_tokens + 1)),
-                   tuple(draft_per_block * b for b in range(1, blocks + 1)), n, info)
+        return cls(
+            tuple(t0 + c * k for k in range(1, max_tokens + 1)),
+            tuple(draft_per_block * b for b in range(1, blocks + 1)),
+            n,
+            info,
+        )
 
     def to_dict(self) -> dict:
-        return {"verify_s": list(self.verify_s), "draft_s": list(self.draft_s),
-                "n": self.n, "lookup_s": self.lookup_s, "fit_s": self.fit_s, "tree_rows": list(self.tree_rows),
-                "tree_verify_s": list(self.tree_verify_s), "meta": dict(self.meta)}
+        return {
+            "verify_s": list(self.verify_s),
+            "draft_s": list(self.draft_s),
+            "n": self.n,
+            "lookup_s": self.lookup_s,
+            "fit_s": self.fit_s,
+            "tree_rows": list(self.tree_rows),
+            "tree_verify_s": list(self.tree_verify_s),
+            "meta": dict(self.meta),
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> "LatencyProfile":
@@ -159,9 +174,16 @@ class LatencyProfile:
         missing = {"verify_s", "draft_s", "n"} - set(data)
         if missing:
             raise ValueError(f"latency profile lacks {', '.join(sorted(missing))}")
-        return cls(tuple(data["verify_s"]), tuple(data["draft_s"]), data["n"],
-                   dict(data.get("meta", {})), float(data.get("lookup_s", 0.0)), float(data.get("fit_s", 0.0)),
-                   tuple(data.get("tree_rows", ())), tuple(data.get("tree_verify_s", ())))
+        return cls(
+            tuple(data["verify_s"]),
+            tuple(data["draft_s"]),
+            data["n"],
+            dict(data.get("meta", {})),
+            float(data.get("lookup_s", 0.0)),
+            float(data.get("fit_s", 0.0)),
+            tuple(data.get("tree_rows", ())),
+            tuple(data.get("tree_verify_s", ())),
+        )
 
     def to_json(self, path: str) -> str:
         """Write atomically (temporary file, then rename)."""

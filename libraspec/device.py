@@ -8,6 +8,7 @@ the models are placed on CUDA at start-up. How the app is hosted (GPU reservatio
 package installs) lives in the app's `ui/hosting.py`, not here. Paper symbols do not
 appear here.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,15 @@ import torch
 DEVICE_ENV = "LIBRASPEC_DEVICE"
 DTYPE_ENV = "LIBRASPEC_DTYPE"
 ATTENTION = "sdpa"  # PyTorch scaled-dot-product attention: no extra kernels to build on a Space
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-          "float16": torch.float16, "fp16": torch.float16, "float64": torch.float64}
+DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "float64": torch.float64,
+}
 
 
 def _truthy(name: str) -> bool:
@@ -50,8 +58,10 @@ def parse_device(device) -> torch.device:
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"device {device} is not supported: use 'cpu', 'cuda' or 'cuda:N'")
     if device.type == "cuda" and not cuda_available():
-        raise ValueError(f"device {device} was requested but no CUDA GPU is available (torch "
-                         f"{torch.__version__}, built for CUDA {torch.version.cuda or 'none'})")
+        raise ValueError(
+            f"device {device} was requested but no CUDA GPU is available (torch "
+            f"{torch.__version__}, built for CUDA {torch.version.cuda or 'none'})"
+        )
     return device
 
 
@@ -81,6 +91,7 @@ def resolve(device=None, dtype=None) -> tuple[torch.device, torch.dtype]:
 def free_memory() -> None:
     """Return freed model memory: collect garbage, then release CUDA's cached blocks."""
     import gc
+
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

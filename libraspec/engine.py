@@ -9,6 +9,7 @@ cache and the drafter context both hold every committed token except the newest,
 the next round's anchor. Prefill is not timed in any mode; measured seconds are drafting,
 policy and verification wall clock (docs/ARCHITECTURE.md, "What is timed").
 """
+
 from __future__ import annotations
 
 import time
@@ -39,8 +40,11 @@ class DecodeConfig:
     annotate_oracle: bool = False  # compute d* for each round of a policy mode, untimed
 
     def __post_init__(self):
-        if isinstance(self.max_new_tokens, bool) or int(self.max_new_tokens) != self.max_new_tokens \
-                or self.max_new_tokens < 1:
+        if (
+            isinstance(self.max_new_tokens, bool)
+            or int(self.max_new_tokens) != self.max_new_tokens
+            or self.max_new_tokens < 1
+        ):
             raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
         if isinstance(self.lookahead, bool) or int(self.lookahead) != self.lookahead or self.lookahead < 1:
             raise ValueError(f"lookahead must be an integer >= 1, got {self.lookahead!r}")
@@ -90,6 +94,7 @@ class SpeculativeDecoder:
         """The latency profile modeled times come from (measured or read from the disk cache on first use)."""
         if self._profile is None:
             from .profiling import cached_profile
+
             self._profile = cached_profile(self.pair)
         return self._profile
 
@@ -98,8 +103,7 @@ class SpeculativeDecoder:
         """A re-measured profile; runs already under way keep the one they started with."""
         self._profile = profile
 
-    def run(self, prompt_ids, mode: str, policy: LengthPolicy | None,
-            config: DecodeConfig) -> Iterator[RoundRecord]:
+    def run(self, prompt_ids, mode: str, policy: LengthPolicy | None, config: DecodeConfig) -> Iterator[RoundRecord]:
         """Decode `prompt_ids`; yields one frozen RoundRecord per round. `policy` is a policy mode's
         length policy, a tree mode's `TreePolicy`, None for AR and the oracle."""
         kind = get_mode(mode).kind
@@ -121,8 +125,11 @@ class SpeculativeDecoder:
                 record = self._tree_round(state, mode, policy, config, sampling, profile)
             else:
                 record = self._round(state, mode, policy, config, sampling, profile)
-            finished = (record.committed_tokens and record.committed_tokens[-1] in self.eos_ids) \
-                or state.generated >= config.max_new_tokens or len(state.ids) >= self.target.max_positions
+            finished = (
+                (record.committed_tokens and record.committed_tokens[-1] in self.eos_ids)
+                or state.generated >= config.max_new_tokens
+                or len(state.ids) >= self.target.max_positions
+            )
             if finished:
                 record = _replace(record, finished=True)
             if kind in ("policy", "tree"):
@@ -138,13 +145,20 @@ class SpeculativeDecoder:
         if not ids:
             raise ValueError("the prompt is empty: give at least one token")
         if len(ids) >= self.target.max_positions:
-            raise ValueError(f"the prompt has {len(ids)} tokens; the target's context window is "
-                             f"{self.target.max_positions}, leaving no room to generate")
+            raise ValueError(
+                f"the prompt has {len(ids)} tokens; the target's context window is "
+                f"{self.target.max_positions}, leaving no room to generate"
+            )
         bad = [t for t in ids if not 0 <= t < self.target.vocab_size]
         if bad:
             raise ValueError(f"prompt token ids outside the vocabulary (size {self.target.vocab_size}): {bad[:5]}")
-        state = _State(ids=ids, prompt_len=len(ids), target_cache=self.target.new_cache(),
-                       context=self.drafter.new_context(), rng=self.randomness(int(seed)))
+        state = _State(
+            ids=ids,
+            prompt_len=len(ids),
+            target_cache=self.target.new_cache(),
+            context=self.drafter.new_context(),
+            rng=self.randomness(int(seed)),
+        )
         if len(ids) > 1:
             out = self.target.forward(state.target_cache, ids[:-1], with_hidden=self.drafter.needs_features)
             self.drafter.fit_context(state.context, ids, out.hidden_states, 0)
@@ -159,11 +173,13 @@ class SpeculativeDecoder:
             token = state.rng.sample(probabilities(logits[0], sampling))
         state.ids.append(token)
         verify_s = time.perf_counter() - start
-        return self._record(state, mode="ar", committed=[token], bonus_token=token, verify_s=verify_s,
-                            modeled_s=profile.ar_token_time())
+        return self._record(
+            state, mode="ar", committed=[token], bonus_token=token, verify_s=verify_s, modeled_s=profile.ar_token_time()
+        )
 
-    def _round(self, state: _State, mode: str, policy, config: DecodeConfig,
-               sampling: SamplingConfig, profile: LatencyProfile) -> RoundRecord:
+    def _round(
+        self, state: _State, mode: str, policy, config: DecodeConfig, sampling: SamplingConfig, profile: LatencyProfile
+    ) -> RoundRecord:
         L = len(state.ids)
         room = self._room(state, config)
         cap = max(0, room - 1)  # d drafts commit up to d + 1 tokens
@@ -178,8 +194,9 @@ class SpeculativeDecoder:
         if buffer.empty:
             decision = Decision(0)
         elif mode == "oracle":
-            oracle_d, lossless_d = self._oracle_length(state, buffer, min(config.lookahead, cap), sampling,
-                                                       rng, profile)
+            oracle_d, lossless_d = self._oracle_length(
+                state, buffer, min(config.lookahead, cap), sampling, rng, profile
+            )
             decision = Decision(lossless_d if cap else 0)
         else:
             drafted_before = buffer.seconds
@@ -195,8 +212,7 @@ class SpeculativeDecoder:
         #    [last token, x_1..x_d] in one target forward
         start = time.perf_counter()
         drafts, draft_probs = buffer.draw(d, rng)
-        out = self.target.forward(state.target_cache, [state.ids[-1]] + drafts,
-                                  with_hidden=self.drafter.needs_features)
+        out = self.target.forward(state.target_cache, [state.ids[-1]] + drafts, with_hidden=self.drafter.needs_features)
         # 4. accept the longest valid prefix and take the bonus / correction token
         draft_ids = torch.tensor(drafts, dtype=torch.long)
         if sampling.greedy:
@@ -211,14 +227,33 @@ class SpeculativeDecoder:
         # 6. record: the verified drafts, then the chain past them
         shown = blocks * self.n
         return self._record(
-            state, mode=mode, drafts=drafts + buffer.tokens[d:shown], confidences=buffer.confidences[:shown].tolist(),
-            sources=buffer.sources[:shown], blocks=blocks, decision=decision, d=d, accepted=accepted,
-            committed=committed, bonus_token=bonus if committed[-1] == bonus and len(committed) == accepted + 1
-            else None, oracle_d=oracle_d, draft_s=buffer.draft_seconds(blocks), policy_s=policy_s,
-            verify_s=verify_s, modeled_s=buffer.modeled_round_s(profile, d, blocks, self._upkeep_s(profile)))
+            state,
+            mode=mode,
+            drafts=drafts + buffer.tokens[d:shown],
+            confidences=buffer.confidences[:shown].tolist(),
+            sources=buffer.sources[:shown],
+            blocks=blocks,
+            decision=decision,
+            d=d,
+            accepted=accepted,
+            committed=committed,
+            bonus_token=bonus if committed[-1] == bonus and len(committed) == accepted + 1 else None,
+            oracle_d=oracle_d,
+            draft_s=buffer.draft_seconds(blocks),
+            policy_s=policy_s,
+            verify_s=verify_s,
+            modeled_s=buffer.modeled_round_s(profile, d, blocks, self._upkeep_s(profile)),
+        )
 
-    def _tree_round(self, state: _State, mode: str, policy: TreePolicy, config: DecodeConfig,
-                    sampling: SamplingConfig, profile: LatencyProfile) -> RoundRecord:
+    def _tree_round(
+        self,
+        state: _State,
+        mode: str,
+        policy: TreePolicy,
+        config: DecodeConfig,
+        sampling: SamplingConfig,
+        profile: LatencyProfile,
+    ) -> RoundRecord:
         """A draft-tree round (DDTree): the depth policy picks the depth from the tree's per-depth
         confidences, one tree fills the node budget within it, one target forward verifies it;
         the same six steps as `_round`."""
@@ -251,8 +286,14 @@ class SpeculativeDecoder:
             oracle = self._tree_oracle(state, view, lookahead, sampling, rng, profile)
         # 3. verify [last token, nodes...] in one target forward with the tree attention mask
         start = time.perf_counter()
-        out = self.target.forward_tree(state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths,
-                                       with_hidden=self.drafter.needs_features)
+        out = self.target.forward_tree(
+            state.target_cache,
+            state.ids[-1],
+            tree.tokens,
+            tree.parents,
+            tree.depths,
+            with_hidden=self.drafter.needs_features,
+        )
         # 4. accept a root path (greedy: the target's argmax; sampling: recursive rejection), then the bonus
         path, bonus = tree_accept(tree, out.logits, sampling, rng)
         committed = self._truncate([tree.tokens[j] for j in path] + [bonus], room)
@@ -263,38 +304,73 @@ class SpeculativeDecoder:
         # 6. record: the drafts shown are the drafter's own chain, the tree's nodes beside them
         shown = blocks * self.n
         if depth < decision.d and decision.alpha:  # the round's room cut the depth
-            decision = dataclasses.replace(decision, eps_bounds=tuple(
-                epsilon_bounds(tree_q[:depth], decision.alpha)) if depth else ())
+            decision = dataclasses.replace(
+                decision, eps_bounds=tuple(epsilon_bounds(tree_q[:depth], decision.alpha)) if depth else ()
+            )
         return self._record(
-            state, mode=mode, drafts=buffer.tokens[:shown], confidences=buffer.confidences[:shown].tolist(),
-            sources=buffer.sources[:shown], blocks=blocks, decision=decision, d=depth, accepted=len(path),
-            committed=committed, bonus_token=bonus if len(committed) == len(path) + 1 else None,
-            oracle_d=oracle[0], oracle_tree_size=oracle[1], tree=tree, tree_path=path, tree_confidences=tree_q,
-            draft_s=buffer.draft_seconds(blocks), policy_s=policy_s, verify_s=verify_s,
-            modeled_s=self._tree_time(buffer, profile, blocks, len(tree)))
+            state,
+            mode=mode,
+            drafts=buffer.tokens[:shown],
+            confidences=buffer.confidences[:shown].tolist(),
+            sources=buffer.sources[:shown],
+            blocks=blocks,
+            decision=decision,
+            d=depth,
+            accepted=len(path),
+            committed=committed,
+            bonus_token=bonus if len(committed) == len(path) + 1 else None,
+            oracle_d=oracle[0],
+            oracle_tree_size=oracle[1],
+            tree=tree,
+            tree_path=path,
+            tree_confidences=tree_q,
+            draft_s=buffer.draft_seconds(blocks),
+            policy_s=policy_s,
+            verify_s=verify_s,
+            modeled_s=self._tree_time(buffer, profile, blocks, len(tree)),
+        )
 
     def _tree_time(self, buffer: DraftBuffer, profile: LatencyProfile, steps: int, nodes: int) -> float:
         """Modeled seconds of a tree round: `steps` drafting steps, one verification of the root
         and `nodes` nodes, the drafter's upkeep."""
         return buffer.modeled_draft_s(profile, steps) + profile.tree_verify_time(nodes + 1) + self._upkeep_s(profile)
 
-    def _tree_oracle(self, state: _State, view: TreeView, depth: int, sampling: SamplingConfig,
-                     rng: Randomness | None, profile: LatencyProfile) -> tuple[int, int]:
+    def _tree_oracle(
+        self,
+        state: _State,
+        view: TreeView,
+        depth: int,
+        sampling: SamplingConfig,
+        rng: Randomness | None,
+        profile: LatencyProfile,
+    ) -> tuple[int, int]:
         """(depth*, nodes*) of the hindsight-best sub-tree of a look-ahead tree (the round's node
         budget, `depth` deep), verified once, untimed, under the round's uniforms (`tree.tree_oracle`)."""
         buffer = view.buffer
         buffer.ensure(depth)
         tree = view.tree(depth)
-        out = self.target.forward_tree(state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths,
-                                       with_hidden=False)
+        out = self.target.forward_tree(
+            state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths, with_hidden=False
+        )
         child_probs, _ = target_child_probs(tree, out.logits, sampling)
         self._fit_caches(state, None, None)
-        return tree_oracle(tree, child_probs, rng,
-                           lambda h, nodes: self._tree_time(buffer, profile, max(1, buffer.steps_for(h)), nodes),
-                           zero_time=self._tree_time(buffer, profile, 1, 0))
+        return tree_oracle(
+            tree,
+            child_probs,
+            rng,
+            lambda h, nodes: self._tree_time(buffer, profile, max(1, buffer.steps_for(h)), nodes),
+            zero_time=self._tree_time(buffer, profile, 1, 0),
+        )
 
-    def _oracle_length(self, state: _State, buffer: DraftBuffer, D: int, sampling: SamplingConfig,
-                       rng: Randomness | None, profile: LatencyProfile) -> tuple[int | None, int]:
+    def _oracle_length(
+        self,
+        state: _State,
+        buffer: DraftBuffer,
+        D: int,
+        sampling: SamplingConfig,
+        rng: Randomness | None,
+        profile: LatencyProfile,
+    ) -> tuple[int | None, int]:
         """(d*, the oracle mode's d) from one look-ahead verification of D drafts.
 
         d* = argmax_d (a(d) + 1) / T_round(d) over d = 0..D is the hindsight optimum the records
@@ -320,8 +396,9 @@ class SpeculativeDecoder:
         """Modeled seconds of a round's drafter context upkeep (target features in, for drafters that read them)."""
         return profile.fit_s if self.drafter.needs_features else 0.0
 
-    def _fit_caches(self, state: _State, hidden_states, first_position: int | None,
-                    rows: list[int] | None = None) -> None:
+    def _fit_caches(
+        self, state: _State, hidden_states, first_position: int | None, rows: list[int] | None = None
+    ) -> None:
         """The one rollback: crop the target cache to len(ids) - 1 and bring the drafter context
         to the same length, appending the target features of newly verified tokens.
 
@@ -348,26 +425,63 @@ class SpeculativeDecoder:
                 return tokens[: i + 1]
         return tokens
 
-    def _record(self, state: _State, *, mode: str, committed: list[int], bonus_token: int | None,
-                verify_s: float, modeled_s: float, drafts=(), confidences=(), sources=(), blocks: int = 0,
-                decision: Decision = Decision(0), d: int = 0, accepted: int = 0, oracle_d: int | None = None,
-                draft_s: float = 0.0, policy_s: float = 0.0, tree=None, tree_path=(), tree_confidences=(),
-                oracle_tree_size: int | None = None) -> RoundRecord:
+    def _record(
+        self,
+        state: _State,
+        *,
+        mode: str,
+        committed: list[int],
+        bonus_token: int | None,
+        verify_s: float,
+        modeled_s: float,
+        drafts=(),
+        confidences=(),
+        sources=(),
+        blocks: int = 0,
+        decision: Decision = Decision(0),
+        d: int = 0,
+        accepted: int = 0,
+        oracle_d: int | None = None,
+        draft_s: float = 0.0,
+        policy_s: float = 0.0,
+        tree=None,
+        tree_path=(),
+        tree_confidences=(),
+        oracle_tree_size: int | None = None,
+    ) -> RoundRecord:
         state.seconds += draft_s + policy_s + verify_s
         state.modeled += modeled_s
         record = RoundRecord(
-            mode=mode, round_index=state.rounds, start_position=len(state.ids) - len(committed),
-            draft_tokens=tuple(int(t) for t in drafts), confidences=tuple(float(q) for q in confidences),
-            draft_sources=tuple(sources), blocks_drafted=int(blocks), policy_steps=decision.steps,
-            eps_bounds=tuple(int(e) for e in decision.eps_bounds), chosen_length=int(d),
-            accepted=int(accepted), committed_tokens=tuple(int(t) for t in committed),
-            bonus_token=None if bonus_token is None else int(bonus_token), oracle_length=oracle_d,
-            draft_s=float(draft_s), policy_s=float(policy_s), verify_s=float(verify_s), modeled_s=float(modeled_s),
-            cumulative_tokens=state.generated, cumulative_s=state.seconds, cumulative_modeled_s=state.modeled,
-            alpha=decision.alpha, tree_size=0 if tree is None else len(tree),
-            tree_tokens=() if tree is None else tree.tokens, tree_parents=() if tree is None else tree.parents,
-            tree_probs=() if tree is None else tree.probs, tree_path=tuple(int(j) for j in tree_path),
-            tree_confidences=tuple(float(q) for q in tree_confidences), oracle_tree_size=oracle_tree_size)
+            mode=mode,
+            round_index=state.rounds,
+            start_position=len(state.ids) - len(committed),
+            draft_tokens=tuple(int(t) for t in drafts),
+            confidences=tuple(float(q) for q in confidences),
+            draft_sources=tuple(sources),
+            blocks_drafted=int(blocks),
+            policy_steps=decision.steps,
+            eps_bounds=tuple(int(e) for e in decision.eps_bounds),
+            chosen_length=int(d),
+            accepted=int(accepted),
+            committed_tokens=tuple(int(t) for t in committed),
+            bonus_token=None if bonus_token is None else int(bonus_token),
+            oracle_length=oracle_d,
+            draft_s=float(draft_s),
+            policy_s=float(policy_s),
+            verify_s=float(verify_s),
+            modeled_s=float(modeled_s),
+            cumulative_tokens=state.generated,
+            cumulative_s=state.seconds,
+            cumulative_modeled_s=state.modeled,
+            alpha=decision.alpha,
+            tree_size=0 if tree is None else len(tree),
+            tree_tokens=() if tree is None else tree.tokens,
+            tree_parents=() if tree is None else tree.parents,
+            tree_probs=() if tree is None else tree.probs,
+            tree_path=tuple(int(j) for j in tree_path),
+            tree_confidences=tuple(float(q) for q in tree_confidences),
+            oracle_tree_size=oracle_tree_size,
+        )
         state.rounds += 1
         return record
 
@@ -382,7 +496,9 @@ def remodel_ar(records: list[RoundRecord], profile: LatencyProfile) -> list[Roun
     return [_replace(r, modeled_s=step, cumulative_modeled_s=step * (k + 1)) for k, r in enumerate(records)]
 
 
-def race(decoder: SpeculativeDecoder, prompt_ids, entries: dict, config: DecodeConfig) -> Iterator[tuple[str, RoundRecord]]:
+def race(
+    decoder: SpeculativeDecoder, prompt_ids, entries: dict, config: DecodeConfig
+) -> Iterator[tuple[str, RoundRecord]]:
     """Decode one prompt in several modes, interleaved round by round.
 
     entries: label -> (mode, policy), the policy None for modes without one ("ar", "oracle").

@@ -2,6 +2,7 @@
 
 An interrupted write never leaves a half-written trace, profile or benchmark file behind.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,6 +33,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(text)
+
     return atomic_write(path, write)
 
 

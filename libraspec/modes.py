@@ -5,6 +5,7 @@ one `Mode` entry here plus its policy class (docs/ARCHITECTURE.md, "How to add a
 `PolicySettings` holds every policy knob and `PolicySettings.checked` is the one place that
 validates them against a drafter's n; the app calls it too, and shows its notes.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,11 +53,15 @@ class PolicySettings:
         static = clamp("static length", n if self.static_length in (None, 0) else self.static_length, 1, high)
         g4 = None if self.g4_initial is None else clamp("G4 initial length", self.g4_initial, 1, d_max)
         fixed = PolicySettings(
-            alpha=clamp("alpha", self.alpha, *ALPHA_RANGE, kind=float), d_max=d_max, static_length=static,
-            g4_initial=g4, failfast_threshold=clamp("FailFast threshold", self.failfast_threshold, 0.0, 1.0, float),
+            alpha=clamp("alpha", self.alpha, *ALPHA_RANGE, kind=float),
+            d_max=d_max,
+            static_length=static,
+            g4_initial=g4,
+            failfast_threshold=clamp("FailFast threshold", self.failfast_threshold, 0.0, 1.0, float),
             failfast_step=clamp("FailFast step", self.failfast_step, 1, d_max),
             tree_depth=clamp("tree depth", n if self.tree_depth in (None, 0) else self.tree_depth, 1, high),
-            node_budget=clamp("node budget", self.node_budget, 1, high))
+            node_budget=clamp("node budget", self.node_budget, 1, high),
+        )
         return fixed, tuple(notes)
 
 
@@ -84,18 +89,31 @@ def _g4(s: PolicySettings) -> G4Policy:
     return G4Policy(min(s.static_length, s.d_max) if s.g4_initial is None else s.g4_initial, s.d_max)
 
 
-MODES: dict[str, Mode] = {m.name: m for m in (
-    Mode("ar", "AR", "#7F7F7F", "ar"),
-    Mode("static", "static", "#0072B2", "policy", lambda s: StaticPolicy(s.static_length)),
-    Mode("libraspec", "LibraSpec", "#D55E00", "policy", lambda s: LibraSpecPolicy(s.alpha, s.d_max)),
-    Mode("g4", "G4", "#CC79A7", "policy", _g4),
-    Mode("failfast", "FailFast", "#E69F00", "policy",
-         lambda s: FailFastPolicy(s.failfast_threshold, s.failfast_step, s.d_max)),
-    Mode("oracle", "oracle", "#009E73", "oracle"),
-    Mode("ddtree", "DDTree", "#56B4E9", "tree", lambda s: TreePolicy(StaticPolicy(s.tree_depth), s.node_budget)),
-    Mode("ddtree-libraspec", "DDTree+LibraSpec", "#882255", "tree",
-         lambda s: TreePolicy(LibraSpecPolicy(s.alpha, s.d_max), s.node_budget)),
-)}
+MODES: dict[str, Mode] = {
+    m.name: m
+    for m in (
+        Mode("ar", "AR", "#7F7F7F", "ar"),
+        Mode("static", "static", "#0072B2", "policy", lambda s: StaticPolicy(s.static_length)),
+        Mode("libraspec", "LibraSpec", "#D55E00", "policy", lambda s: LibraSpecPolicy(s.alpha, s.d_max)),
+        Mode("g4", "G4", "#CC79A7", "policy", _g4),
+        Mode(
+            "failfast",
+            "FailFast",
+            "#E69F00",
+            "policy",
+            lambda s: FailFastPolicy(s.failfast_threshold, s.failfast_step, s.d_max),
+        ),
+        Mode("oracle", "oracle", "#009E73", "oracle"),
+        Mode("ddtree", "DDTree", "#56B4E9", "tree", lambda s: TreePolicy(StaticPolicy(s.tree_depth), s.node_budget)),
+        Mode(
+            "ddtree-libraspec",
+            "DDTree+LibraSpec",
+            "#882255",
+            "tree",
+            lambda s: TreePolicy(LibraSpecPolicy(s.alpha, s.d_max), s.node_budget),
+        ),
+    )
+}
 POLICY_MODES = tuple(name for name, m in MODES.items() if m.kind == "policy")
 TREE_MODES = tuple(name for name, m in MODES.items() if m.kind == "tree")
 
@@ -112,6 +130,8 @@ def make_policy(name: str, n: int, **settings) -> LengthPolicy:
     `PolicySettings.checked`."""
     mode = get_mode(name)
     if mode.factory is None:
-        raise ValueError(f"mode {name!r} takes no policy; modes with one: "
-                         f"{', '.join(key for key, m in MODES.items() if m.factory is not None)}")
+        raise ValueError(
+            f"mode {name!r} takes no policy; modes with one: "
+            f"{', '.join(key for key, m in MODES.items() if m.factory is not None)}"
+        )
     return mode.factory(PolicySettings(**settings).checked(n)[0])

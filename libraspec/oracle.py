@@ -6,6 +6,7 @@ commits tau = a(d) + 1 tokens (accepted drafts plus the bonus/correction token) 
 T_round(d) seconds, so the oracle picks d* = argmax_d (a(d) + 1) / T_round(d), ties to
 the shorter d.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Sequence, Union
@@ -23,8 +24,7 @@ def _round_times(round_time: RoundTime, count: int) -> np.ndarray:
     else:
         times = np.asarray(round_time, dtype=np.float64)
         if times.ndim != 1 or times.size < count:
-            raise ValueError(f"round_time must give a time for each d = 1..{count}, "
-                             f"got shape {times.shape}")
+            raise ValueError(f"round_time must give a time for each d = 1..{count}, got shape {times.shape}")
         times = times[:count]
     if not np.all(np.isfinite(times)) or np.any(times <= 0):
         raise ValueError("round times must be finite and > 0")

@@ -12,6 +12,7 @@ Floors use a tolerance: eps_i = floor(alpha * S_i + i + 1e-9). The exact value c
 integer that float arithmetic lands just below (e.g. 3 * 0.1 * 10); the 1e-9 guard keeps
 such cases, like all q = 1, exact. Values within 1e-9 below an integer round up.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,8 +40,12 @@ def _checked_list(q) -> list[float]:
 
 
 def _check_alpha(alpha: float) -> float:
-    if (isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer))
-            or not math.isfinite(alpha) or alpha <= 0):
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, (int, float, np.floating, np.integer))
+        or not math.isfinite(alpha)
+        or alpha <= 0
+    ):
         raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
     return float(alpha)
 

@@ -16,6 +16,7 @@ are the monotone (isotonic) fit of their medians. The raw medians stay in `meta`
 AR step that every speedup divides by, is timed AR_COPIES times a round: its median rests on
 more samples than any other k's.
 """
+
 from __future__ import annotations
 
 import functools
@@ -58,15 +59,16 @@ def knot_fit(values) -> tuple[float, ...]:
     """
     y = np.asarray(values, dtype=np.float64)  # (K,)
     last = len(y)
-    knots = sorted({1, last} | {2 ** j for j in range(1, last.bit_length()) if 2 ** j < last})
+    knots = sorted({1, last} | {2**j for j in range(1, last.bit_length()) if 2**j < last})
     k = np.arange(1, last + 1)
     basis = np.stack([np.interp(k, knots, unit) for unit in np.eye(len(knots))], axis=1)  # (K, knots)
     weights, *_ = np.linalg.lstsq(basis, y, rcond=None)
     return monotone(basis @ weights)
 
 
-def timed_interleaved(calls: dict, repeats: int, sync=lambda: None, after=None, seed: int = 0,
-                      copies: dict | None = None) -> dict:
+def timed_interleaved(
+    calls: dict, repeats: int, sync=lambda: None, after=None, seed: int = 0, copies: dict | None = None
+) -> dict:
     """Median seconds of each call in `calls` ({key: fn}), timed over repeats + 1 rounds that call
     each once in a shuffled order (the first round warms up and is dropped); `copies` ({key: c})
     calls a key c times a round, pooling its c x repeats samples; `sync` waits for the device,
@@ -84,7 +86,7 @@ def timed_interleaved(calls: dict, repeats: int, sync=lambda: None, after=None, 
             calls[key]()
             sync()
             samples[key].append(time.perf_counter() - start)
-    return {key: statistics.median(times[copies.get(key, 1):]) for key, times in samples.items()}
+    return {key: statistics.median(times[copies.get(key, 1) :]) for key, times in samples.items()}
 
 
 def cache_root() -> str:
@@ -99,8 +101,12 @@ def machine_description() -> dict:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
-    info = {"cpu": cpu, "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "python": platform.python_version()}
+    info = {
+        "cpu": cpu,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+    }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
@@ -114,8 +120,9 @@ AR_COPIES = 4
 
 
 @torch.inference_mode()
-def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
-                    repeats: int = 7) -> LatencyProfile:
+def measure_profile(
+    pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256, repeats: int = 7
+) -> LatencyProfile:
     """Median seconds of target forwards with 1..max_tokens new tokens, of 1..max_blocks drafts, of a
     look-up step, of the block-diffusion drafter's context upkeep after a round (`fit_s`) and of
     draft-tree verifications of `TREE_ROWS` rows (a 4-ary tree, best-first order, with its mask)."""
@@ -141,7 +148,7 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
         drafter.fit_context(dcontext, context, None, None)
 
     k_fit = max(1, drafter.n // 2)  # a typical round's committed tokens
-    fit_hidden = target.forward(cache, context[-1:] + context[:k_fit - 1]).hidden_states
+    fit_hidden = target.forward(cache, context[-1:] + context[: k_fit - 1]).hidden_states
     crop_cache(cache, context_len - 1)
 
     def verify_tree(rows: int) -> None:
@@ -156,27 +163,54 @@ def measure_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len
     lengths = range(1, max_tokens + 1)
     tree_rows = tuple(k for k in TREE_ROWS if k + context_len < target.max_positions)
     tree_rows = tree_rows if len(tree_rows) > 1 else ()  # one row count makes no interpolation
-    forwards = timed_interleaved({**{("chain", k): functools.partial(verify, k) for k in lengths},
-                                  **{("tree", k): functools.partial(verify_tree, k) for k in tree_rows}}, repeats, sync,
-                                 copies={("chain", 1): AR_COPIES})
+    forwards = timed_interleaved(
+        {
+            **{("chain", k): functools.partial(verify, k) for k in lengths},
+            **{("tree", k): functools.partial(verify_tree, k) for k in tree_rows},
+        },
+        repeats,
+        sync,
+        copies={("chain", 1): AR_COPIES},
+    )
     verify_s = tuple(forwards["chain", k] for k in lengths)
     tree_s = tuple(forwards["tree", k] for k in tree_rows)
     # in a round, drafting and the context upkeep follow a target forward, which leaves the CPU's
     # caches full of the target's weights: each is timed right after one
     after_forward = functools.partial(verify, drafter.n)
-    steps = timed_interleaved({**{("draft", b): functools.partial(draft, b) for b in range(1, max_blocks + 1)},
-                               "lookup": lambda: lookup.start_round(index, repeated, SamplingConfig()).extend(1),
-                               "fit": lambda: fit(k_fit, fit_hidden)}, repeats, sync, after_forward)
+    steps = timed_interleaved(
+        {
+            **{("draft", b): functools.partial(draft, b) for b in range(1, max_blocks + 1)},
+            "lookup": lambda: lookup.start_round(index, repeated, SamplingConfig()).extend(1),
+            "fit": lambda: fit(k_fit, fit_hidden),
+        },
+        repeats,
+        sync,
+        after_forward,
+    )
     draft_s = tuple(steps["draft", b] for b in range(1, max_blocks + 1))
     lookup_s, fit_s = steps["lookup"], steps["fit"]
-    meta = {"pair": pair.name, "context_len": context_len, "repeats": repeats,
-            "raw_verify_s": list(verify_s), "raw_draft_s": list(draft_s),
-            "device": str(target.device), "dtype": str(target.dtype), **machine_description()}
+    meta = {
+        "pair": pair.name,
+        "context_len": context_len,
+        "repeats": repeats,
+        "raw_verify_s": list(verify_s),
+        "raw_draft_s": list(draft_s),
+        "device": str(target.device),
+        "dtype": str(target.dtype),
+        **machine_description(),
+    }
     meta["raw_tree_verify_s"] = list(tree_s)
     meta["verify_fit"] = "knot_fit of medians timed interleaved"
-    return LatencyProfile(verify_s=knot_fit(verify_s), draft_s=monotone(draft_s), n=drafter.n, meta=meta,
-                          lookup_s=lookup_s, fit_s=fit_s, tree_rows=tree_rows,
-                          tree_verify_s=monotone(tree_s) if tree_rows else ())
+    return LatencyProfile(
+        verify_s=knot_fit(verify_s),
+        draft_s=monotone(draft_s),
+        n=drafter.n,
+        meta=meta,
+        lookup_s=lookup_s,
+        fit_s=fit_s,
+        tree_rows=tree_rows,
+        tree_verify_s=monotone(tree_s) if tree_rows else (),
+    )
 
 
 def _timing_context(target, context_len: int):
@@ -189,7 +223,7 @@ def _timing_context(target, context_len: int):
 
 def _verify(target, cache, context: list[int], k: int) -> None:
     """A target forward of k new tokens after the context, then the cache back to the context."""
-    target.forward(cache, context[-1:] + context[:k - 1])
+    target.forward(cache, context[-1:] + context[: k - 1])
     crop_cache(cache, len(context) - 1)
 
 
@@ -207,14 +241,27 @@ def ar_step_now(pair, context_len: int, repeats: int = 15) -> float:
 
 def profile_path(pair) -> str:
     """One profile file per model pair, drafter weights, device, dtype and machine."""
-    key = {"format": 6, "pair": pair.name, "drafter": pair.drafter_id, "device": str(pair.target.device),
-           "dtype": str(pair.target.dtype), **machine_description()}
+    key = {
+        "format": 6,
+        "pair": pair.name,
+        "drafter": pair.drafter_id,
+        "device": str(pair.target.device),
+        "dtype": str(pair.target.dtype),
+        **machine_description(),
+    }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")
 
 
-def cached_profile(pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256,
-                   repeats: int = 7, refresh: bool = False, check: bool = False) -> LatencyProfile:
+def cached_profile(
+    pair,
+    max_tokens: int = 25,
+    max_blocks: int = 2,
+    context_len: int = 256,
+    repeats: int = 7,
+    refresh: bool = False,
+    check: bool = False,
+) -> LatencyProfile:
     """`measure_profile`, cached in one file per pair and machine (`profile_path`).
 
     A cached profile that reaches fewer tokens or blocks than asked for is measured again
@@ -256,8 +303,12 @@ def ar_check(profile: LatencyProfile, measured_ar_s: float, tolerance: float = P
     profile's; `ok` is False beyond `tolerance` (relative), which means the profile was measured
     under another load and should be measured again."""
     ratio = measured_ar_s / profile.ar_token_time()
-    return {"measured_ar_s": measured_ar_s, "profile_ar_s": profile.ar_token_time(), "ratio": ratio,
-            "ok": within(ratio, tolerance)}
+    return {
+        "measured_ar_s": measured_ar_s,
+        "profile_ar_s": profile.ar_token_time(),
+        "ratio": ratio,
+        "ok": within(ratio, tolerance),
+    }
 
 
 def profile_check(profile: LatencyProfile, ar_records, tolerance: float = PROFILE_TOLERANCE) -> dict:

@@ -5,6 +5,7 @@ trace files read only these. Symbols follow the LibraSpec paper: d is the specul
 length submitted for verification, q_i the drafter confidence of draft i, eps_i the
 Algorithm 1 bound of position i, tau = accepted + 1 tokens committed per round.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -77,8 +78,19 @@ class RoundRecord:
 
 
 # record fields holding one value per draft / step / token: lists in frames and Parquet, JSON in CSV
-LIST_COLUMNS = ("draft_tokens", "confidences", "draft_sources", "eps_bounds", "committed_tokens", "tree_tokens",
-                "tree_parents", "tree_probs", "tree_path", "tree_confidences", "policy_steps")
+LIST_COLUMNS = (
+    "draft_tokens",
+    "confidences",
+    "draft_sources",
+    "eps_bounds",
+    "committed_tokens",
+    "tree_tokens",
+    "tree_parents",
+    "tree_probs",
+    "tree_path",
+    "tree_confidences",
+    "policy_steps",
+)
 
 
 def records_to_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:
@@ -105,8 +117,10 @@ def frame_to_records(frame: pd.DataFrame) -> list[RoundRecord]:
         for f in fields:
             value = row[f.name]
             if f.name == "policy_steps":
-                value = tuple(PolicyStep(**{k: v.item() if hasattr(v, "item") else v for k, v in dict(step).items()})
-                              for step in _as_list(value))
+                value = tuple(
+                    PolicyStep(**{k: v.item() if hasattr(v, "item") else v for k, v in dict(step).items()})
+                    for step in _as_list(value)
+                )
             elif f.name in LIST_COLUMNS:
                 value = tuple(_as_list(value))
             else:
@@ -207,8 +221,16 @@ def summarize(records: Sequence[RoundRecord], ar_records: Sequence[RoundRecord] 
         modeled_speedup = ar_m / (modeled / tokens) if modeled > 0 else None
     pairs = [(r.chosen_length, r.oracle_length) for r in records if r.oracle_length is not None]
     mad = sum(abs(d - o) for d, o in pairs) / len(pairs) if pairs and records[0].mode != "oracle" else None
-    return RunSummary(mode=records[0].mode, tokens=tokens, rounds=len(records), tau=tokens / len(records),
-                      seconds=seconds, modeled_seconds=modeled,
-                      tokens_per_s=tokens / seconds if seconds > 0 else float("inf"),
-                      speedup_measured=measured_speedup, speedup_modeled=modeled_speedup, mad_vs_oracle=mad,
-                      round_s=tuple(float(x) for x in np.quantile([r.measured_s for r in records], (0.25, 0.5, 0.75))))
+    return RunSummary(
+        mode=records[0].mode,
+        tokens=tokens,
+        rounds=len(records),
+        tau=tokens / len(records),
+        seconds=seconds,
+        modeled_seconds=modeled,
+        tokens_per_s=tokens / seconds if seconds > 0 else float("inf"),
+        speedup_measured=measured_speedup,
+        speedup_modeled=modeled_speedup,
+        mad_vs_oracle=mad,
+        round_s=tuple(float(x) for x in np.quantile([r.measured_s for r in records], (0.25, 0.5, 0.75))),
+    )

@@ -17,6 +17,7 @@ the correction from the residual. `tree_oracle` finds the best depth and size in
 `TreePolicy` lets a length policy (static, or LibraSpec's Algorithm 1) choose the depth from the
 tree's per-depth confidences (`depth_confidences`, seen through a `TreeView`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -101,8 +102,7 @@ def build_tree(candidates: list[tuple[list[int], list[float]]], budget: int) -> 
     return DraftTree(tuple(tokens), tuple(parents), tuple(depths), tuple(probs), tuple(path_probs))
 
 
-def tree_walk(tree: DraftTree, child_probs, rng, budget: int | None = None,
-              depth: int | None = None) -> list[int]:
+def tree_walk(tree: DraftTree, child_probs, rng, budget: int | None = None, depth: int | None = None) -> list[int]:
     """The accepted root path (node indices) of the sub-tree of the first `budget` nodes up to `depth`.
 
     child_probs[j] = p(x_j), the target's probability of node j's token at node j's parent
@@ -163,8 +163,7 @@ def target_child_probs(tree: DraftTree, target_logits: torch.Tensor, sampling: S
     return rows[parents.to(rows.device), tokens.to(rows.device)].cpu(), rows
 
 
-def tree_accept(tree: DraftTree, target_logits: torch.Tensor, sampling: SamplingConfig,
-                rng) -> tuple[list[int], int]:
+def tree_accept(tree: DraftTree, target_logits: torch.Tensor, sampling: SamplingConfig, rng) -> tuple[list[int], int]:
     """target_logits (N + 1, V) -> (accepted node indices root to leaf, bonus / correction token).
 
     Greedy: the longest root path whose every token is the target's argmax at its parent, then

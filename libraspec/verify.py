@@ -13,6 +13,7 @@ position i is verified and the distribution q_i itself must not depend on the va
 (docs/ARCHITECTURE.md, "Lossless verification"). Drafters therefore hand over distributions,
 and drafts are drawn (`Randomness.draw`) only after the length d is chosen.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """What the screenshot and start-up scripts share: serve a Gradio demo on a free local port and
 open it in headless Debian chromium (never `playwright install`) at 1440x900."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,9 +20,11 @@ def serve(demo) -> str:
 def page_at(url: str):
     """A 1440x900 page of headless chromium showing `url`; the browser closes afterwards."""
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                             args=["--no-sandbox", "--disable-background-networking"])
+        browser = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox", "--disable-background-networking"]
+        )
         try:
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.goto(url)

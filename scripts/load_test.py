@@ -10,6 +10,7 @@ queue size and rank reported, and the longest overlap of two requests' processin
 one model queue has concurrency_limit 1, so that overlap is only message delay). Bounded: `--timeout` caps the whole test and each request.
 Exit status 0 only when every request succeeded; 1 otherwise (the failures are listed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,25 @@ def free_port() -> int:
 
 
 def start_app(model: str, port: int, cache: str) -> subprocess.Popen:
-    env = dict(os.environ, LIBRASPEC_MODEL=model, LIBRASPEC_CACHE=cache, GRADIO_SERVER_NAME="127.0.0.1",
-               GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    env = dict(
+        os.environ,
+        LIBRASPEC_MODEL=model,
+        LIBRASPEC_CACHE=cache,
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_SERVER_PORT=str(port),
+        GRADIO_ANALYTICS_ENABLED="False",
+        HF_HUB_OFFLINE="1",
+    )
     env.setdefault("OMP_NUM_THREADS", "1")
     env.pop("LIBRASPEC_PAIRS", None)
-    return subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "app.py")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_until_up(url: str, app: subprocess.Popen, limit_s: float) -> None:
@@ -62,6 +76,7 @@ def wait_until_up(url: str, app: subprocess.Popen, limit_s: float) -> None:
 def user(url: str, index: int, requests: int, tokens: int, deadline: float, results: list, lock) -> None:
     """One client: `requests` races in a row; each result records its timings and queue view."""
     from gradio_client import Client
+
     client = Client(url, verbose=False)
     for k in range(requests):
         prompt = f"User {index}, request {k}: tell me a short story about a lighthouse."
@@ -89,8 +104,15 @@ def user(url: str, index: int, requests: int, tokens: int, deadline: float, resu
                 raise AssertionError(f"greedy texts differ or the race did not finish: {summary.get('notes')}")
             if summary["modes"]["libraspec"]["tokens"] != summary["ar"]["tokens"]:
                 raise AssertionError("LibraSpec and AR committed different token counts")
-            entry.update(total_s=end - start, wait_s=started - start, run_s=end - started, start=start,
-                         processing_from=started, end=end, tokens=summary["ar"]["tokens"])
+            entry.update(
+                total_s=end - start,
+                wait_s=started - start,
+                run_s=end - started,
+                start=start,
+                processing_from=started,
+                end=end,
+                tokens=summary["ar"]["tokens"],
+            )
         except Exception as error:  # noqa: BLE001  (any failure of a request fails the test; it is listed)
             entry["error"] = f"{type(error).__name__}: {error}"
         with lock:
@@ -130,8 +152,10 @@ def run(args) -> dict:
             up_s = time.monotonic() - began
             deadline = time.monotonic() + args.timeout
             results, lock = [], threading.Lock()
-            threads = [threading.Thread(target=user, args=(url, u, args.requests, args.tokens, deadline, results, lock))
-                       for u in range(args.users)]
+            threads = [
+                threading.Thread(target=user, args=(url, u, args.requests, args.tokens, deadline, results, lock))
+                for u in range(args.users)
+            ]
             wall = time.monotonic()
             for thread in threads:
                 thread.start()
@@ -147,11 +171,18 @@ def run(args) -> dict:
     ok = [r for r in results if r["error"] is None]
     missing = args.users * args.requests - len(results)
     return {
-        "model": args.model, "users": args.users, "requests_per_user": args.requests, "tokens": args.tokens,
-        "startup_s": up_s, "wall_s": wall, "completed": len(ok), "failed": len(results) - len(ok) + missing,
+        "model": args.model,
+        "users": args.users,
+        "requests_per_user": args.requests,
+        "tokens": args.tokens,
+        "startup_s": up_s,
+        "wall_s": wall,
+        "completed": len(ok),
+        "failed": len(results) - len(ok) + missing,
         "failures": [f"user {r['user']} request {r['request']}: {r['error']}" for r in results if r["error"]]
         + ([f"{missing} requests never returned (threads still running at the time limit)"] if missing else []),
-        "latency_s": percentiles([r["total_s"] for r in ok]), "queue_wait_s": percentiles([r["wait_s"] for r in ok]),
+        "latency_s": percentiles([r["total_s"] for r in ok]),
+        "queue_wait_s": percentiles([r["wait_s"] for r in ok]),
         "processing_s": percentiles([r["run_s"] for r in ok]),
         "max_queue_size_seen": max((r["max_queue"] or 0 for r in results), default=0),
         "max_rank_seen": max((r["max_rank"] or 0 for r in results), default=0),
@@ -176,16 +207,23 @@ def main(argv: list[str] | None = None) -> int:
 
     def fmt(p):
         return " / ".join("-" if p[k] is None else f"{p[k]:.2f}" for k in ("p50", "p90", "max"))
-    print(f"{report['model']}: {args.users} users x {args.requests} races of {args.tokens} tokens; "
-          f"app up in {report['startup_s']:.1f} s; wall {report['wall_s']:.1f} s")
-    print(f"completed {report['completed']}, failed {report['failed']}; "
-          f"{report['requests_per_minute'] or 0:.1f} races/min")
+
+    print(
+        f"{report['model']}: {args.users} users x {args.requests} races of {args.tokens} tokens; "
+        f"app up in {report['startup_s']:.1f} s; wall {report['wall_s']:.1f} s"
+    )
+    print(
+        f"completed {report['completed']}, failed {report['failed']}; "
+        f"{report['requests_per_minute'] or 0:.1f} races/min"
+    )
     print(f"latency s (p50 / p90 / max):    {fmt(lat)}")
     print(f"queue wait s (p50 / p90 / max): {fmt(wait)}")
     print(f"processing s (p50 / p90 / max): {fmt(proc)}")
-    print(f"queue: largest size seen {report['max_queue_size_seen']}, largest rank {report['max_rank_seen']}, "
-          f"longest overlap of two requests' processing {report['longest_processing_overlap_s']:.2f} s "
-          "(client clocks; the model queue runs one race at a time)")
+    print(
+        f"queue: largest size seen {report['max_queue_size_seen']}, largest rank {report['max_rank_seen']}, "
+        f"longest overlap of two requests' processing {report['longest_processing_overlap_s']:.2f} s "
+        "(client clocks; the model queue runs one race at a time)"
+    )
     for line in report["failures"]:
         print("FAILED", line)
     if args.json:

@@ -10,6 +10,7 @@ the app process's resident set size (psutil) after every race. Passes when the R
 the last race is within `--tolerance` (relative) of the RSS after race `--baseline`.
 Prints the figures; exit status 0 on a pass, 1 on growth beyond the tolerance or any error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,7 @@ def rss_mb(pid: int) -> float:
 
 def run(args) -> dict:
     from gradio_client import Client
+
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     series, errors = [], []
@@ -67,12 +69,21 @@ def run(args) -> dict:
     base = series[args.baseline - 1] if len(series) >= args.baseline else None
     last = series[-1] if series else None
     growth = (last - base) / base if base and last else None
-    return {"model": args.model, "races": len(series), "tokens": args.tokens, "baseline_race": args.baseline,
-            "rss_mb_at_start": started_mb if series else None, "rss_mb_after_baseline": base,
-            "rss_mb_after_last": last, "rss_mb_max": max(series) if series else None, "growth": growth,
-            "tolerance": args.tolerance, "rss_mb_series": series, "errors": errors,
-            "passed": not errors and growth is not None and growth <= args.tolerance
-            and len(series) == args.races}
+    return {
+        "model": args.model,
+        "races": len(series),
+        "tokens": args.tokens,
+        "baseline_race": args.baseline,
+        "rss_mb_at_start": started_mb if series else None,
+        "rss_mb_after_baseline": base,
+        "rss_mb_after_last": last,
+        "rss_mb_max": max(series) if series else None,
+        "growth": growth,
+        "tolerance": args.tolerance,
+        "rss_mb_series": series,
+        "errors": errors,
+        "passed": not errors and growth is not None and growth <= args.tolerance and len(series) == args.races,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,12 +103,16 @@ def main(argv: list[str] | None = None) -> int:
         series = report["rss_mb_series"]
         marks = sorted({1, args.baseline, len(series) // 2, len(series)})
         print(f"{report['model']}: {report['races']} sequential races of {args.tokens} tokens")
-        print(f"RSS MiB: at start {report['rss_mb_at_start']:.1f}; "
-              + "; ".join(f"after race {k} {series[k - 1]:.1f}" for k in marks if k >= 1)
-              + f"; max {report['rss_mb_max']:.1f}")
+        print(
+            f"RSS MiB: at start {report['rss_mb_at_start']:.1f}; "
+            + "; ".join(f"after race {k} {series[k - 1]:.1f}" for k in marks if k >= 1)
+            + f"; max {report['rss_mb_max']:.1f}"
+        )
     if report["growth"] is not None:
-        print(f"growth from race {args.baseline} to race {report['races']}: {100 * report['growth']:+.2f}% "
-              f"(tolerance {100 * args.tolerance:.0f}%): {'PASS' if report['passed'] else 'FAIL'}")
+        print(
+            f"growth from race {args.baseline} to race {report['races']}: {100 * report['growth']:+.2f}% "
+            f"(tolerance {100 * args.tolerance:.0f}%): {'PASS' if report['passed'] else 'FAIL'}"
+        )
     for line in report["errors"]:
         print("FAILED", line)
     if args.json:

@@ -6,6 +6,7 @@ Uses the pair LIBRASPEC_MODEL names (default: the embedded SmolLM2 pair) and Deb
 /usr/bin/chromium through playwright (never `playwright install`). Writes OUT (the race
 tab) and OUT with an `-inspector` suffix (the figures of the same run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,6 +33,7 @@ def main() -> None:
     import torch
 
     import app
+
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     url = serve(app.demo)
     timeout_ms = args.timeout_s * 1000

@@ -11,6 +11,7 @@ empty (cold), torch's thread count and the machine's load average. On a shared m
 OMP_NUM_THREADS to the cores that are free: oversubscribed threads make the latency profile,
 the longest step, several times slower.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,10 @@ def main() -> None:
     import gradio  # noqa: F401
     import torch
     import transformers  # noqa: F401
+
     mark("imports (torch, transformers, gradio)")
     import app
+
     mark("import app")
     demo = app.build_demo()
     mark("build_demo")
@@ -63,8 +66,19 @@ def main() -> None:
     finally:
         demo.close()
     reported = {k: float(v) for k, v in re.findall(r"(models|latency profile) ([\d.]+) s", status)}
-    print(json.dumps({"cache": str(cache), "cold": cold, "steps_s": steps, "app_reports_s": reported,
-                      "threads": torch.get_num_threads(), "load_average": os.getloadavg()}, indent=1))
+    print(
+        json.dumps(
+            {
+                "cache": str(cache),
+                "cold": cold,
+                "steps_s": steps,
+                "app_reports_s": reported,
+                "threads": torch.get_num_threads(),
+                "load_average": os.getloadavg(),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Helpers for the app tests: a local app (tiny-llama pair, private cache, free port), a race
 request through the API, and the scripts/ checks run as subprocesses."""
+
 from __future__ import annotations
 
 import contextlib
@@ -31,9 +32,9 @@ def tiny_app(cache_dir):
     os.environ.pop("LIBRASPEC_PAIRS", None)
     try:
         import app
+
         demo = app.build_demo()
-        _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
-                                quiet=True)
+        _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
         try:
             yield url
         finally:
@@ -52,6 +53,7 @@ def neutral_lookup_calibration(folder):
     written by the library itself: app tests of the look-up and hybrid drafters then do not depend on the
     shipped calibration file, which is fitted (and refitted) separately."""
     from libraspec.drafters import lookup
+
     path = Path(folder) / "lookup_calibration.json"
     lookup.LookupCalibration.neutral().save(path)
     saved, lookup.DEFAULT_CALIBRATION = lookup.DEFAULT_CALIBRATION, path
@@ -61,18 +63,58 @@ def neutral_lookup_calibration(folder):
         lookup.DEFAULT_CALIBRATION = saved
 
 
-def race(client, prompt="Tell me a story.", alpha=2.2, d_max=24, static_length=0, temperature=0.0,
-         max_new_tokens=24, seed=0, model="", drafter="", modes="", tree_depth=0, node_budget=32):
+def race(
+    client,
+    prompt="Tell me a story.",
+    alpha=2.2,
+    d_max=24,
+    static_length=0,
+    temperature=0.0,
+    max_new_tokens=24,
+    seed=0,
+    model="",
+    drafter="",
+    modes="",
+    tree_depth=0,
+    node_budget=32,
+):
     """One /race request; returns (the three columns' texts, summary): by default static, LibraSpec, oracle."""
-    return client.predict(prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model, drafter,
-                          modes, tree_depth, node_budget, api_name="/race")
+    return client.predict(
+        prompt,
+        alpha,
+        d_max,
+        static_length,
+        temperature,
+        max_new_tokens,
+        seed,
+        model,
+        drafter,
+        modes,
+        tree_depth,
+        node_budget,
+        api_name="/race",
+    )
 
 
 def run_script(name: str, tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     """Run scripts/NAME on the tiny pair with 1 thread; returns the process and its --json report."""
     out = tmp_path / f"{Path(name).stem}.json"
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args, "--model", "tiny-llama",
-                           "--timeout", "300", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / name),
+            *args,
+            "--model",
+            "tiny-llama",
+            "--timeout",
+            "300",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert out.exists(), done.stdout + done.stderr
     return done, json.loads(out.read_text())

@@ -9,6 +9,7 @@ Every test gets exactly one layer marker (declared in pyproject.toml), chosen he
 A file not named in FILE_LAYERS is unit, except its tests marked `slow` (e2e); a test that
 carries a layer marker itself keeps it.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -17,9 +18,18 @@ from apptools import tiny_app
 
 LAYERS = ("unit", "app", "e2e")
 FILE_LAYERS = {
-    "test_app.py": "app", "test_bad_input.py": "app", "test_run_store.py": "app", "test_ui.py": "app",
-    "test_clients.py": "app", "test_session.py": "app", "test_hosting.py": "app",
-    "test_browser.py": "e2e", "test_browser_trust.py": "e2e", "test_embedded.py": "e2e", "test_load.py": "e2e", "test_memory.py": "e2e",
+    "test_app.py": "app",
+    "test_bad_input.py": "app",
+    "test_run_store.py": "app",
+    "test_ui.py": "app",
+    "test_clients.py": "app",
+    "test_session.py": "app",
+    "test_hosting.py": "app",
+    "test_browser.py": "e2e",
+    "test_browser_trust.py": "e2e",
+    "test_embedded.py": "e2e",
+    "test_load.py": "e2e",
+    "test_memory.py": "e2e",
     "test_setup_scripts.py": "e2e",
 }
 

@@ -1,5 +1,6 @@
 """What the engine and tree tests share: decode to a list of records, the tokens they commit,
 and a pair with another drafter."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -3,6 +3,7 @@
 They read the context tokens back from the target's embedding-layer output (hidden state 0),
 which is an exact table lookup, so they need no access to engine internals.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,8 +32,15 @@ class GreedyOracleDrafter(torch.nn.Module):
     with probability 0.3, behind a wrong token with 0.6: a chain misses it, a draft tree need not.
     """
 
-    def __init__(self, target, block_size: int = 8, wrong: bool = False, confidence: float = 1.0,
-                 right_for: int | None = None, runner_up: tuple[int, ...] = ()):
+    def __init__(
+        self,
+        target,
+        block_size: int = 8,
+        wrong: bool = False,
+        confidence: float = 1.0,
+        right_for: int | None = None,
+        runner_up: tuple[int, ...] = (),
+    ):
         super().__init__()
         self.target = target
         self.block_size = block_size
@@ -41,8 +49,12 @@ class GreedyOracleDrafter(torch.nn.Module):
         self.runner_up = tuple(runner_up)
         self.embedding = target.model.get_input_embeddings().weight
         self.target_layer_ids = [0]
-        self.config = SimpleNamespace(mask_token_id=0, vocab_size=target.vocab_size,
-                                      hidden_size=target.hidden_size, target_hidden_size=target.hidden_size)
+        self.config = SimpleNamespace(
+            mask_token_id=0,
+            vocab_size=target.vocab_size,
+            hidden_size=target.hidden_size,
+            target_hidden_size=target.hidden_size,
+        )
         self._anchor = torch.nn.Parameter(torch.zeros(1), requires_grad=False)
         self._memo: dict[tuple, int] = {}  # greedy next token of each sequence seen
 
@@ -135,7 +147,7 @@ class PartlyRightModule(torch.nn.Module):
 
     def extend_context(self, cache, features, positions) -> None:
         self.real.extend_context(cache, features[..., : self._width], positions)
-        self.oracle.extend_context(cache, features[..., self._width:], positions)
+        self.oracle.extend_context(cache, features[..., self._width :], positions)
 
     def crop(self, cache, length: int) -> None:
         self.real.crop(cache, length)

@@ -16,6 +16,7 @@ the policy's state, into the exact distribution of the whole output. Nothing is 
 result is a sum of products of the engine's own probabilities, so it equals the target's
 distribution to rounding when verification is lossless (tests/test_exact_sampling.py).
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -96,8 +97,16 @@ def enumerate_round(run_once) -> dict:
     return dict(out)
 
 
-def output_distribution(decoder, prompt: list[int], mode: str, make_policy, max_new_tokens: int,
-                        sampling: dict, state_of=lambda policy: None, observe=None) -> dict[tuple, float]:
+def output_distribution(
+    decoder,
+    prompt: list[int],
+    mode: str,
+    make_policy,
+    max_new_tokens: int,
+    sampling: dict,
+    state_of=lambda policy: None,
+    observe=None,
+) -> dict[tuple, float]:
     """{output tokens: probability} of decoding `prompt` in `mode`, exactly.
 
     Each round is the engine's first round on the committed tokens as its prompt (the caches equal

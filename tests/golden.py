@@ -3,6 +3,7 @@
 `python tests/golden.py` rewrites tests/golden/*.json from the current code; do that only when
 a change of behaviour is intended and say so in the commit. `test_golden.py` compares.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,9 +20,25 @@ from libraspec.modes import make_policy
 FOLDER = Path(__file__).resolve().parent / "golden"
 TIMING = ("draft_s", "policy_s", "verify_s", "cumulative_s")  # wall clock: never compared
 # the fields every golden file holds; fields added to RoundRecord later are not compared
-FIELDS = ("mode", "round_index", "start_position", "draft_tokens", "confidences", "blocks_drafted",
-          "policy_steps", "eps_bounds", "chosen_length", "accepted", "committed_tokens", "bonus_token",
-          "oracle_length", "modeled_s", "cumulative_tokens", "cumulative_modeled_s", "finished")
+FIELDS = (
+    "mode",
+    "round_index",
+    "start_position",
+    "draft_tokens",
+    "confidences",
+    "blocks_drafted",
+    "policy_steps",
+    "eps_bounds",
+    "chosen_length",
+    "accepted",
+    "committed_tokens",
+    "bonus_token",
+    "oracle_length",
+    "modeled_s",
+    "cumulative_tokens",
+    "cumulative_modeled_s",
+    "finished",
+)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=70)
 MODES = {  # label -> (mode, policy settings)
     "ar": ("ar", None),
@@ -61,17 +78,20 @@ def tiny_runs() -> dict:
     from drafters import GreedyOracleDrafter
 
     pair = tiny_pair("llama", seed=3, dtype=torch.float64)
-    drafters = {"random": pair.drafter,
-                "right2": GreedyOracleDrafter(pair.target, block_size=8, right_for=2, confidence=0.7),
-                "right": GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9)}
+    drafters = {
+        "random": pair.drafter,
+        "right2": GreedyOracleDrafter(pair.target, block_size=8, right_for=2, confidence=0.7),
+        "right": GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9),
+    }
     gen = torch.Generator().manual_seed(11)
     prompts = [torch.randint(3, 259, (k,), generator=gen).tolist() for k in (5, 12)]
     out = {}
     for name, drafter in drafters.items():
         decoder = SpeculativeDecoder(dc.replace(pair, drafter=drafter), PROFILE)
         for temperature in (0.0, 1.0):
-            config = DecodeConfig(max_new_tokens=24, temperature=temperature, seed=4, lookahead=20,
-                                  annotate_oracle=True)
+            config = DecodeConfig(
+                max_new_tokens=24, temperature=temperature, seed=4, lookahead=20, annotate_oracle=True
+            )
             for p, prompt in enumerate(prompts):
                 for label in MODES:
                     out[f"{name}/T{temperature:g}/p{p}/{label}"] = decode(decoder, prompt, label, config)

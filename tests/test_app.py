@@ -3,6 +3,7 @@
 Invariants: greedy static, LibraSpec and oracle decoding give the target's own text (the
 same as AR), and a cancelled run does not block the next one. Bad input: tests/test_bad_input.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,11 +55,12 @@ def test_exported_trace_matches_ar_tokens(client):
     for path in paths:
         frame = read_trace(path)
         assert set(frame["mode"]) == {"ar", "static", "libraspec", "oracle"}
-        tokens = {mode: [t for row in rows["committed_tokens"] for t in row]
-                  for mode, rows in frame.groupby("mode")}
+        tokens = {mode: [t for row in rows["committed_tokens"] for t in row] for mode, rows in frame.groupby("mode")}
         assert tokens["static"] == tokens["libraspec"] == tokens["oracle"] == tokens["ar"]
-        assert len(frame) == sum(summary["modes"][m]["rounds"] for m in ("static", "libraspec", "oracle")) \
-            + summary["ar"]["rounds"]
+        assert (
+            len(frame)
+            == sum(summary["modes"][m]["rounds"] for m in ("static", "libraspec", "oracle")) + summary["ar"]["rounds"]
+        )
         annotated = frame[frame["mode"].isin(["static", "libraspec"])]["oracle_length"]
         assert annotated.notna().any()  # d* annotation for the inspector
 
@@ -66,8 +68,9 @@ def test_exported_trace_matches_ar_tokens(client):
 def test_the_api_races_the_chosen_modes_tree_modes_included(client):
     """`modes` picks what races: the texts come in the columns' (the registry's) order, "" for the column left
     empty, and the summary and the export hold the raced modes only, the tree rounds with their trees."""
-    static, tree, empty, summary = race(client, prompt="Count to ten.", max_new_tokens=16,
-                                        modes="ddtree-libraspec,static", node_budget=100)
+    static, tree, empty, summary = race(
+        client, prompt="Count to ten.", max_new_tokens=16, modes="ddtree-libraspec,static", node_budget=100
+    )
     assert summary["race_modes"] == ["static", "ddtree-libraspec"]
     assert set(summary["modes"]) == set(summary["race_modes"])
     assert static == tree and static and empty == "" and summary["finished"]
@@ -89,8 +92,21 @@ def test_unknown_run_id_is_refused(client):
 
 
 def test_cancelled_run_leaves_the_app_usable(client):
-    job = client.submit("Write a long essay.", 2.2, 24, 7, 0.0, 400, 0, 0, 32, "libraspec", "dflash",
-                        list(RACE_MODES), api_name="/race_live")
+    job = client.submit(
+        "Write a long essay.",
+        2.2,
+        24,
+        7,
+        0.0,
+        400,
+        0,
+        0,
+        32,
+        "libraspec",
+        "dflash",
+        list(RACE_MODES),
+        api_name="/race_live",
+    )
     while len(job.outputs()) < 2 and not job.done():
         time.sleep(0.05)
     job.cancel()
@@ -100,6 +116,7 @@ def test_cancelled_run_leaves_the_app_usable(client):
 
 def test_two_clients_see_only_their_own_races(server):
     from gradio_client import Client
+
     alice, bob = Client(server, verbose=False), Client(server, verbose=False)
     summary = race(alice, prompt="Name three colours.", max_new_tokens=12)[3]
     assert len(alice.predict(summary["run_id"], api_name="/export_trace")) == 2
@@ -110,8 +127,9 @@ def test_two_clients_see_only_their_own_races(server):
 
 
 def test_the_race_drafts_with_the_chosen_drafter_and_says_which(client):
-    static, libraspec, oracle, summary = race(client, prompt="Count to ten, then back.", max_new_tokens=24,
-                                              drafter="hybrid")
+    static, libraspec, oracle, summary = race(
+        client, prompt="Count to ten, then back.", max_new_tokens=24, drafter="hybrid"
+    )
     assert static == libraspec == oracle and summary["drafter"] == "hybrid" and summary["finished"]
     assert race(client, prompt="Hi!", max_new_tokens=8)[3]["drafter"] == "dflash"  # "" = the pair's default
     paths = client.predict(summary["run_id"], api_name="/export_trace")

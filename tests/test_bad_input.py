@@ -9,6 +9,7 @@ the server still answers a normal request. NaN and infinity cannot travel throug
 to /gradio_api/call/race, whose server-side JSON parser accepts the `NaN` literal: the
 server's own check refuses them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -77,8 +78,9 @@ def test_max_new_tokens_beyond_the_cap_and_the_context_is_clamped_once_with_the_
 def raw_race(server: str, literal: str) -> tuple[str, str]:
     """POST a race whose alpha is a JSON literal (NaN, Infinity); returns (event, data) of the reply."""
     body = f'{{"data": ["Tell me a story.", {literal}, 24, 0, 0.0, 8, 0, "", "", "", 0, 32]}}'
-    posted = httpx.post(server + "gradio_api/call/race", content=body,
-                        headers={"Content-Type": "application/json"}, timeout=30)
+    posted = httpx.post(
+        server + "gradio_api/call/race", content=body, headers={"Content-Type": "application/json"}, timeout=30
+    )
     assert posted.status_code == 200, posted.text
     event_id = posted.json()["event_id"]
     reply = httpx.get(server + f"gradio_api/call/race/{event_id}", timeout=120).text
@@ -113,12 +115,15 @@ def test_emoji_right_to_left_and_control_characters_are_plain_text(client):
 
 def test_html_in_the_prompt_is_rendered_inert(client):
     attack = '<script>alert("x")</script><img src=x onerror=alert(1)> & <b>bold</b>'
-    job = client.submit(attack, 2.2, 24, N, 0.0, 8, 0, 0, 32, "libraspec", "dflash", list(RACE_MODES),
-                        api_name="/race_live")
+    job = client.submit(
+        attack, 2.2, 24, N, 0.0, 8, 0, 0, 32, "libraspec", "dflash", list(RACE_MODES), api_name="/race_live"
+    )
     outputs = job.result(timeout=120)
-    status, columns = outputs[0], outputs[1:1 + len(RACEABLE)]  # a column per raceable mode
-    assert "Prompt: &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; &amp; " \
-           "&lt;b&gt;bold&lt;/b&gt;" in status
+    status, columns = outputs[0], outputs[1 : 1 + len(RACEABLE)]  # a column per raceable mode
+    assert (
+        "Prompt: &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; &amp; "
+        "&lt;b&gt;bold&lt;/b&gt;" in status
+    )
     for html in (status, *columns):
         assert "<script" not in html and "<img" not in html and "<b>bold" not in html
     texts = race(client, prompt=attack)
@@ -128,5 +133,13 @@ def test_html_in_the_prompt_is_rendered_inert(client):
 def test_server_answers_a_normal_request_afterwards(client):
     static, libraspec, oracle, summary = race(client, prompt="Hello there!", max_new_tokens=12)
     assert static == libraspec == oracle and summary["finished"] and summary["model"] == "tiny-llama"
-    assert summary["settings"] == {"alpha": 2.2, "d_max": 24, "static_length": N, "temperature": 0.0,
-                                   "max_new_tokens": 12, "seed": 0, "tree_depth": N, "node_budget": 32}
+    assert summary["settings"] == {
+        "alpha": 2.2,
+        "d_max": 24,
+        "static_length": N,
+        "temperature": 0.0,
+        "max_new_tokens": 12,
+        "seed": 0,
+        "tree_depth": N,
+        "node_budget": 32,
+    }

@@ -1,5 +1,6 @@
 """Benchmark CLI and report: the OUT.json contract, greedy losslessness across modes, prompt
 files of every shape, clear errors naming file and line, and the report end to end."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,9 +23,22 @@ from libraspec.records import RoundRecord, read_trace
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=50)
 ALL = "ar,static,libraspec,g4,failfast,oracle"
-MODE_KEYS = {"tokens", "rounds", "prompts", "tau", "wall_s", "speedup_measured", "speedup_modeled",
-             "speedup_measured_ci", "speedup_modeled_ci", "mad_vs_oracle", "policy_s", "policy_share", "regime",
-             "per_prompt"}
+MODE_KEYS = {
+    "tokens",
+    "rounds",
+    "prompts",
+    "tau",
+    "wall_s",
+    "speedup_measured",
+    "speedup_modeled",
+    "speedup_measured_ci",
+    "speedup_modeled_ci",
+    "mad_vs_oracle",
+    "policy_s",
+    "policy_share",
+    "regime",
+    "per_prompt",
+}
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:
@@ -34,10 +48,16 @@ def write_lines(path: Path, lines: list[str]) -> Path:
 
 @pytest.fixture
 def prompt_file(tmp_path):
-    return write_lines(tmp_path / "p.jsonl", [json.dumps({"prompt": "Add 2 and 3."}), "",
-                                              json.dumps({"question": "Why is ice slippery?"}),
-                                              json.dumps({"turns": ["Say hello.", "Now goodbye."]}),
-                                              json.dumps({"problem": "Solve x + 1 = 3.", "solution": "x = 2"})])
+    return write_lines(
+        tmp_path / "p.jsonl",
+        [
+            json.dumps({"prompt": "Add 2 and 3."}),
+            "",
+            json.dumps({"question": "Why is ice slippery?"}),
+            json.dumps({"turns": ["Say hello.", "Now goodbye."]}),
+            json.dumps({"problem": "Solve x + 1 = 3.", "solution": "x = 2"}),
+        ],
+    )
 
 
 @pytest.fixture
@@ -49,13 +69,21 @@ def fixed_profile(monkeypatch, tmp_path):
 
 
 def test_prompt_shapes(prompt_file):
-    assert bench.read_prompts(prompt_file) == ["Add 2 and 3.", "Why is ice slippery?", "Say hello.",
-                                               "Solve x + 1 = 3."]
+    assert bench.read_prompts(prompt_file) == ["Add 2 and 3.", "Why is ice slippery?", "Say hello.", "Solve x + 1 = 3."]
 
 
-@pytest.mark.parametrize("line", ["{not json", json.dumps(["a list"]), json.dumps({"text": "no known key"}),
-                                  json.dumps({"turns": []}), json.dumps({"turns": [3]}),
-                                  json.dumps({"prompt": "   "}), json.dumps({"question": 7})])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "{not json",
+        json.dumps(["a list"]),
+        json.dumps({"text": "no known key"}),
+        json.dumps({"turns": []}),
+        json.dumps({"turns": [3]}),
+        json.dumps({"prompt": "   "}),
+        json.dumps({"question": 7}),
+    ],
+)
 def test_malformed_line_names_file_and_line(tmp_path, line):
     path = write_lines(tmp_path / "bad.jsonl", [json.dumps({"prompt": "fine"}), "", line])
     with pytest.raises(ValueError, match=r"bad\.jsonl, line 3"):
@@ -86,15 +114,46 @@ def test_public_suites_are_read_from_the_shared_data_folder(tmp_path):
 
 def test_bench_cli_writes_the_contract(tmp_path, prompt_file, fixed_profile):
     out = tmp_path / "out" / "OUT.json"
-    code = main(["bench", "--prompts", str(prompt_file), "--modes", ALL, "--static-lengths", "2,7",
-                 "--max-new-tokens", "8", "--model", "tiny-llama", "--threads", "1", "--quiet",
-                 "--limit", "2", "--out", str(out)])
+    code = main(
+        [
+            "bench",
+            "--prompts",
+            str(prompt_file),
+            "--modes",
+            ALL,
+            "--static-lengths",
+            "2,7",
+            "--max-new-tokens",
+            "8",
+            "--model",
+            "tiny-llama",
+            "--threads",
+            "1",
+            "--quiet",
+            "--limit",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     data = json.loads(out.read_text())
     assert set(data) == {"config", "modes", "runs"}
     config = data["config"]
-    for key in ("models", "alpha", "d_max", "n", "static_length", "static_lengths", "profile", "machine",
-                "threads", "versions", "provenance", "bootstrap"):
+    for key in (
+        "models",
+        "alpha",
+        "d_max",
+        "n",
+        "static_length",
+        "static_lengths",
+        "profile",
+        "machine",
+        "threads",
+        "versions",
+        "provenance",
+        "bootstrap",
+    ):
         assert key in config
     assert config["n"] == 7 and config["static_lengths"] == [2, 7] and config["threads"] == 1
     assert LatencyProfile.from_dict(config["profile"]) == PROFILE
@@ -145,8 +204,9 @@ def test_speedups_are_totals_over_prompts(tmp_path, prompt_file, fixed_profile):
 
 def test_greedy_lossless_every_mode_float64(prompt_file):
     pair = tiny_pair("qwen3", seed=2, dtype=torch.float64)
-    spec = bench.BenchSpec(modes=(*ALL.split(","), "ddtree", "ddtree-libraspec"), max_new_tokens=10,
-                           static_lengths=(1, 3, 9), d_max=16)
+    spec = bench.BenchSpec(
+        modes=(*ALL.split(","), "ddtree", "ddtree-libraspec"), max_new_tokens=10, static_lengths=(1, 3, 9), d_max=16
+    )
     result = bench.run_bench(pair, bench.read_prompts(prompt_file)[1:3], spec, profile=PROFILE)
     ar = {r["prompt_index"]: r["output_ids"] for r in result.summary["runs"] if r["mode"] == "ar"}
     assert len(result.summary["runs"]) == 2 * 10
@@ -168,8 +228,13 @@ def test_tree_modes_with_several_node_budgets(prompt_file):
     """--node-budget 2,12: one label per mode and budget, each with its own trees, its tree
     statistics and (annotated) the hindsight depth and size; outputs equal AR."""
     pair = tiny_pair("llama", seed=2, dtype=torch.float64)
-    spec = bench.BenchSpec(modes=("ar", "ddtree", "ddtree-libraspec"), max_new_tokens=10, node_budgets=(2, 12),
-                           d_max=16, annotate=("ddtree-libraspec",))
+    spec = bench.BenchSpec(
+        modes=("ar", "ddtree", "ddtree-libraspec"),
+        max_new_tokens=10,
+        node_budgets=(2, 12),
+        d_max=16,
+        annotate=("ddtree-libraspec",),
+    )
     result = bench.run_bench(pair, bench.read_prompts(prompt_file)[:2], spec, profile=PROFILE)
     modes = result.summary["modes"]
     assert set(modes) == {"ar", "ddtree-b2", "ddtree-b12", "ddtree-libraspec-b2", "ddtree-libraspec-b12"}
@@ -181,7 +246,8 @@ def test_tree_modes_with_several_node_budgets(prompt_file):
     assert all(r.oracle_length is not None for run in runs for r in run[:-1])
     judged = [r for run in runs for r in run if r.oracle_length is not None]
     assert modes["ddtree-libraspec-b12"]["mad_vs_oracle"] == pytest.approx(
-        sum(abs(r.chosen_length - r.oracle_length) for r in judged) / len(judged))
+        sum(abs(r.chosen_length - r.oracle_length) for r in judged) / len(judged)
+    )
     ar = {r["prompt_index"]: r["output_ids"] for r in result.summary["runs"] if r["mode"] == "ar"}
     assert all(r["output_ids"] == ar[r["prompt_index"]] for r in result.summary["runs"])
     with pytest.raises(ValueError, match="node budgets"):
@@ -191,13 +257,23 @@ def test_tree_modes_with_several_node_budgets(prompt_file):
 def test_bad_arguments_exit_with_a_message(tmp_path, prompt_file, capsys):
     for extra in (["--modes", "ar,warp"], ["--static-lengths", "4,x"], ["--limit", "0"]):
         with pytest.raises(SystemExit) as err:
-            main(["bench", "--prompts", str(prompt_file), "--model", "tiny-llama", "--quiet",
-                  "--out", str(tmp_path / "o.json")] + extra)
+            main(
+                [
+                    "bench",
+                    "--prompts",
+                    str(prompt_file),
+                    "--model",
+                    "tiny-llama",
+                    "--quiet",
+                    "--out",
+                    str(tmp_path / "o.json"),
+                ]
+                + extra
+            )
         assert err.value.code == 2
     assert "warp" in capsys.readouterr().err
     with pytest.raises(ValueError, match="d_max >= n"):
-        bench.run_bench(tiny_pair("llama"), ["hi"], bench.BenchSpec(modes=("libraspec",), d_max=3),
-                        profile=PROFILE)
+        bench.run_bench(tiny_pair("llama"), ["hi"], bench.BenchSpec(modes=("libraspec",), d_max=3), profile=PROFILE)
     assert not (tmp_path / "o.json").exists()
 
 
@@ -210,19 +286,35 @@ def test_subcommands_are_registered():
 
 def record(d: int, a: int, q: float = 0.5) -> RoundRecord:
     committed = tuple(range(a + 1))
-    return RoundRecord(mode="static", round_index=0, start_position=5, draft_tokens=tuple(range(7)),
-                       confidences=(q,) * 7, blocks_drafted=1, policy_steps=(), eps_bounds=(), chosen_length=d,
-                       accepted=a, committed_tokens=committed, bonus_token=a, oracle_length=d,
-                       draft_s=0.01, policy_s=0.0, verify_s=0.05, modeled_s=0.06, cumulative_tokens=a + 1,
-                       cumulative_s=0.06, cumulative_modeled_s=0.06)
+    return RoundRecord(
+        mode="static",
+        round_index=0,
+        start_position=5,
+        draft_tokens=tuple(range(7)),
+        confidences=(q,) * 7,
+        blocks_drafted=1,
+        policy_steps=(),
+        eps_bounds=(),
+        chosen_length=d,
+        accepted=a,
+        committed_tokens=committed,
+        bonus_token=a,
+        oracle_length=d,
+        draft_s=0.01,
+        policy_s=0.0,
+        verify_s=0.05,
+        modeled_s=0.06,
+        cumulative_tokens=a + 1,
+        cumulative_s=0.06,
+        cumulative_modeled_s=0.06,
+    )
 
 
 def test_acceptance_counts_only_reachable_drafts():
     """d = 4, a = 2: drafts 1-2 accepted, 3 counted as rejected, 4 never reached."""
     oracle = dataclasses.replace(record(7, 0), mode="oracle")
     result = bench.BenchResult({}, {"static": [[record(4, 2), record(2, 2)]], "oracle": [[oracle]]})
-    data = SimpleNamespace(plan=report.ReportPlan(suites=("math",)), main={("math", 0.0): result},
-                           profile=PROFILE)
+    data = SimpleNamespace(plan=report.ReportPlan(suites=("math",)), main={("math", 0.0): result}, profile=PROFILE)
     samples = report_md.acceptance_evidence(data)
     by_position = calibration.acceptance_by_position(samples)
     assert by_position["position"].tolist() == [1, 2, 3] and by_position["count"].tolist() == [2, 2, 1]
@@ -235,12 +327,21 @@ def test_acceptance_counts_only_reachable_drafts():
 
 def test_goals_verdicts():
     def entry(mode, modeled, measured=None, mad=None, share=0.0, length=None, best=False):
-        out = {"mode": mode, "speedup_modeled": modeled, "speedup_measured": measured, "mad_vs_oracle": mad,
-               "policy_share": share, "tokens_per_s": measured}
+        out = {
+            "mode": mode,
+            "speedup_modeled": modeled,
+            "speedup_measured": measured,
+            "mad_vs_oracle": mad,
+            "policy_share": share,
+            "tokens_per_s": measured,
+        }
         return out | ({"length": length, "best": best} if mode == "static" else {})
 
-    good = {"static-8": entry("static", 1.5, 1.5, 5.0, length=8, best=True),
-            "libraspec": entry("libraspec", 2.0, 2.5, 1.0, 0.001), "oracle": entry("oracle", 2.1)}
+    good = {
+        "static-8": entry("static", 1.5, 1.5, 5.0, length=8, best=True),
+        "libraspec": entry("libraspec", 2.0, 2.5, 1.0, 0.001),
+        "oracle": entry("oracle", 2.1),
+    }
     assert [row[2] for row in report_md.goal_rows(good)] == ["**met**"] * 6
     bad = dict(good, libraspec=entry("libraspec", 1.2, 1.1, 2.5, 0.05))
     assert [row[2] for row in report_md.goal_rows(bad)] == ["**not met**"] * 6
@@ -256,17 +357,52 @@ def test_estimate_grows_with_the_plan():
 def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     out = tmp_path / "BENCHMARKS.md"
     monkeypatch.setattr(report, "load_average", lambda: 3.0)  # a busy machine: the CLI warns before it starts
-    code = main(["report", "--out", str(out), "--quick", "--model", "tiny-llama", "--threads", "1",
-                 "--prompts-per-suite", "1", "--max-new-tokens", "6", "--alphas", "1.6,2.2,auto",
-                 "--d-maxes", "15,24", "--suites", "math,chat", "--figures", "html", "--quiet",
-                 "--note", "tiny test run"])
+    code = main(
+        [
+            "report",
+            "--out",
+            str(out),
+            "--quick",
+            "--model",
+            "tiny-llama",
+            "--threads",
+            "1",
+            "--prompts-per-suite",
+            "1",
+            "--max-new-tokens",
+            "6",
+            "--alphas",
+            "1.6,2.2,auto",
+            "--d-maxes",
+            "15,24",
+            "--suites",
+            "math,chat",
+            "--figures",
+            "html",
+            "--quiet",
+            "--note",
+            "tiny test run",
+        ]
+    )
     assert code == 0
     assert "warning: the 1-minute load average is 3.00" in capsys.readouterr().err
     text = out.read_text()
-    for heading in ("## Setup", "## Results per suite", "### math, temperature 0", "### chat, temperature 1",
-                    "## Pooled over suites", "## Alpha sensitivity", "## d_max sensitivity",
-                    "## Length trajectories", "## Regime of the rounds", "## MAD to the oracle length",
-                    "## Compared with the paper", "## Goals", "## What limits the speedup", "## Reproduce"):
+    for heading in (
+        "## Setup",
+        "## Results per suite",
+        "### math, temperature 0",
+        "### chat, temperature 1",
+        "## Pooled over suites",
+        "## Alpha sensitivity",
+        "## d_max sensitivity",
+        "## Length trajectories",
+        "## Regime of the rounds",
+        "## MAD to the oracle length",
+        "## Compared with the paper",
+        "## Goals",
+        "## What limits the speedup",
+        "## Reproduce",
+    ):
         assert heading in text, heading
     assert "tiny test run" in text and "--quick" in text
     lines = text.splitlines()
@@ -294,12 +430,23 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     # chains against trees: one run per suite and temperature, on the block-diffusion drafter
     trees = json.loads((results / "math-trees-T0.json").read_text())
     assert trees["config"]["models"]["drafter"] == "dflash" and trees["config"]["node_budgets"] == [16, 32]
-    assert set(trees["modes"]) == {"ar", "static", "libraspec", "ddtree-b16", "ddtree-b32", "ddtree-libraspec-b16",
-                                   "ddtree-libraspec-b32"}
-    assert all(r["output_ids"] == next(a["output_ids"] for a in trees["runs"] if a["mode"] == "ar")
-               for r in trees["runs"]) and os.path.exists(results / "chat-trees-T1.json")
-    for heading in ("## Chains and draft trees", "### math, temperature 0 (trees)",
-                    "### pooled over suites, temperature 1 (trees)"):
+    assert set(trees["modes"]) == {
+        "ar",
+        "static",
+        "libraspec",
+        "ddtree-b16",
+        "ddtree-b32",
+        "ddtree-libraspec-b16",
+        "ddtree-libraspec-b32",
+    }
+    assert all(
+        r["output_ids"] == next(a["output_ids"] for a in trees["runs"] if a["mode"] == "ar") for r in trees["runs"]
+    ) and os.path.exists(results / "chat-trees-T1.json")
+    for heading in (
+        "## Chains and draft trees",
+        "### math, temperature 0 (trees)",
+        "### pooled over suites, temperature 1 (trees)",
+    ):
         assert heading in text, heading
     assert "| ddtree-libraspec-b32 |" in text and "- ddtree-b16: measured " in text
     assert "DDTree + LibraSpec: +0.39-0.69x" in text and "--node-budget 16,32" in text
@@ -330,8 +477,9 @@ def test_automatic_alpha_in_bench(prompt_file):
 def test_records_read_back_equal_the_written_ones(tmp_path, prompt_file):
     """`read_result` inverts `write_result`: every field of every round, trees and policy steps included."""
     pair = tiny_pair("llama", seed=2)
-    spec = bench.BenchSpec(modes=("ar", "libraspec", "ddtree"), max_new_tokens=8, node_budgets=(4,), d_max=16,
-                           annotate=("libraspec",))
+    spec = bench.BenchSpec(
+        modes=("ar", "libraspec", "ddtree"), max_new_tokens=8, node_budgets=(4,), d_max=16, annotate=("libraspec",)
+    )
     result = bench.run_bench(pair, bench.read_prompts(prompt_file)[:2], spec, profile=PROFILE)
     bench.write_result(result, tmp_path / "r.json")
     again = bench.read_result(tmp_path / "r.json")
@@ -349,15 +497,38 @@ def test_records_read_back_equal_the_written_ones(tmp_path, prompt_file):
 def test_report_resume_reads_back_only_unchanged_jobs(tmp_path, fixed_profile, monkeypatch):
     """--resume: a second invocation decodes nothing; a changed setting decodes again; a damaged or
     keyless result file is decoded again, never trusted."""
-    args = ["report", "--out", str(tmp_path / "B.md"), "--quick", "--model", "tiny-llama", "--threads", "1",
-            "--prompts-per-suite", "1", "--max-new-tokens", "4", "--alphas", "2.2", "--d-maxes", "24",
-            "--suites", "math", "--temperatures", "0", "--figures", "html", "--quiet"]
+    args = [
+        "report",
+        "--out",
+        str(tmp_path / "B.md"),
+        "--quick",
+        "--model",
+        "tiny-llama",
+        "--threads",
+        "1",
+        "--prompts-per-suite",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--alphas",
+        "2.2",
+        "--d-maxes",
+        "24",
+        "--suites",
+        "math",
+        "--temperatures",
+        "0",
+        "--figures",
+        "html",
+        "--quiet",
+    ]
     calls = []
     honest = report.run_bench
 
     def counting(*a, **k):
         calls.append(1)
         return honest(*a, **k)
+
     monkeypatch.setattr(report, "run_bench", counting)
     assert main(args) == 0
     first = len(calls)
@@ -375,6 +546,7 @@ def test_report_resume_reads_back_only_unchanged_jobs(tmp_path, fixed_profile, m
 
 def test_resume_uses_a_saved_profile_only_from_the_same_pair_and_machine(tmp_path):
     from libraspec.profiling import machine_description
+
     pair = tiny_pair("llama")
     mine = dataclasses.replace(PROFILE, meta={"pair": pair.name, **machine_description()})
     path = tmp_path / "profile.json"

@@ -1,5 +1,6 @@
 """Benchmark statistics and provenance: bootstrap intervals over prompts, regime statistics on
 hand-made rounds, the provenance of a run on the tiny pair, and the report's verdicts."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,17 @@ def within(value: float, interval) -> bool:
 
 def rows_of(speedups: list[float], tokens: int = 10) -> list[dict]:
     """Per-prompt rows whose prompt i runs at speedups[i] over an AR step of 0.1 s."""
-    return [{"tokens": tokens, "wall_s": tokens * 0.1 / s, "modeled_s": tokens * 0.1 / s,
-             "ar_tokens": tokens, "ar_wall_s": tokens * 0.1, "ar_modeled_s": tokens * 0.1} for s in speedups]
+    return [
+        {
+            "tokens": tokens,
+            "wall_s": tokens * 0.1 / s,
+            "modeled_s": tokens * 0.1 / s,
+            "ar_tokens": tokens,
+            "ar_wall_s": tokens * 0.1,
+            "ar_modeled_s": tokens * 0.1,
+        }
+        for s in speedups
+    ]
 
 
 def test_identical_prompts_give_a_point_interval():
@@ -53,8 +63,10 @@ def test_interval_contains_the_ratio_of_sums_and_narrows_with_more_prompts():
     assert low4 < point < high4 and high4 - low4 < 0.75 * (high - low)
     assert stats.speedup_interval(rows, "wall_s", seed=1) != (low, high)  # seeded: another seed, other draws
     assert stats.speedup_interval(rows, "wall_s") == (low, high)
-    assert stats.speedup_interval([{k: v for k, v in r.items() if not k.startswith("ar_")} for r in rows],
-                                  "wall_s") is None  # no AR: nothing to divide by
+    assert (
+        stats.speedup_interval([{k: v for k, v in r.items() if not k.startswith("ar_")} for r in rows], "wall_s")
+        is None
+    )  # no AR: nothing to divide by
 
 
 def test_bench_keeps_per_prompt_results_and_intervals():
@@ -70,8 +82,11 @@ def test_bench_keeps_per_prompt_results_and_intervals():
         assert sum(r["wall_s"] for r in rows) == pytest.approx(entry["wall_s"])
         assert sum(r["modeled_s"] for r in rows) == pytest.approx(entry["modeled_s"])
         for row, ar in zip(rows, ar_rows):  # AR of the same prompt beside each row
-            assert (row["ar_tokens"], row["ar_wall_s"], row["ar_modeled_s"]) == (ar["tokens"], ar["wall_s"],
-                                                                                 ar["modeled_s"])
+            assert (row["ar_tokens"], row["ar_wall_s"], row["ar_modeled_s"]) == (
+                ar["tokens"],
+                ar["wall_s"],
+                ar["modeled_s"],
+            )
         for key in ("speedup_measured", "speedup_modeled"):
             assert within(entry[key], entry[f"{key}_ci"])
     assert result.summary["config"]["bootstrap"] == {"resamples": 2000, "level": 0.95, "seed": 0}
@@ -119,20 +134,39 @@ def test_digests_are_cached_by_path_size_and_mtime(tmp_path, monkeypatch):
 
 def libra(d: int, dstar: int | None, steps=()) -> RoundRecord:
     """A LibraSpec round that submitted d drafts, accepted none and committed one token."""
-    return RoundRecord(mode="libraspec", round_index=0, start_position=5, draft_tokens=(1,) * 4,
-                       confidences=(0.5,) * 4, blocks_drafted=1, policy_steps=tuple(steps), eps_bounds=(),
-                       chosen_length=d, accepted=0, committed_tokens=(1,), bonus_token=1, oracle_length=dstar,
-                       draft_s=0.01, policy_s=0.0, verify_s=0.05, modeled_s=0.06, cumulative_tokens=1,
-                       cumulative_s=0.06, cumulative_modeled_s=0.06)
+    return RoundRecord(
+        mode="libraspec",
+        round_index=0,
+        start_position=5,
+        draft_tokens=(1,) * 4,
+        confidences=(0.5,) * 4,
+        blocks_drafted=1,
+        policy_steps=tuple(steps),
+        eps_bounds=(),
+        chosen_length=d,
+        accepted=0,
+        committed_tokens=(1,),
+        bonus_token=1,
+        oracle_length=dstar,
+        draft_s=0.01,
+        policy_s=0.0,
+        verify_s=0.05,
+        modeled_s=0.06,
+        cumulative_tokens=1,
+        cumulative_s=0.06,
+        cumulative_modeled_s=0.06,
+    )
 
 
 # n = 4, d_max = 10: a rollback, an extension to 8 that ends where it stands, an extension capped
 # at d_max, an AR step without d*, and a round that kept d = n
-ROUNDS = [libra(3, 1, [PolicyStep(4, 3, 3, 1, 0, True)]),
-          libra(8, 8, [PolicyStep(4, 8, 8, 0, 1, False), PolicyStep(8, 8, 8, 0, 0, True)]),
-          libra(10, 5, [PolicyStep(4, 12, 10, 2, 2, False)]),
-          libra(0, None),
-          libra(4, 2)]
+ROUNDS = [
+    libra(3, 1, [PolicyStep(4, 3, 3, 1, 0, True)]),
+    libra(8, 8, [PolicyStep(4, 8, 8, 0, 1, False), PolicyStep(8, 8, 8, 0, 0, True)]),
+    libra(10, 5, [PolicyStep(4, 12, 10, 2, 2, False)]),
+    libra(0, None),
+    libra(4, 2),
+]
 
 
 @pytest.mark.parametrize("through_parquet", [False, True])
@@ -146,8 +180,13 @@ def test_regime_stats_by_hand(tmp_path, through_parquet):
     assert got["dstar_ge3_count"] == 2 and got["dstar_ge3"] == 0.5
     assert got["mad_constant_1"] == pytest.approx((0 + 7 + 4 + 1) / 4)
     assert got["mad_static_n"] == pytest.approx((3 + 4 + 1 + 2) / 4)
-    assert (got["extends"], got["rolls_back"], got["further_block"], got["d_max_bound"], got["ar_steps"]) == \
-        pytest.approx((0.4, 0.2, 0.4, 0.2, 0.2))
+    assert (
+        got["extends"],
+        got["rolls_back"],
+        got["further_block"],
+        got["d_max_bound"],
+        got["ar_steps"],
+    ) == pytest.approx((0.4, 0.2, 0.4, 0.2, 0.2))
     assert got["max_d"] == 10
     assert summarize(ROUNDS).mad_vs_oracle == pytest.approx((2 + 0 + 5 + 2) / 4)  # the mode's own MAD
 
@@ -159,15 +198,24 @@ def test_regime_of_no_judged_rounds_is_none_not_nan():
 
 
 def entry(mode: str, value: float, interval, length: int | None = None, best: bool = False) -> dict:
-    out = {"mode": mode, "speedup_measured": value, "speedup_measured_ci": interval,
-           "speedup_modeled": value, "speedup_modeled_ci": interval}
+    out = {
+        "mode": mode,
+        "speedup_measured": value,
+        "speedup_measured_ci": interval,
+        "speedup_modeled": value,
+        "speedup_modeled_ci": interval,
+    }
     return out | ({"length": length, "best": best} if mode == "static" else {})
 
 
 def test_overlapping_intervals_are_not_distinguishable():
-    modes = {"ar": entry("ar", 1.0, (1.0, 1.0)), "static-4": entry("static", 1.30, (1.1, 1.5), 4, True),
-             "static-8": entry("static", 1.25, (1.0, 1.45), 8), "libraspec": entry("libraspec", 1.4, (1.2, 1.6)),
-             "g4": entry("g4", 0.9, (0.8, 1.0))}
+    modes = {
+        "ar": entry("ar", 1.0, (1.0, 1.0)),
+        "static-4": entry("static", 1.30, (1.1, 1.5), 4, True),
+        "static-8": entry("static", 1.25, (1.0, 1.45), 8),
+        "libraspec": entry("libraspec", 1.4, (1.2, 1.6)),
+        "g4": entry("g4", 0.9, (0.8, 1.0)),
+    }
     assert report_md.compare(modes["libraspec"], modes["static-4"], "speedup_modeled") == "not distinguishable"
     assert report_md.compare(modes["libraspec"], modes["g4"], "speedup_modeled") == "faster"
     assert report_md.compare(modes["g4"], modes["libraspec"], "speedup_measured") == "slower"
@@ -184,15 +232,19 @@ def test_sample_tags():
 def test_header_says_when_the_machine_was_busy():
     """The warning reads the share of the CPU other processes used during each run, not the load
     average, which a report's own threads raise for every run after its first."""
+
     def result(share: float) -> bench.BenchResult:
-        return bench.BenchResult({"config": {"provenance": {"load_1min": {"before": 2.0, "after": 2.0},
-                                                            "others_cpu_share": share}}})
+        return bench.BenchResult(
+            {"config": {"provenance": {"load_1min": {"before": 2.0, "after": 2.0}, "others_cpu_share": share}}}
+        )
 
     idle = SimpleNamespace(main={("math", 0.0): result(0.02)}, sweeps={("math", "alpha", 1.0): result(0.1)})
     busy = SimpleNamespace(main={("math", 0.0): result(0.02)}, sweeps={("math", "alpha", 1.0): result(0.6)})
     assert report_md.busy_warning(idle) == []
-    assert "during 1 of 2 runs they used more than 25% of the machine's CPU time (up to 60%)" in \
-        report_md.busy_warning(busy)[0]
+    assert (
+        "during 1 of 2 runs they used more than 25% of the machine's CPU time (up to 60%)"
+        in report_md.busy_warning(busy)[0]
+    )
 
 
 def test_the_share_of_other_processes_leaves_this_process_out():
@@ -205,16 +257,20 @@ def test_the_share_of_other_processes_leaves_this_process_out():
     end = provenance.cpu_clock()
     assert end[2] > start[2] and 0.0 <= provenance.others_share(start, end) <= 1.0
 
+
 def test_pooled_intervals_resample_within_each_suite():
     """Stratified: a resample keeps each suite's prompt count, so a fast and a slow suite pooled
     give a narrower interval than resampling prompts across suites, around the same ratio."""
     from libraspec.experiments.stats import resample_indices, speedup_interval
+
     strata = ["a"] * 4 + ["b"] * 6
     draws = resample_indices(strata, 500, 0)
     assert draws.shape == (500, 10)
-    assert ((draws[:, :4] < 4).all() and (draws[:, 4:] >= 4).all())
-    rows = [{"tokens": 10, "wall_s": 1.0 if s == "a" else 4.0 + 0.1 * i, "ar_tokens": 10, "ar_wall_s": 4.0}
-            for i, s in enumerate(strata)]
+    assert (draws[:, :4] < 4).all() and (draws[:, 4:] >= 4).all()
+    rows = [
+        {"tokens": 10, "wall_s": 1.0 if s == "a" else 4.0 + 0.1 * i, "ar_tokens": 10, "ar_wall_s": 4.0}
+        for i, s in enumerate(strata)
+    ]
     plain, stratified = speedup_interval(rows, "wall_s"), speedup_interval(rows, "wall_s", strata=strata)
     assert stratified[1] - stratified[0] < 0.5 * (plain[1] - plain[0])
     point = 40.0 / sum(r["wall_s"] for r in rows) * 10 / 10

@@ -4,6 +4,7 @@ Checks what a user sees: the model loads on page open, a typed prompt races, all
 columns fill with round-grouped text, the prompt is shown escaped, and the inspector's
 Plotly charts render. Never runs `playwright install`: it uses /usr/bin/chromium.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,9 @@ TIMEOUT_MS = 180_000
 def ready_page(url):
     """A headless chromium page on the app, once the model has loaded."""
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=["--no-sandbox", "--disable-background-networking"])
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-background-networking"]
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(url)
@@ -59,8 +61,7 @@ def test_race_in_a_real_browser(server, tmp_path):
         assert page.locator("#ls-status b:has-text('two')").count() == 0
         page.screenshot(path=str(tmp_path / "race.png"), full_page=True)
         page.get_by_role("tab", name="Round inspector").click()
-        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
-                               timeout=TIMEOUT_MS)
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=TIMEOUT_MS)
         page.screenshot(path=str(tmp_path / "inspector.png"), full_page=True)
     assert (tmp_path / "race.png").stat().st_size > 0 and (tmp_path / "inspector.png").stat().st_size > 0
 
@@ -106,11 +107,13 @@ def test_two_visitors_in_a_real_browser(server):
         alice.locator("#ls-sweep-run").click()  # 3 prompts x (AR + 8 cells) = 27 runs
         alice.wait_for_selector("#ls-sweep-status:has-text('Running')", timeout=TIMEOUT_MS)
         bob.locator("#ls-sweep-cancel").click()
-        bob.wait_for_selector(f"{SWEEP_STATUS}:has-text('Cancel'), {SWEEP_STATUS}:has-text('No sweep')",
-                              timeout=TIMEOUT_MS)
+        bob.wait_for_selector(
+            f"{SWEEP_STATUS}:has-text('Cancel'), {SWEEP_STATUS}:has-text('No sweep')", timeout=TIMEOUT_MS
+        )
         assert "Running" in alice.locator(SWEEP_STATUS).inner_text()  # Bob's Cancel came mid-sweep
-        alice.wait_for_selector(f"{SWEEP_STATUS}:has-text('Finished'), {SWEEP_STATUS}:has-text('Cancelled')",
-                                timeout=TIMEOUT_MS)
+        alice.wait_for_selector(
+            f"{SWEEP_STATUS}:has-text('Finished'), {SWEEP_STATUS}:has-text('Cancelled')", timeout=TIMEOUT_MS
+        )
         assert "Finished: 27/27 runs" in alice.locator(SWEEP_STATUS).inner_text()
         assert "No sweep of yours is running" in bob.locator(SWEEP_STATUS).inner_text()
         alice.locator("#ls-sweep-run").click()

@@ -6,6 +6,7 @@ race round, and the calibration tab's fresh run. Never runs `playwright install`
 
 The module gets an app of its own (tests/conftest.py), so its first page sees the pair load.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -91,8 +92,9 @@ def lookup_calibration(tmp_path_factory):
 @contextlib.contextmanager
 def browser():
     with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                              args=["--no-sandbox", "--disable-background-networking"])
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-background-networking"]
+        )
         try:
             yield chromium
         finally:
@@ -155,9 +157,11 @@ def race(page, prompt: str, drafter: str, max_new_tokens: int) -> list[dict]:
     type_into(page, "ls-max-new", max_new_tokens)
     page.evaluate(RECORDER)
     page.locator("#ls-run").click()
-    page.wait_for_function("window.lsLog.some(e => e.disabled) && !document.querySelector('#ls-run').disabled"
-                           " && document.querySelector('#ls-status').innerText.startsWith('Finished')",
-                           timeout=TIMEOUT_MS)  # this race's end, not the last one's status
+    page.wait_for_function(
+        "window.lsLog.some(e => e.disabled) && !document.querySelector('#ls-run').disabled"
+        " && document.querySelector('#ls-status').innerText.startsWith('Finished')",
+        timeout=TIMEOUT_MS,
+    )  # this race's end, not the last one's status
     return page.evaluate("window.lsLog")
 
 
@@ -187,8 +191,14 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
             assert entry["disabled"] and not entry["settingsShown"] and entry["scrolled"] == 0
             for top, bottom, left, right in entry["columns"]:
                 assert 0 <= top and bottom <= VIEWPORT["height"] and right <= VIEWPORT["width"]
-        assert any(re.search(r"Static \d+/\d+.*LibraSpec \d+/\d+.*Oracle \d+/\d+ tokens · (about .* left|"
-                             r"estimating the time left|almost done)", entry["status"]) for entry in racing)
+        assert any(
+            re.search(
+                r"Static \d+/\d+.*LibraSpec \d+/\d+.*Oracle \d+/\d+ tokens · (about .* left|"
+                r"estimating the time left|almost done)",
+                entry["status"],
+            )
+            for entry in racing
+        )
         assert page.locator("#ls-run").is_enabled()
         status = page.locator("#ls-status").inner_text()
         assert "drafter hybrid" in status and re.search(r"was fastest|No clear winner", status)
@@ -216,8 +226,10 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         # the suggested alpha, from this race
         page.get_by_text("Settings and examples").click()
         page.locator("#ls-suggest").click()
-        page.wait_for_selector("#ls-alpha .info-text:has-text('suggested'), #ls-alpha .info-text:has-text('no suggestion')",
-                               timeout=TIMEOUT_MS)
+        page.wait_for_selector(
+            "#ls-alpha .info-text:has-text('suggested'), #ls-alpha .info-text:has-text('no suggestion')",
+            timeout=TIMEOUT_MS,
+        )
         suggested = info(page, "ls-alpha")
         assert "suggested" in suggested and "alpha = T_verify / (tau c)" in suggested, suggested
         assert 0.05 <= float(number(page, "ls-alpha").input_value()) <= 64
@@ -232,8 +244,9 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         page.locator("#ls-run").click()
         page.wait_for_selector("#ls-status:has-text('Not run: the prompt is empty')", timeout=TIMEOUT_MS)
         assert "Finished" not in page.locator("#ls-status").inner_text()
-        badges = page.evaluate("() => [...document.querySelectorAll('.wrap .error')].filter(e => e.offsetParent)"
-                               ".length")
+        badges = page.evaluate(
+            "() => [...document.querySelectorAll('.wrap .error')].filter(e => e.offsetParent).length"
+        )
         assert badges == 0 and page.locator("#ls-col-libraspec .ls-text").inner_text() == texts[1]
         page.wait_for_selector("#ls-run:not([disabled])", timeout=TIMEOUT_MS)
 
@@ -243,8 +256,10 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
             page.wait_for_selector(f"#{elem_id} .js-plotly-plot .gtitle", timeout=TIMEOUT_MS)
         for elem_id in ("ls-length-plot", "ls-heatmap-plot", "ls-speedup-plot", "ls-eps-plot"):
             page.wait_for_function(SETTLED, arg=elem_id, timeout=TIMEOUT_MS)
-        figures = {name: page.evaluate(FIGURE, name) for name in
-                   ("ls-length-plot", "ls-heatmap-plot", "ls-speedup-plot", "ls-eps-plot")}
+        figures = {
+            name: page.evaluate(FIGURE, name)
+            for name in ("ls-length-plot", "ls-heatmap-plot", "ls-speedup-plot", "ls-eps-plot")
+        }
         for name, figure in figures.items():
             assert figure["titleInside"] and not figure["covered"] and not figure["overlaps"], (name, figure)
         length = {t["name"]: t for t in figures["ls-length-plot"]["traces"]}
@@ -265,14 +280,17 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         page.locator("#ls-round input[type=range]").focus()
         page.keyboard.press("ArrowRight")
         page.wait_for_selector(f"#ls-round-info:has-text('Round {first + 1} ·')", timeout=TIMEOUT_MS)
-        page.wait_for_function(f"document.querySelector('#ls-eps-plot .gtitle').textContent.startsWith("
-                               f"'Round {first + 1} (')", timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            f"document.querySelector('#ls-eps-plot .gtitle').textContent.startsWith('Round {first + 1} (')",
+            timeout=TIMEOUT_MS,
+        )
         box = number(page, "ls-round")
         box.fill("0")
         box.press("Enter")
         page.wait_for_selector("#ls-round-info:has-text('Round 0 ·')", timeout=TIMEOUT_MS)
-        page.wait_for_function("document.querySelector('#ls-eps-plot .gtitle').textContent.startsWith('Round 0 (')",
-                               timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            "document.querySelector('#ls-eps-plot .gtitle').textContent.startsWith('Round 0 (')", timeout=TIMEOUT_MS
+        )
         round0 = page.locator("#ls-round-info").inner_text()
         assert re.search(r"positions 1–\d+: (block diffusion|look-up)", round0)
         chosen = int(re.search(r"Submitted d = (\d+)", round0).group(1))
@@ -282,7 +300,9 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         page.get_by_text("Latency profile of this machine").click()
         page.locator("#ls-remeasure").click()
         page.wait_for_selector("#ls-profile-info:has-text('Re-measured in')", timeout=TIMEOUT_MS)
-        assert re.search(r"an AR step now takes [\d.]+ ms \(was [\d.]+ ms\)", page.locator("#ls-profile-info").inner_text())
+        assert re.search(
+            r"an AR step now takes [\d.]+ ms \(was [\d.]+ ms\)", page.locator("#ls-profile-info").inner_text()
+        )
 
         # the step-through replays round 0 exactly
         page.get_by_role("tab", name="Algorithm step-through").click()
@@ -300,8 +320,9 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         type_into(page, "ls-calib-max-new", 16)
         page.locator("#ls-calib-fresh").click()
         # the last progress line already says "all 9 prompts decoded"; the summary follows it
-        page.wait_for_selector("#ls-calib-summary:has-text('all 9 prompts decoded'):has-text('ECE =')",
-                               timeout=TIMEOUT_MS)
+        page.wait_for_selector(
+            "#ls-calib-summary:has-text('all 9 prompts decoded'):has-text('ECE =')", timeout=TIMEOUT_MS
+        )
         summary = page.locator("#ls-calib-summary").inner_text()
         assert "Fresh run with the hybrid drafter" in summary and "about" not in summary
         assert int(re.search(r"from (\d+) rounds", summary).group(1)) >= 9
@@ -330,12 +351,20 @@ def test_a_tree_mode_races_and_the_inspector_draws_its_tree_at_1440x900(server):
         type_into(page, "ls-node-budget", 12)
         log = race(page, "Name three colours.", "dflash", 32)
         racing = [entry for entry in log if "Racing" in entry["status"]]
-        assert racing and all(re.search(r"Static \d+/\d+.*· LibraSpec \d+/\d+.*· DDTree\+LibraSpec \d+/\d+",
-                                        entry["status"]) and "Oracle" not in entry["status"] for entry in racing)
-        boxes = page.evaluate("(modes) => modes.map(m => document.querySelector('#ls-col-' + m)"
-                              ".getBoundingClientRect()).map(r => [r.top, r.left, r.right, r.width])", list(tree_modes))
+        assert racing and all(
+            re.search(r"Static \d+/\d+.*· LibraSpec \d+/\d+.*· DDTree\+LibraSpec \d+/\d+", entry["status"])
+            and "Oracle" not in entry["status"]
+            for entry in racing
+        )
+        boxes = page.evaluate(
+            "(modes) => modes.map(m => document.querySelector('#ls-col-' + m)"
+            ".getBoundingClientRect()).map(r => [r.top, r.left, r.right, r.width])",
+            list(tree_modes),
+        )
         for top, left, right, width in boxes:
-            assert 0 <= top < VIEWPORT["height"] and right <= VIEWPORT["width"] and width > 380  # three readable columns
+            assert (
+                0 <= top < VIEWPORT["height"] and right <= VIEWPORT["width"] and width > 380
+            )  # three readable columns
         texts = [page.locator(f"#ls-col-{m} .ls-text").inner_text() for m in tree_modes]
         assert texts[0] == texts[1] == texts[2] and texts[0].strip()
         assert re.search(r"finished (1st|2nd|3rd)", page.locator("#ls-col-ddtree-libraspec").inner_text())
@@ -365,8 +394,10 @@ def test_a_tree_mode_races_and_the_inspector_draws_its_tree_at_1440x900(server):
         first = int(re.search(r"Round (\d+)", described).group(1))
         page.locator("#ls-round input[type=range]").focus()
         page.keyboard.press("ArrowRight")
-        page.wait_for_function(f"document.querySelector('#ls-tree-plot .gtitle').textContent.startsWith("
-                               f"'Round {first + 1} (')", timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            f"document.querySelector('#ls-tree-plot .gtitle').textContent.startsWith('Round {first + 1} (')",
+            timeout=TIMEOUT_MS,
+        )
         choose(page, "ls-inspect-mode", "Static")
         page.wait_for_selector("#ls-tree-plot", state="hidden", timeout=TIMEOUT_MS)
         assert not page.locator("#ls-tree-size-plot").is_visible()

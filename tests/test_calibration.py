@@ -1,4 +1,5 @@
 """Calibration of drafter confidences: samples from records, ECE by hand, reliability and figures."""
+
 from __future__ import annotations
 
 import math
@@ -9,18 +10,42 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libraspec.views import tuning_plots
-from libraspec.analysis.calibration import (BINS, acceptance_by_position, acceptance_samples, bin_edges, bin_index,
-                                   expected_calibration_error, reliability_table)
+from libraspec.analysis.calibration import (
+    BINS,
+    acceptance_by_position,
+    acceptance_samples,
+    bin_edges,
+    bin_index,
+    expected_calibration_error,
+    reliability_table,
+)
 from libraspec.records import RoundRecord
 
 
 def record(mode: str, k: int, q: list[float], d: int, accepted: int) -> RoundRecord:
     committed = tuple(range(accepted + 1))
     return RoundRecord(
-        mode=mode, round_index=k, start_position=0, draft_tokens=tuple(range(len(q))), confidences=tuple(q),
-        blocks_drafted=1, policy_steps=(), eps_bounds=(), chosen_length=d, accepted=accepted,
-        committed_tokens=committed, bonus_token=0, oracle_length=None, draft_s=0.01, policy_s=0.0,
-        verify_s=0.02, modeled_s=0.03, cumulative_tokens=accepted + 1, cumulative_s=0.03, cumulative_modeled_s=0.03)
+        mode=mode,
+        round_index=k,
+        start_position=0,
+        draft_tokens=tuple(range(len(q))),
+        confidences=tuple(q),
+        blocks_drafted=1,
+        policy_steps=(),
+        eps_bounds=(),
+        chosen_length=d,
+        accepted=accepted,
+        committed_tokens=committed,
+        bonus_token=0,
+        oracle_length=None,
+        draft_s=0.01,
+        policy_s=0.0,
+        verify_s=0.02,
+        modeled_s=0.03,
+        cumulative_tokens=accepted + 1,
+        cumulative_s=0.03,
+        cumulative_modeled_s=0.03,
+    )
 
 
 RECORDS = [
@@ -64,7 +89,8 @@ def test_ece_is_a_weighted_mean_of_bin_gaps(samples, bins):
     filled = table[table["count"] > 0]
     gaps = (filled["acceptance"] - filled["confidence"]).abs()
     assert expected_calibration_error(q, accepted, bins) == pytest.approx(
-        float((gaps * filled["count"]).sum() / len(samples)))
+        float((gaps * filled["count"]).sum() / len(samples))
+    )
     assert 0.0 <= expected_calibration_error(q, accepted, bins) <= 1.0
 
 
@@ -119,8 +145,9 @@ def test_calibration_figure_traces_for_a_known_record_set():
     bars = traces["acceptance rate"]
     assert list(bars.customdata) == table["count"].tolist() and sum(bars.customdata) == 7
     assert f"{ece:.3f}" in fig.layout.title.text
-    empty = tuning_plots.calibration_figure(reliability_table([], []), acceptance_by_position(acceptance_samples([])),
-                                     float("nan"))
+    empty = tuning_plots.calibration_figure(
+        reliability_table([], []), acceptance_by_position(acceptance_samples([])), float("nan")
+    )
     assert "n/a" in empty.layout.title.text
 
 
@@ -128,6 +155,7 @@ def test_calibration_figure_traces_for_a_known_record_set():
 def test_calibration_tab_summary_names_ece_and_alpha():
     from libraspec.cost import LatencyProfile
     from ui.calibration_tab import summarize_calibration
+
     profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 4, 25)
     text, figure = summarize_calibration(RECORDS, False, profile)
     assert "7 submitted drafts" in text and "ECE =" in text and "alpha = T_verify / (tau c)" in text

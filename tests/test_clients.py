@@ -4,6 +4,7 @@ not stop the other's sweep, and neither sees the other's races or fresh calibrat
 The tabs are called directly, as gradio calls them, with two requests of different gradio
 sessions (tiny-llama pair, n = 7); tests/test_app.py checks the same through the API.
 """
+
 from __future__ import annotations
 
 import dataclasses

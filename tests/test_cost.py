@@ -1,4 +1,5 @@
 """Tests for libraspec.cost: the latency profile and the modeled round time."""
+
 import dataclasses
 import math
 
@@ -62,14 +63,17 @@ def test_meta_is_not_compared_and_profile_hashes():
     assert a == b and hash(a) == hash(b)
 
 
-@pytest.mark.parametrize("verify, draft, n, message", [
-    ((0.1,), (0.01,), 2, "at least 2"),
-    ((0.1, 0.0), (0.01,), 2, "> 0"),
-    ((0.1, float("nan")), (0.01,), 2, "> 0"),
-    ((0.1, 0.2), (), 2, "at least 1"),
-    ((0.1, 0.2), (-0.01,), 2, "> 0"),
-    ((0.1, 0.2), (0.01,), 0, "n must be"),
-])
+@pytest.mark.parametrize(
+    "verify, draft, n, message",
+    [
+        ((0.1,), (0.01,), 2, "at least 2"),
+        ((0.1, 0.0), (0.01,), 2, "> 0"),
+        ((0.1, float("nan")), (0.01,), 2, "> 0"),
+        ((0.1, 0.2), (), 2, "at least 1"),
+        ((0.1, 0.2), (-0.01,), 2, "> 0"),
+        ((0.1, 0.2), (0.01,), 0, "n must be"),
+    ],
+)
 def test_bad_profiles(verify, draft, n, message):
     with pytest.raises(ValueError, match=message):
         LatencyProfile(verify, draft, n)
@@ -96,8 +100,12 @@ def test_tree_verification_time_interpolates_the_measured_trees():
     old = profile().to_dict()
     del old["tree_rows"], old["tree_verify_s"]
     assert LatencyProfile.from_dict(old).tree_rows == ()
-    for rows, times, message in (((2,), (0.1,), "same length"), ((2, 9), (0.1,), "same length"),
-                                 ((9, 2), (0.1, 0.2), "rise"), ((1, 9), (0.1, 0.2), "rise"),
-                                 ((2, 9), (0.1, 0.0), "> 0")):
+    for rows, times, message in (
+        ((2,), (0.1,), "same length"),
+        ((2, 9), (0.1,), "same length"),
+        ((9, 2), (0.1, 0.2), "rise"),
+        ((1, 9), (0.1, 0.2), "rise"),
+        ((2, 9), (0.1, 0.0), "> 0"),
+    ):
         with pytest.raises(ValueError, match=message):
             dataclasses.replace(profile(), tree_rows=rows, tree_verify_s=times)

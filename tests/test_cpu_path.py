@@ -1,4 +1,5 @@
 """The oneDNN CPU path: same numbers as nn.Linear to float32 rounding, same parameters."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,7 @@ from torch import nn
 
 from libraspec.models.cpu import PackedLinear, fast_cpu_path
 
-pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(),
-                                reason="this torch build has no oneDNN")
+pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
 
 
 def _model() -> nn.Module:

@@ -8,6 +8,7 @@ where the target's top-2 logit margin is within the dtype's rounding (a numerica
 never at a clearly decided token. `scripts/gpu_check.sh` runs the `cuda` tests; without a
 GPU they skip with a reason. The device-choice tests need no GPU.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -23,7 +24,7 @@ torch.set_num_threads(1)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 PROFILE = LatencyProfile.from_linear(t0=0.01, c=0.0002, draft_per_block=0.002, n=7, max_tokens=40)
 DEVICE = "cuda"
-TIE = {torch.bfloat16: 2.0 ** -5, torch.float32: 2.0 ** -14}  # margin / max |logit| counted as a tie
+TIE = {torch.bfloat16: 2.0**-5, torch.float32: 2.0**-14}  # margin / max |logit| counted as a tie
 
 
 def generated(records):
@@ -45,7 +46,8 @@ def assert_lossless(pair, prompt: list[int], out: list[int], reference: list[int
     margin, scale = top2_margin(pair, prompt + reference[:k])
     assert margin <= TIE[pair.target.dtype] * max(scale, 1e-6), (
         f"{label}: differs from AR at generated token {k}, where the target's top-2 margin is {margin:.3g} "
-        f"(max |logit| {scale:.3g}): not a rounding tie")
+        f"(max |logit| {scale:.3g}): not a rounding tie"
+    )
     return False
 
 
@@ -64,8 +66,7 @@ def test_greedy_decoding_is_lossless_on_cuda(arch, dtype):
         config = DecodeConfig(max_new_tokens=48, lookahead=21)
         reference = generated(decoder.run(prompt, "ar", None, config))
         assert len(reference) == 48
-        for mode, policy in (("static", StaticPolicy(7)), ("libraspec", LibraSpecPolicy(2.2, 21)),
-                             ("oracle", None)):
+        for mode, policy in (("static", StaticPolicy(7)), ("libraspec", LibraSpecPolicy(2.2, 21)), ("oracle", None)):
             out = generated(decoder.run(prompt, mode, policy, config))
             exact += assert_lossless(pair, prompt, out, reference, f"{arch} {dtype} {mode} prompt {count}")
             total += 1
@@ -89,8 +90,10 @@ def test_sampling_runs_on_cuda_with_cpu_random_numbers():
 @needs_cuda
 def test_profile_is_measured_on_the_gpu():
     from libraspec.profiling import measure_profile
-    profile = measure_profile(tiny_pair("llama", device="cuda", dtype=torch.bfloat16), max_tokens=6,
-                              max_blocks=1, context_len=32, repeats=2)
+
+    profile = measure_profile(
+        tiny_pair("llama", device="cuda", dtype=torch.bfloat16), max_tokens=6, max_blocks=1, context_len=32, repeats=2
+    )
     assert profile.meta["device"].startswith("cuda") and profile.meta["gpu"]
     assert len(profile.verify_s) == 6 and all(t > 0 for t in profile.verify_s)
 
@@ -103,12 +106,13 @@ def test_the_tie_rule_catches_a_real_divergence():
     assert assert_lossless(pair, prompt, list(reference), reference, "same")
     margins = [top2_margin(pair, prompt + reference[:k]) for k in range(8)]
     k = max(range(8), key=lambda i: margins[i][0] / margins[i][1])  # the most clearly decided token
-    wrong = reference[:k] + [(reference[k] + 1) % pair.target.vocab_size] + reference[k + 1:]
+    wrong = reference[:k] + [(reference[k] + 1) % pair.target.vocab_size] + reference[k + 1 :]
     with pytest.raises(AssertionError, match=f"differs from AR at generated token {k}"):
         assert_lossless(pair, prompt, wrong, reference, "corrupted")
 
 
 # ---- device choice (no GPU needed) -----------------------------------------------------------
+
 
 def test_defaults_follow_the_hardware(monkeypatch):
     monkeypatch.delenv(dev.DEVICE_ENV, raising=False)

@@ -2,6 +2,7 @@
 
 Tiny random targets built from configs (hidden 64, 4 layers, vocab 128); nothing is downloaded.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,16 @@ EXT_ON = dict(slot_embeddings=True, learned_temperature=True, feature_stats=True
 
 def qwen3_target(vocab=VOCAB, hidden=HIDDEN, seed=0):
     torch.manual_seed(seed)
-    cfg = Qwen3Config(hidden_size=hidden, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=16, vocab_size=vocab, max_position_embeddings=256)
+    cfg = Qwen3Config(
+        hidden_size=hidden,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        vocab_size=vocab,
+        max_position_embeddings=256,
+    )
     return Qwen3ForCausalLM(cfg).eval()
 
 
@@ -33,8 +42,9 @@ def target():
 
 def make_drafter(target, seed=1, block_size=8, **ext):
     torch.manual_seed(seed)
-    cfg = DFlashConfig.from_target_config(target.config, block_size=block_size, num_hidden_layers=2,
-                                          target_layer_ids=[0, 2], mask_token_id=MASK, **ext)
+    cfg = DFlashConfig.from_target_config(
+        target.config, block_size=block_size, num_hidden_layers=2, target_layer_ids=[0, 2], mask_token_id=MASK, **ext
+    )
     drafter = DFlashDrafter(cfg, target.get_input_embeddings(), target.get_output_embeddings()).eval()
     with torch.no_grad():  # non-trivial extension state, so that saving/loading it is tested
         if cfg.learned_temperature:
@@ -66,6 +76,7 @@ def logits_after_context(drafter, feats, ids, start):
 
 # ---- checkpoint format -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("ext", [{}, EXT_ON], ids=["plain", "extensions"])
 def test_save_reload_identical_and_unprefixed(target, tmp_path, ext):
     drafter = make_drafter(target, **ext)
@@ -77,10 +88,18 @@ def test_save_reload_identical_and_unprefixed(target, tmp_path, ext):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["drafter"]  # no temp leftovers
     reloaded = DFlashDrafter.from_pretrained(path, target)
     with torch.no_grad():
-        assert torch.equal(logits_after_context(drafter, feats, ids, 12), logits_after_context(reloaded, feats, ids, 12))
+        assert torch.equal(
+            logits_after_context(drafter, feats, ids, 12), logits_after_context(reloaded, feats, ids, 12)
+        )
     keys = set(load_file(str(path / "model.safetensors")))
-    assert {"fc.weight", "hidden_norm.weight", "norm.weight", "layers.1.self_attn.q_proj.weight",
-            "layers.0.self_attn.k_norm.weight", "layers.0.mlp.down_proj.weight"} <= keys
+    assert {
+        "fc.weight",
+        "hidden_norm.weight",
+        "norm.weight",
+        "layers.1.self_attn.q_proj.weight",
+        "layers.0.self_attn.k_norm.weight",
+        "layers.0.mlp.down_proj.weight",
+    } <= keys
     assert not any(k.startswith("model.") or "embed_tokens" in k or "lm_head" in k for k in keys)
     extra = {"slot_embeddings", "log_temperature", "feature_mean", "feature_std", "draft_vocab_ids"}
     assert (extra <= keys) == bool(ext) and (extra & keys == set()) == (not ext)
@@ -119,15 +138,36 @@ def test_target_mismatch_fails_clearly(target, tmp_path):
 def zlab_style_config(**changes):
     """A config shaped like z-lab's published b16 ones (Qwen3 keys + DFlash keys), scaled down."""
     cfg = {
-        "architectures": ["DFlashDraftModel"], "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
-        "attention_bias": False, "attention_dropout": 0.0, "block_size": 16, "bos_token_id": 1,
-        "eos_token_id": 2, "dflash_config": {"mask_token_id": 100, "target_layer_ids": [1, 2]},
-        "dtype": "bfloat16", "head_dim": 16, "hidden_act": "silu", "hidden_size": HIDDEN,
-        "initializer_range": 0.02, "intermediate_size": 96, "layer_types": ["full_attention"] * 2,
-        "max_position_embeddings": 40960, "max_window_layers": 2, "model_type": "qwen3",
-        "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2, "num_target_layers": 4,
-        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None,
-        "tie_word_embeddings": False, "use_cache": True, "use_sliding_window": False, "vocab_size": VOCAB,
+        "architectures": ["DFlashDraftModel"],
+        "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "block_size": 16,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "dflash_config": {"mask_token_id": 100, "target_layer_ids": [1, 2]},
+        "dtype": "bfloat16",
+        "head_dim": 16,
+        "hidden_act": "silu",
+        "hidden_size": HIDDEN,
+        "initializer_range": 0.02,
+        "intermediate_size": 96,
+        "layer_types": ["full_attention"] * 2,
+        "max_position_embeddings": 40960,
+        "max_window_layers": 2,
+        "model_type": "qwen3",
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "num_target_layers": 4,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": VOCAB,
     }
     cfg.update(changes)
     return cfg
@@ -181,6 +221,7 @@ def test_target_features_pick_layer_plus_one(target):
 
 
 # ---- cache invariants and the training path ------------------------------------------
+
 
 @pytest.mark.parametrize("ext", [{}, EXT_ON], ids=["plain", "extensions"])
 def test_context_chunks_crop_and_no_mutation(target, ext):
@@ -239,8 +280,9 @@ def test_forward_train_has_gradients(target):
     feats = features_of(target, drafter, length=12)
     blocks = torch.full((1, 2, 8), MASK)
     blocks[..., 0] = 3
-    logits = drafter.forward_train(feats, blocks, torch.tensor([[4, 9]])[..., None] + torch.arange(8),
-                                   torch.tensor([[4, 9]]))
+    logits = drafter.forward_train(
+        feats, blocks, torch.tensor([[4, 9]])[..., None] + torch.arange(8), torch.tensor([[4, 9]])
+    )
     logits.logsumexp(-1).sum().backward()
     assert drafter.fc.weight.grad.abs().sum() > 0 and drafter.slot_embeddings.grad.abs().sum() > 0
     owned = {id(p) for p in drafter.parameters()}  # shared embeddings/head are the target's, not trained here
@@ -250,6 +292,7 @@ def test_forward_train_has_gradients(target):
 
 
 # ---- extensions ----------------------------------------------------------------------
+
 
 def test_neutral_extensions_equal_plain(target):
     plain = make_drafter(target)
@@ -272,11 +315,18 @@ def test_slot_embeddings_follow_mask_runs(target):
     drafter = make_drafter(target, block_size=4, slot_embeddings=True)
     emb, slots = target.get_input_embeddings().weight, drafter.slot_embeddings
     ids = torch.tensor([[7, MASK, MASK, 9, MASK, MASK, MASK, MASK]])
-    expected = torch.stack([
-        emb[7] + slots[0], emb[MASK] + emb[7] + slots[1], emb[MASK] + emb[7] + slots[2], emb[9] + slots[0],
-        emb[MASK] + emb[9] + slots[1], emb[MASK] + emb[9] + slots[2], emb[MASK] + emb[9] + slots[3],
-        emb[MASK] + emb[9] + slots[3],  # runs longer than block_size - 1 reuse the last slot
-    ])
+    expected = torch.stack(
+        [
+            emb[7] + slots[0],
+            emb[MASK] + emb[7] + slots[1],
+            emb[MASK] + emb[7] + slots[2],
+            emb[9] + slots[0],
+            emb[MASK] + emb[9] + slots[1],
+            emb[MASK] + emb[9] + slots[2],
+            emb[MASK] + emb[9] + slots[3],
+            emb[MASK] + emb[9] + slots[3],  # runs longer than block_size - 1 reuse the last slot
+        ]
+    )
     torch.testing.assert_close(drafter.embed_block(ids)[0], expected)
     no_anchor = drafter.embed_block(torch.tensor([[MASK, 7]]))[0]  # a run with nothing before it
     torch.testing.assert_close(no_anchor[0], emb[MASK] + slots[1])
@@ -321,8 +371,16 @@ def test_draft_vocab_mapping(target):
 def test_init_from_target_starts_as_identity(target, kind):
     if kind == "llama":
         torch.manual_seed(0)
-        target = LlamaForCausalLM(LlamaConfig(hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=4,
-                                              num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB)).eval()
+        target = LlamaForCausalLM(
+            LlamaConfig(
+                hidden_size=HIDDEN,
+                intermediate_size=128,
+                num_hidden_layers=4,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                vocab_size=VOCAB,
+            )
+        ).eval()
     drafter = make_drafter(target, slot_embeddings=True)
     copied = drafter.init_from_target(target, [1, 3])
     src = target.model.layers[3]

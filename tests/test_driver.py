@@ -1,6 +1,7 @@
 """The one experiment driver (`libraspec.experiments.driver.decode_grid`): the order of runs, progress
 counts, cancellation between runs, a fresh policy per run, per-round stepping, closing a
 run left unfinished, and records equal to the engine's own on a tiny pair."""
+
 from __future__ import annotations
 
 import threading
@@ -108,8 +109,12 @@ def test_rounds_step_one_round_at_a_time():
     events = list(decode_grid(FakeDecoder(rounds=2), PROMPTS[:2], two_jobs()[:1], rounds=True))
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["RoundDone", "RoundDone", "RunDone"] * 2
-    assert [(e.index, e.record[1], e.done) for e in events if isinstance(e, RoundDone)] == \
-        [(0, 0, 0), (0, 1, 0), (1, 0, 1), (1, 1, 1)]
+    assert [(e.index, e.record[1], e.done) for e in events if isinstance(e, RoundDone)] == [
+        (0, 0, 0),
+        (0, 1, 0),
+        (1, 0, 1),
+        (1, 1, 1),
+    ]
 
 
 def test_closing_mid_run_closes_the_engine_run():
@@ -120,10 +125,13 @@ def test_closing_mid_run_closes_the_engine_run():
     assert decoder.closed == 1 and len(decoder.runs) == 1  # held by the fake, yet closed
 
 
-@pytest.mark.parametrize("jobs, outer, match", [
-    (lambda: two_jobs() + two_jobs()[:1], "prompts", "distinct"),
-    (two_jobs, "rows", "outer"),
-])
+@pytest.mark.parametrize(
+    "jobs, outer, match",
+    [
+        (lambda: two_jobs() + two_jobs()[:1], "prompts", "distinct"),
+        (two_jobs, "rows", "outer"),
+    ],
+)
 def test_bad_grids_are_refused(jobs, outer, match):
     with pytest.raises(ValueError, match=match):
         next(decode_grid(FakeDecoder(), PROMPTS, jobs(), outer=outer))

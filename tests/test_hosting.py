@@ -1,6 +1,7 @@
 """Hosting on Hugging Face Spaces (ui/hosting.py): the spaces.GPU hook, GPU reservations, the
 embedded package install, the environment defaults of `python app.py`, and an import of the
 app that changes nothing. No GPU needed."""
+
 from __future__ import annotations
 
 import os
@@ -19,6 +20,7 @@ def test_gpu_decorator_is_a_no_op_without_spaces(monkeypatch):
 
     def work(x):
         return x + 1
+
     monkeypatch.setattr(hosting.importlib.util, "find_spec", lambda name: None)
     assert hosting.gpu(lambda *a: 60)(work) is work
 
@@ -31,8 +33,11 @@ def test_gpu_decorator_applies_spaces_gpu_with_a_request_duration(monkeypatch):
             def run(*args, **kwargs):
                 calls.append(duration(*args, **kwargs))
                 return fn(*args, **kwargs)
+
             return run
+
         return wrap
+
     monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=fake_gpu))
     monkeypatch.setattr(hosting.importlib.util, "find_spec", lambda name: object())
     race = hosting.gpu(lambda prompt, max_new_tokens: hosting.race_seconds(max_new_tokens))(lambda p, m: p * m)
@@ -71,9 +76,10 @@ def test_importing_the_app_builds_nothing_and_sets_no_variable():
     root = Path(__file__).resolve().parents[1]
     env = {key: value for key, value in os.environ.items() if key not in ("HF_HUB_OFFLINE", "SPACE_ID")}
     env.update(LIBRASPEC_MODEL="tiny-llama", GRADIO_ANALYTICS_ENABLED="False")
-    code = ("import os; before = dict(os.environ); import app; assert dict(os.environ) == before; "
-            "assert 'demo' not in vars(app); import gradio; assert isinstance(app.demo, gradio.Blocks); "
-            "assert app.demo is app.demo; print('built once')")
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=300)
+    code = (
+        "import os; before = dict(os.environ); import app; assert dict(os.environ) == before; "
+        "assert 'demo' not in vars(app); import gradio; assert isinstance(app.demo, gradio.Blocks); "
+        "assert app.demo is app.demo; print('built once')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "built once" in done.stdout, done.stderr[-2000:]

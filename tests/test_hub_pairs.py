@@ -6,6 +6,7 @@ template that honours enable_thinking) and a tiny drafter in z-lab's DFlash b16 
 that maps the real repository ids to those folders, so everything after the download is
 the code a GPU Space runs. Invariant: greedy LibraSpec and static decoding equal AR.
 """
+
 from __future__ import annotations
 
 import gc
@@ -29,7 +30,8 @@ QWEN3_TEMPLATE = (
     "{%- for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
     "{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
     "{%- if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}"
-    "{%- endif %}{%- endif %}")
+    "{%- endif %}{%- endif %}"
+)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=15, max_tokens=40)
 THINK_OFF = "<think>\n\n</think>\n\n"
 
@@ -38,28 +40,52 @@ def byte_level_tokenizer():
     """Byte-level BPE without merges (every UTF-8 string round-trips) plus Qwen3's chat tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
+
     vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
     tok.add_tokens(["<think>", "</think>"])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   chat_template=QWEN3_TEMPLATE)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=QWEN3_TEMPLATE
+    )
 
 
 def zlab_drafter_config(vocab: int, mask_id: int) -> dict:
     """z-lab's published Qwen3 b16 drafter config.json keys, scaled down."""
     return {
-        "architectures": ["DFlashDraftModel"], "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
-        "attention_bias": False, "attention_dropout": 0.0, "block_size": 16, "bos_token_id": None,
-        "dflash_config": {"mask_token_id": mask_id, "target_layer_ids": [1, 4]}, "dtype": "bfloat16",
-        "eos_token_id": 2, "head_dim": 16, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02,
-        "intermediate_size": 96, "layer_types": ["full_attention"] * 2, "max_position_embeddings": 40960,
-        "max_window_layers": 2, "model_type": "qwen3", "num_attention_heads": 4, "num_hidden_layers": 2,
-        "num_key_value_heads": 2, "num_target_layers": TARGET_LAYERS, "rms_norm_eps": 1e-06,
-        "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None, "tie_word_embeddings": False,
-        "transformers_version": "4.57.0", "use_cache": True, "use_sliding_window": False, "vocab_size": vocab,
+        "architectures": ["DFlashDraftModel"],
+        "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "block_size": 16,
+        "bos_token_id": None,
+        "dflash_config": {"mask_token_id": mask_id, "target_layer_ids": [1, 4]},
+        "dtype": "bfloat16",
+        "eos_token_id": 2,
+        "head_dim": 16,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 96,
+        "layer_types": ["full_attention"] * 2,
+        "max_position_embeddings": 40960,
+        "max_window_layers": 2,
+        "model_type": "qwen3",
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "num_target_layers": TARGET_LAYERS,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "transformers_version": "4.57.0",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": vocab,
     }
 
 
@@ -67,13 +93,25 @@ def zlab_drafter_config(vocab: int, mask_id: int) -> dict:
 def hub_folders(tmp_path_factory):
     """{repo id: folder} for the 4B pair's two repositories, built offline."""
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
     tokenizer = byte_level_tokenizer()
     vocab = len(tokenizer) + EXTRA_ROWS
     im_end, eot = (tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>"))
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=TARGET_LAYERS,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
-                         tie_word_embeddings=True, bos_token_id=eot, eos_token_id=im_end, pad_token_id=eot)
+    config = Qwen3Config(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=TARGET_LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=eot,
+        eos_token_id=im_end,
+        pad_token_id=eot,
+    )
     target = Qwen3ForCausalLM(config).eval()
     target.generation_config = GenerationConfig(eos_token_id=[im_end, eot], pad_token_id=eot)
     spec = HUB_PAIRS["qwen3-4b-dflash"]
@@ -82,12 +120,14 @@ def hub_folders(tmp_path_factory):
     tokenizer.save_pretrained(target_dir)
     raw = zlab_drafter_config(vocab, mask_id=len(tokenizer))  # like <|MASK|>: past the tokenizer's ids
     torch.manual_seed(1)
-    drafter = DFlashDrafter(DFlashConfig.from_dict(raw), target.get_input_embeddings(),
-                            target.get_output_embeddings())
+    drafter = DFlashDrafter(DFlashConfig.from_dict(raw), target.get_input_embeddings(), target.get_output_embeddings())
     drafter_dir = tmp_path_factory.mktemp("dflash-drafter")
     (drafter_dir / "config.json").write_text(json.dumps(raw))
-    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in drafter.state_dict().items()},
-              str(drafter_dir / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: v.to(torch.bfloat16).contiguous() for k, v in drafter.state_dict().items()},
+        str(drafter_dir / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     (drafter_dir / "dflash.py").write_text("raise RuntimeError('remote code must never run')\n")
     return {spec.target_repo: target_dir, spec.drafter_repo: drafter_dir}
 
@@ -139,14 +179,17 @@ def test_greedy_libraspec_equals_ar_on_the_hub_pair(pair):
 def test_8b_pair_uses_the_same_loader(hub_folders):
     spec = HUB_PAIRS["qwen3-8b-dflash"]
     assert (spec.target_repo, spec.drafter_repo) == ("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16")
-    same_files = {spec.target_repo: hub_folders["Qwen/Qwen3-4B"],
-                  spec.drafter_repo: hub_folders["z-lab/Qwen3-4B-DFlash-b16"]}
+    same_files = {
+        spec.target_repo: hub_folders["Qwen/Qwen3-4B"],
+        spec.drafter_repo: hub_folders["z-lab/Qwen3-4B-DFlash-b16"],
+    }
     pair = load_pair("qwen3-8b-dflash", device="cpu", dtype=torch.float32, resolver=same_files.__getitem__)
     assert pair.name == "qwen3-8b-dflash" and pair.chat_kwargs == {"enable_thinking": False}
 
 
 def test_offline_without_a_cached_copy_says_how_to_predownload(monkeypatch, tmp_path):
     import huggingface_hub.constants as constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
@@ -163,6 +206,7 @@ def test_failed_download_is_a_clear_error(monkeypatch):
     def refuse(repo_id, **kwargs):
         assert kwargs["allow_patterns"] == registry.HUB_FILES and not kwargs["local_files_only"]
         raise OSError("Network is unreachable")
+
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", refuse)
     with pytest.raises(HubUnavailableError, match="downloading it failed .*Network is unreachable"):
@@ -185,6 +229,7 @@ def test_names_env_and_descriptions(monkeypatch):
 
 # ---- choosing a pair: env, session, app dropdown -------------------------------------------
 
+
 def test_offered_pairs_follow_the_environment(monkeypatch):
     monkeypatch.delenv("LIBRASPEC_MODEL", raising=False)
     monkeypatch.delenv("LIBRASPEC_PAIRS", raising=False)
@@ -201,6 +246,7 @@ def test_offered_pairs_follow_the_environment(monkeypatch):
 @pytest.mark.app  # imports ui/
 def test_session_switches_between_offered_pairs(monkeypatch, tmp_path):
     from ui.session import Session, Settings
+
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
     session = Session(offered=["tiny-llama", "tiny-qwen3"])
     assert session.model == "tiny-llama" and not session.loaded
@@ -230,6 +276,7 @@ def test_dropdown_only_when_more_than_one_pair_is_offered():
     def dropdowns(offered):
         demo = app.build_demo(Session(offered=offered))
         return [c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "ls-model"]
+
     assert dropdowns(["tiny-llama"]) == []
     (menu,) = dropdowns(["tiny-llama", "qwen3-8b-dflash"])
     assert menu["props"]["value"] == "tiny-llama"

@@ -1,5 +1,6 @@
 """The library's modules import each other without a cycle, imports inside functions included
 (a function-level import only hides a cycle until the function runs)."""
+
 from __future__ import annotations
 
 import ast
@@ -47,7 +48,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == "open":
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         stack.pop()

@@ -3,6 +3,7 @@
 Every request must finish with three equal greedy texts, and the one model queue must run
 the races one at a time (their processing overlaps only by message delay).
 """
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """The look-up and hybrid drafters: the suffix index, lossless greedy and sampled decoding with
 every mode, AR steps (d = 0) where nothing matches, token sources, calibration files and the
 fallback to the block-diffusion drafter."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,19 @@ import torch
 import libraspec.engine as engine
 from libraspec.cost import LatencyProfile
 from libraspec.drafters import drafter_with_fallback, make_drafter
-from libraspec.drafters.lookup import (CORPUS_MAX_MATCH, MAX_MATCH, MIN_MATCH, SEPARATOR, CorpusIndex,
-                                       LookupCalibration, LookupCalibrationError, LookupDrafter, SuffixIndex,
-                                       load_corpus, save_corpus)
+from libraspec.drafters.lookup import (
+    CORPUS_MAX_MATCH,
+    MAX_MATCH,
+    MIN_MATCH,
+    SEPARATOR,
+    CorpusIndex,
+    LookupCalibration,
+    LookupCalibrationError,
+    LookupDrafter,
+    SuffixIndex,
+    load_corpus,
+    save_corpus,
+)
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
 from libraspec.modes import MODES, make_policy
@@ -29,7 +40,7 @@ PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7
 def brute_longest_match(seq: list[int], tail: list[int], longest: int = MAX_MATCH) -> tuple[int, list[int]]:
     """(k, every end) of the longest suffix of `tail` (k <= longest) that occurs in seq."""
     for k in range(min(longest, len(tail)), MIN_MATCH - 1, -1):
-        ends = [e for e in range(k, len(seq) + 1) if seq[e - k:e] == tail[-k:]]
+        ends = [e for e in range(k, len(seq) + 1) if seq[e - k : e] == tail[-k:]]
         if ends:
             return k, ends
     return 0, []
@@ -145,7 +156,7 @@ def test_hybrid_times_a_step_once_and_prices_the_proposal_it_drops(pair, monkeyp
     for ids in repetitive_prompts()[:2]:
         context, cache = drafter.new_context(), pair.target.new_cache()
         drafter.fit_context(context, ids, pair.target.forward(cache, ids[:-1]).hidden_states, 0)
-        ticks = iter(range(10 ** 6))
+        ticks = iter(range(10**6))
         monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))  # one second a call
         buffer = drafter.start_round(context, ids, SamplingConfig())
         start = time.perf_counter()
@@ -153,7 +164,7 @@ def test_hybrid_times_a_step_once_and_prices_the_proposal_it_drops(pair, monkeyp
         wall = time.perf_counter() - start
         monkeypatch.undo()
         assert buffer.draft_seconds(2) == sum(buffer.pass_seconds) <= wall
-        (step, dropped), = [d for d in buffer.discarded if d[0] == 0]
+        ((step, dropped),) = [d for d in buffer.discarded if d[0] == 0]
         kept.add(buffer.pass_sources[0])
         assert dropped != buffer.pass_sources[0]
         assert buffer.modeled_draft_s(PROFILE, 1) == pytest.approx(PROFILE.draft_time(1) + PROFILE.lookup_s)
@@ -182,8 +193,14 @@ def lookup_chi2(pair, drafter: str) -> tuple[float, float]:
     counts = torch.zeros(V * V)
     lengths = []
     for seed in range(2400):
-        records = list(decoder.run(prompt, "static", make_policy("static", decoder.n, static_length=2),
-                                   DecodeConfig(max_new_tokens=3, temperature=1.0, seed=seed)))
+        records = list(
+            decoder.run(
+                prompt,
+                "static",
+                make_policy("static", decoder.n, static_length=2),
+                DecodeConfig(max_new_tokens=3, temperature=1.0, seed=seed),
+            )
+        )
         out = generated(records)
         counts[out[0] * V + out[1]] += 1
         lengths.append(records[0].chosen_length)
@@ -203,6 +220,7 @@ def test_sampling_with_lookup_drafts_matches_target(v6_pair, drafter):  # noqa: 
 
 def test_lookup_sampling_test_can_fail(v6_pair, monkeypatch):  # noqa: F811
     """Accepting a one-hot draft whenever u < q (= 1) instead of u < p(x) is caught."""
+
     def accept_everything(drafts, draft_probs, target_logits, cfg, rng):
         return drafts.shape[0], rng.sample(torch.softmax(target_logits[-1].double() / cfg.temperature, -1))
 

@@ -4,6 +4,7 @@ The exclusion is checked against the real protected sets: the public benchmark p
 ../shared/data (when the folder is there, as in CI), the project's suites and the held-out
 prompts, and the committed Magpie prompt file must share no 8-word window with any of them.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from libraspec.experiments.bench import read_prompts
-from libraspec.train.magpie import (NGRAM, PROTECTED_FOLDERS, Decontaminator, clean_user_turn, normalise,
-                                    protected_texts)
+from libraspec.train.magpie import NGRAM, PROTECTED_FOLDERS, Decontaminator, clean_user_turn, normalise, protected_texts
 from libraspec.train.prompts import heldout_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,16 +25,24 @@ def test_clean_user_turn_keeps_requests_and_drops_junk():
     good = "Can you explain how a rainbow forms after the rain?"
     assert clean_user_turn(good, True) == good
     assert clean_user_turn(good, False) is None  # cut off at the token limit
-    for junk in ("Hi there", "Write about " + "cats " * 40, "Ecris un poème sur la mer, s'il te plaît, très joli",
-                 "1234 5678 9012 3456 7890 == 42 +++", "Visit https://example.com and tell me what you see",
-                 "<|im_start|>assistant what is the time in Oslo", "user: what is the capital of France today?",
-                 "Qu'est-ce que la photosynthèse et comment ça marche ?"):
+    for junk in (
+        "Hi there",
+        "Write about " + "cats " * 40,
+        "Ecris un poème sur la mer, s'il te plaît, très joli",
+        "1234 5678 9012 3456 7890 == 42 +++",
+        "Visit https://example.com and tell me what you see",
+        "<|im_start|>assistant what is the time in Oslo",
+        "user: what is the capital of France today?",
+        "Qu'est-ce que la photosynthèse et comment ça marche ?",
+    ):
         assert clean_user_turn(junk, True) is None, junk
 
 
 def test_decontaminator_refuses_shared_windows_short_texts_and_repeats():
-    protected = ["Natalia sold clips to 48 of her friends in April, and then she sold half as many in May.",
-                 "Name three colours."]
+    protected = [
+        "Natalia sold clips to 48 of her friends in April, and then she sold half as many in May.",
+        "Name three colours.",
+    ]
     guard = Decontaminator(protected)
     assert not guard.accept("How many clips: natalia sold clips to 48 of her friends in April? Tell me")
     assert not guard.accept("Please name three colours, quickly")  # the short text appears whole
@@ -55,8 +63,11 @@ def test_protected_texts_cover_every_turn_of_the_public_sets():
         pytest.skip(f"{SHARED} is not here")
     for path in sorted(SHARED.glob("*.jsonl")):
         assert set(read_prompts(path)) <= texts, path.name
-    second_turns = [json.loads(line)["turns"][1] for line in open(SHARED / "mt_bench_questions.jsonl")
-                    if line.strip() and len(json.loads(line).get("turns", [])) > 1]
+    second_turns = [
+        json.loads(line)["turns"][1]
+        for line in open(SHARED / "mt_bench_questions.jsonl")
+        if line.strip() and len(json.loads(line).get("turns", [])) > 1
+    ]
     assert second_turns and set(second_turns) <= texts
 
 
@@ -74,6 +85,7 @@ def test_the_apps_examples_are_not_prompts_the_lookup_corpus_answered():
     """The look-up corpus holds the target's greedy answers to the Magpie and training-template
     prompts, so a race on one of them quotes that answer: the examples must show ordinary prompts."""
     from libraspec.train.prompts import training_prompts
+
     seen = {tuple(normalise(p)) for p in training_prompts()}
     seen |= {tuple(normalise(json.loads(line)["prompt"])) for line in open(COMMITTED, encoding="utf-8")}
     examples = json.loads((ROOT / "assets" / "examples.json").read_text())

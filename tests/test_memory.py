@@ -1,5 +1,6 @@
 """Reduced memory check (scripts/memory_check.py): 15 sequential races against the app on the
 tiny pair; resident memory after race 15 within 10% of after race 5."""
+
 from __future__ import annotations
 
 import pytest

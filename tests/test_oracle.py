@@ -1,5 +1,6 @@
 """Tests for libraspec.oracle: accepted prefixes and the oracle length d*, and the d* the
 engine annotates a round with against a brute-force recomputation from the full look-ahead."""
+
 import dataclasses
 
 import numpy as np
@@ -51,8 +52,7 @@ def test_oracle_ties_to_shorter_with_flat_cost():
 
 
 @settings(deadline=None)
-@given(st.lists(st.booleans(), min_size=1, max_size=40),
-       st.lists(st.floats(0.01, 1.0), min_size=40, max_size=40))
+@given(st.lists(st.booleans(), min_size=1, max_size=40), st.lists(st.floats(0.01, 1.0), min_size=40, max_size=40))
 def test_oracle_is_first_argmax(matches, increments):
     a = accepted_prefix_from_matches(matches)
     times = np.cumsum(increments)[: len(a)]  # strictly increasing T_round
@@ -74,16 +74,19 @@ def test_oracle_with_profile_round_time():
     assert oracle_rates(a, profile.round_time).shape == (12,)
 
 
-@pytest.mark.parametrize("a, times, message", [
-    ([], [], "non-empty"),
-    ([2], [1.0], r"\[0, d\]"),
-    ([-1], [1.0], r"\[0, d\]"),
-    ([1, 0], [1.0, 1.0], "non-decreasing"),
-    ([0.5], [1.0], "integers"),
-    ([1, 1], [1.0], "each d"),
-    ([1, 1], [1.0, 0.0], "> 0"),
-    ([1, 1], [1.0, np.nan], "> 0"),
-])
+@pytest.mark.parametrize(
+    "a, times, message",
+    [
+        ([], [], "non-empty"),
+        ([2], [1.0], r"\[0, d\]"),
+        ([-1], [1.0], r"\[0, d\]"),
+        ([1, 0], [1.0, 1.0], "non-decreasing"),
+        ([0.5], [1.0], "integers"),
+        ([1, 1], [1.0], "each d"),
+        ([1, 1], [1.0, 0.0], "> 0"),
+        ([1, 1], [1.0, np.nan], "> 0"),
+    ],
+)
 def test_oracle_bad_input(a, times, message):
     with pytest.raises(ValueError, match=message):
         oracle_length(a, times)
@@ -115,8 +118,11 @@ def llama():
     return tiny_pair("llama", seed=3, dtype=torch.float64)
 
 
-@pytest.mark.parametrize("drafter", [dict(right_for=2), dict(right_for=5), dict(), dict(wrong=True)],
-                         ids=["right-for-2", "right-for-5", "always-right", "always-wrong"])
+@pytest.mark.parametrize(
+    "drafter",
+    [dict(right_for=2), dict(right_for=5), dict(), dict(wrong=True)],
+    ids=["right-for-2", "right-for-5", "always-right", "always-wrong"],
+)
 def test_annotated_oracle_length_is_the_brute_force_argmax(llama, drafter):
     """Static d = d_max submits the whole look-ahead, so each record carries every draft the
     annotation judged; the target's greedy token after each draft prefix, from one plain
@@ -134,7 +140,7 @@ def test_annotated_oracle_length_is_the_brute_force_argmax(llama, drafter):
             drafts = list(record.draft_tokens[:look])
             with torch.no_grad():
                 logits = pair.target.model(input_ids=torch.tensor([context + drafts])).logits[0]  # (L + look, V)
-            greedy = logits[len(context) - 1: len(context) - 1 + look].argmax(dim=-1).tolist()  # (look,)
+            greedy = logits[len(context) - 1 : len(context) - 1 + look].argmax(dim=-1).tolist()  # (look,)
             a = accepted_prefix_from_matches([x == g for x, g in zip(drafts, greedy)])  # (look,)
             rates = {d: (int(a[d - 1]) + 1) / PROFILE.round_time(d) for d in range(1, look + 1)}
             rates[0] = 1 / (PROFILE.draft_time(1) + PROFILE.verify_time(1))  # an AR step after one drafted block

@@ -1,4 +1,5 @@
 """Figure builders on a hand-made record set: trace names, counts, lengths, mode colours."""
+
 from __future__ import annotations
 
 import math
@@ -15,30 +16,54 @@ from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_fr
 N = 4  # block size of the hand-made rounds
 
 
-def _round(mode: str, k: int, d: int, accepted: int, blocks: int, q: list[float],
-           oracle: int | None, steps=(), eps=(), clock: tuple[float, float] = (0.0, 0.0),
-           tokens_before: int = 0) -> RoundRecord:
+def _round(
+    mode: str,
+    k: int,
+    d: int,
+    accepted: int,
+    blocks: int,
+    q: list[float],
+    oracle: int | None,
+    steps=(),
+    eps=(),
+    clock: tuple[float, float] = (0.0, 0.0),
+    tokens_before: int = 0,
+) -> RoundRecord:
     tau = accepted + 1
     return RoundRecord(
-        mode=mode, round_index=k, start_position=10 + tokens_before,
-        draft_tokens=tuple(range(blocks * N)), confidences=tuple(q), blocks_drafted=blocks,
-        policy_steps=tuple(steps), eps_bounds=tuple(eps), chosen_length=d, accepted=accepted,
-        committed_tokens=tuple(range(100, 100 + tau)), bonus_token=99, oracle_length=oracle,
-        draft_s=0.01, policy_s=0.001, verify_s=0.05, modeled_s=0.05,
-        cumulative_tokens=tokens_before + tau, cumulative_s=clock[0], cumulative_modeled_s=clock[1],
+        mode=mode,
+        round_index=k,
+        start_position=10 + tokens_before,
+        draft_tokens=tuple(range(blocks * N)),
+        confidences=tuple(q),
+        blocks_drafted=blocks,
+        policy_steps=tuple(steps),
+        eps_bounds=tuple(eps),
+        chosen_length=d,
+        accepted=accepted,
+        committed_tokens=tuple(range(100, 100 + tau)),
+        bonus_token=99,
+        oracle_length=oracle,
+        draft_s=0.01,
+        policy_s=0.001,
+        verify_s=0.05,
+        modeled_s=0.05,
+        cumulative_tokens=tokens_before + tau,
+        cumulative_s=clock[0],
+        cumulative_modeled_s=clock[1],
     )
 
 
-def _run(mode: str, lengths: list[int], accepted: list[int], blocks: list[int],
-         oracle: list[int | None]) -> list[RoundRecord]:
+def _run(
+    mode: str, lengths: list[int], accepted: list[int], blocks: list[int], oracle: list[int | None]
+) -> list[RoundRecord]:
     out, tokens, seconds = [], 0, 0.0
     for k, (d, a, b, o) in enumerate(zip(lengths, accepted, blocks, oracle)):
         q = [0.9 - 0.05 * i for i in range(b * N)]
         steps, eps = (), ()
         if mode == "libraspec":
             eps = tuple(int(e) for e in epsilon_bounds(q[:d], 2.2))
-            steps = (PolicyStep(N, min(eps) + 1, d + 1, 3, 1, False),
-                     PolicyStep(d + 1, d, d, 0, 0, True))
+            steps = (PolicyStep(N, min(eps) + 1, d + 1, 3, 1, False), PolicyStep(d + 1, d, d, 0, 0, True))
         seconds += 0.06
         out.append(_round(mode, k, d, a, b, q, o, steps, eps, (seconds, seconds * 0.9), tokens))
         tokens += a + 1
@@ -70,8 +95,16 @@ def _assert_common(fig: go.Figure, kind: str) -> None:
 
 
 def test_mode_colours_are_distinct_and_cover_every_mode():
-    assert set(plots.MODE_COLORS) == {"ar", "static", "libraspec", "oracle", "g4", "failfast", "ddtree",
-                                      "ddtree-libraspec"}
+    assert set(plots.MODE_COLORS) == {
+        "ar",
+        "static",
+        "libraspec",
+        "oracle",
+        "g4",
+        "failfast",
+        "ddtree",
+        "ddtree-libraspec",
+    }
     assert len(set(plots.MODE_COLORS.values())) == len(plots.MODE_COLORS)
 
 
@@ -137,8 +170,12 @@ def test_confidence_heatmap_axis_spans_the_drafted_positions(frame):
 
 def test_confidence_heatmap_names_each_drafts_source(frame):
     rows = frame[frame["mode"] == "libraspec"].copy()
-    rows["draft_sources"] = [("lookup",) * N + ("dflash",) * N, ("dflash",) * N, ("dflash",) * 2 * N,
-                             ("dflash",) * 2 * N]
+    rows["draft_sources"] = [
+        ("lookup",) * N + ("dflash",) * N,
+        ("dflash",) * N,
+        ("dflash",) * 2 * N,
+        ("dflash",) * 2 * N,
+    ]
     heat = _by_name(plots.confidence_heatmap(rows, "libraspec"))["q_i"]
     assert list(heat.customdata[0]) == ["look-up"] * N + ["diffusion"] * N
     assert list(heat.customdata[1]) == ["diffusion"] * N + [""] * N and "drafted by" in heat.hovertemplate
@@ -214,8 +251,7 @@ def test_profile_figure():
 
 def test_empty_frame_gives_placeholder_figures():
     empty = records_to_frame([])
-    for fig in (plots.length_figure(empty), plots.confidence_heatmap(empty),
-                plots.speedup_figure(empty, 0.06, 0.05)):
+    for fig in (plots.length_figure(empty), plots.confidence_heatmap(empty), plots.speedup_figure(empty, 0.06, 0.05)):
         assert fig.layout.annotations
 
 
@@ -223,13 +259,33 @@ def _tree_round(k: int = 2, bonus: int | None = 67) -> RoundRecord:
     """A ddtree-libraspec round: root -> A (q .9) -> B (.5) -> H (.2) with siblings F, G; A and B accepted."""
     committed = (65, 66) + ((bonus,) if bonus is not None else ())
     return RoundRecord(
-        mode="ddtree-libraspec", round_index=k, start_position=10, draft_tokens=(65, 66, 72, 0),
-        confidences=(.9, .5, .2, .1), blocks_drafted=1, policy_steps=(), eps_bounds=(), chosen_length=3, accepted=2,
+        mode="ddtree-libraspec",
+        round_index=k,
+        start_position=10,
+        draft_tokens=(65, 66, 72, 0),
+        confidences=(0.9, 0.5, 0.2, 0.1),
+        blocks_drafted=1,
+        policy_steps=(),
+        eps_bounds=(),
+        chosen_length=3,
+        accepted=2,
         committed_tokens=committed,
-        bonus_token=bonus, oracle_length=2, draft_s=0.01, policy_s=0.001, verify_s=0.05, modeled_s=0.05,
-        cumulative_tokens=3 * (k + 1), cumulative_s=0.06 * (k + 1), cumulative_modeled_s=0.05 * (k + 1),
-        tree_size=5, tree_tokens=(65, 70, 66, 71, 72), tree_parents=(-1, -1, 0, 0, 2),
-        tree_probs=(.9, .05, .5, .3, .2), tree_path=(0, 2), oracle_tree_size=3)
+        bonus_token=bonus,
+        oracle_length=2,
+        draft_s=0.01,
+        policy_s=0.001,
+        verify_s=0.05,
+        modeled_s=0.05,
+        cumulative_tokens=3 * (k + 1),
+        cumulative_s=0.06 * (k + 1),
+        cumulative_modeled_s=0.05 * (k + 1),
+        tree_size=5,
+        tree_tokens=(65, 70, 66, 71, 72),
+        tree_parents=(-1, -1, 0, 0, 2),
+        tree_probs=(0.9, 0.05, 0.5, 0.3, 0.2),
+        tree_path=(0, 2),
+        oracle_tree_size=3,
+    )
 
 
 def test_tree_layout_gives_leaves_their_own_rows_and_centres_parents():

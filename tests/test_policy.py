@@ -1,4 +1,5 @@
 """Tests for libraspec.policy: eps_i bounds, Algorithm 1, and the comparison policies."""
+
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ def naive_eps(q, alpha):
     d = len(q)
     out = []
     for i in range(1, d + 1):
-        s = sum(math.prod(q[i - 1:j]) for j in range(i, d + 1))
+        s = sum(math.prod(q[i - 1 : j]) for j in range(i, d + 1))
         out.append(math.floor(alpha * s + i + 1e-9))
     return out
 
@@ -41,11 +42,27 @@ def naive_libraspec(q_all, n, alpha, d_max):
 
 def record(chosen, accepted):
     return RoundRecord(
-        mode="g4", round_index=0, start_position=0, draft_tokens=(), confidences=(),
-        blocks_drafted=1, policy_steps=(), eps_bounds=(), chosen_length=chosen,
-        accepted=accepted, committed_tokens=(0,) * (accepted + 1), bonus_token=0,
-        oracle_length=None, draft_s=0.0, policy_s=0.0, verify_s=0.0, modeled_s=0.0,
-        cumulative_tokens=accepted + 1, cumulative_s=0.0, cumulative_modeled_s=0.0)
+        mode="g4",
+        round_index=0,
+        start_position=0,
+        draft_tokens=(),
+        confidences=(),
+        blocks_drafted=1,
+        policy_steps=(),
+        eps_bounds=(),
+        chosen_length=chosen,
+        accepted=accepted,
+        committed_tokens=(0,) * (accepted + 1),
+        bonus_token=0,
+        oracle_length=None,
+        draft_s=0.0,
+        policy_s=0.0,
+        verify_s=0.0,
+        modeled_s=0.0,
+        cumulative_tokens=accepted + 1,
+        cumulative_s=0.0,
+        cumulative_modeled_s=0.0,
+    )
 
 
 def stream(q_all, n, blocks=1):
@@ -68,9 +85,9 @@ def test_worked_example_extend_then_rollback():
     #   eps_5 = floor(1 + 5) = 6, eps_4 = floor(1.5 + 4) = 5, eps_3 = floor(2.625 + 3) = 5,
     #   eps_2 = floor(4.625 + 2) = 6, eps_1 = floor(6.625 + 1) = 7 -> eps* = 5 <= 5: rollback
     # Final d = 5; 2 blocks (8 tokens) drafted, one extend call.
-    buf = stream([1, 1, .75, .5, .5, .5, 0, 0, 0, 0, 0, 0], 4)
-    assert epsilon_bounds([1, 1, .75, .5], 2.0).tolist() == [7, 6, 5, 5]
-    assert epsilon_bounds([1, 1, .75, .5, .5], 2.0).tolist() == [7, 6, 5, 5, 6]
+    buf = stream([1, 1, 0.75, 0.5, 0.5, 0.5, 0, 0, 0, 0, 0, 0], 4)
+    assert epsilon_bounds([1, 1, 0.75, 0.5], 2.0).tolist() == [7, 6, 5, 5]
+    assert epsilon_bounds([1, 1, 0.75, 0.5, 0.5], 2.0).tolist() == [7, 6, 5, 5, 6]
     policy = LibraSpecPolicy(2.0, 12)
     decision = policy.choose_length(buf)
     assert decision.d == 5
@@ -92,7 +109,13 @@ def test_worked_example_all_confident_grows_to_d_max():
     decision = policy.choose_length(buf)
     assert decision.d == 10
     assert [(s.d_before, s.eps_star, s.budget, s.blocks_requested) for s in decision.steps] == [
-        (4, 5, 3, 1), (5, 6, 2, 0), (6, 7, 1, 0), (7, 8, 0, 0), (8, 9, 3, 1), (9, 10, 2, 0)]
+        (4, 5, 3, 1),
+        (5, 6, 2, 0),
+        (6, 7, 1, 0),
+        (7, 8, 0, 0),
+        (8, 9, 3, 1),
+        (9, 10, 2, 0),
+    ]
     assert len(buf.confidences) == 12 and buf.extend_calls == 2
 
 
@@ -109,14 +132,16 @@ def test_worked_example_budget_from_blocks_drafted_ahead():
     # d = 9: S_9 = .25, S_8 = .5 * 1.25 = .625, S_7 = .8125, ...;
     #   eps_9 = floor(.75 + 9) = 9, eps_8 = floor(1.875 + 8) = 9 -> eps* = 9 <= 9: rollback.
     # Final d = 9; 3 blocks drafted, one of them by the policy.
-    buf = stream([1, 1, 1, 1, 1, 1, .5, .5, .25, 0, 0, 0], 4, blocks=2)
+    buf = stream([1, 1, 1, 1, 1, 1, 0.5, 0.5, 0.25, 0, 0, 0], 4, blocks=2)
     policy = LibraSpecPolicy(3.0, 12)
     decision = policy.choose_length(buf)
     assert decision.d == 9
-    assert [(s.d_before, s.eps_star, s.d_after, s.budget, s.blocks_requested, s.rollback)
-            for s in decision.steps] == [
-        (4, 7, 7, 1, 0, False), (7, 8, 8, 0, 0, False), (8, 9, 9, 3, 1, False),
-        (9, 9, 9, 3, 0, True)]
+    assert [(s.d_before, s.eps_star, s.d_after, s.budget, s.blocks_requested, s.rollback) for s in decision.steps] == [
+        (4, 7, 7, 1, 0, False),
+        (7, 8, 8, 0, 0, False),
+        (8, 9, 9, 3, 1, False),
+        (9, 9, 9, 3, 0, True),
+    ]
     assert buf.blocks_extended == 1 and len(buf.confidences) == 12
 
 
@@ -239,7 +264,7 @@ def test_g4_policy_schedule():
 
 
 def test_failfast_policy():
-    q = [.9, .9, .9, .9, .9, .3, .9, .9, .9, .9, .9, .9]
+    q = [0.9, 0.9, 0.9, 0.9, 0.9, 0.3, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]
     buf = stream(q, 4)
     # d = 2 (all >= .5), d = 4 (all >= .5), d = 6 (q_6 = .3 < .5): stop at 6
     assert FailFastPolicy(0.5, 2, 12).choose_length(buf).d == 6 and len(buf.confidences) == 8
@@ -262,7 +287,8 @@ def test_make_policy_and_protocol():
     tree = make_policy("ddtree-libraspec", 15, alpha=3.0, d_max=40, node_budget=64)
     assert (tree.depth_policy.name, tree.depth_policy.alpha, tree.d_max, tree.node_budget) == ("libraspec", 3.0, 40, 64)
     assert tree.choose_length(stream(np.full(30, 0.8), 15)) == LibraSpecPolicy(3.0, 40).choose_length(
-        stream(np.full(30, 0.8), 15))
+        stream(np.full(30, 0.8), 15)
+    )
     with pytest.raises(ValueError, match="unknown mode"):
         make_policy("turbo", 15)
 

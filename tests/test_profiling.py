@@ -1,4 +1,5 @@
 """The measured latency profile: shape, monotone curves, on-disk cache."""
+
 import dataclasses
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Training prompts: the held-out set is fixed, disjoint from training, and indices are stable."""
+
 import json
 from pathlib import Path
 
@@ -14,8 +15,9 @@ def test_heldout_matches_the_shipped_list(tmp_path):
     assert [json.loads(line)["prompt"] for line in open(shipped, encoding="utf-8")] == heldout_prompts()
     assert len(heldout_prompts()) == HELDOUT_SIZE
     write_heldout(tmp_path / "heldout.jsonl")
-    assert (tmp_path / "heldout.jsonl").read_bytes() == shipped.read_bytes(), \
+    assert (tmp_path / "heldout.jsonl").read_bytes() == shipped.read_bytes(), (
         "assets/heldout_prompts.jsonl is stale: rewrite it with libraspec.train.prompts.write_heldout"
+    )
     assert [p.name for p in tmp_path.iterdir()] == ["heldout.jsonl"]  # no temporary file left behind
 
 

@@ -1,5 +1,6 @@
 """Greedy replay without the target: round for round what the engine does, for drafters that read
 token ids only; refused for drafters that read the target's features."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,15 @@ def test_replay_makes_the_engines_rounds(pair, mode, lookahead):  # noqa: F811
         output = generated(decoder.run(prompt, "ar", None, DecodeConfig(max_new_tokens=40)))
         settings = dict(d_max=30, static_length=5, alpha=2.2)
         engine_rounds = list(decoder.run(prompt, mode, make_policy(mode, pair.n, **settings), config))
-        replayed = replay_greedy(make_drafter("lookup", pair), make_policy(mode, pair.n, **settings), prompt,
-                                 output, 40, PROFILE, lookahead=lookahead)
+        replayed = replay_greedy(
+            make_drafter("lookup", pair),
+            make_policy(mode, pair.n, **settings),
+            prompt,
+            output,
+            40,
+            PROFILE,
+            lookahead=lookahead,
+        )
         assert len(replayed) == len(engine_rounds)
         for ours, theirs in zip(replayed, engine_rounds):
             assert math.isnan(ours.verify_s)  # nothing was timed

@@ -1,5 +1,6 @@
 """Finished runs on disk (ui/run_store.py): a race decoded in a forked worker, as on a ZeroGPU
 Space, can still be inspected and exported by the app process afterwards."""
+
 from __future__ import annotations
 
 import multiprocessing

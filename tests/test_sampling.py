@@ -21,6 +21,7 @@ draft produces the drafter's distribution instead and must exceed the threshold 
 tree whose correction forgets to remove the rejected siblings is caught too: that shows the
 test can fail.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -52,9 +53,19 @@ def chi2_quantile(df: int, z: float = 3.0902) -> float:
 @pytest.fixture(scope="module")
 def pair():
     torch.manual_seed(7)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      bos_token_id=1, eos_token_id=None, pad_token_id=0, tie_word_embeddings=False)
+    cfg = LlamaConfig(
+        vocab_size=V,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=None,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
     model = LlamaForCausalLM(cfg).double().eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(8.0)  # spread the target's distribution away from uniform
@@ -81,7 +92,7 @@ def exact_probs(pair, k: int, top_k: int = 0, top_p: float = 1.0) -> torch.Tenso
     model = pair.target.model
     joint = torch.ones(1, dtype=torch.float64)  # (V^0,)
     for j in range(k):
-        prefixes = torch.tensor(list(itertools.product(range(V), repeat=j)), dtype=torch.long).reshape(V ** j, j)
+        prefixes = torch.tensor(list(itertools.product(range(V), repeat=j)), dtype=torch.long).reshape(V**j, j)
         ids = torch.cat([torch.tensor(PROMPT).expand(len(prefixes), -1), prefixes], dim=1)  # (V^j, len(PROMPT) + j)
         with torch.no_grad():
             rows = torch.softmax(model(input_ids=ids).logits[:, -1].double(), -1)  # (V^j, V)
@@ -90,13 +101,22 @@ def exact_probs(pair, k: int, top_k: int = 0, top_p: float = 1.0) -> torch.Tenso
     return joint
 
 
-def chi2(pair, mode: str = "libraspec", make_policy=lambda: LibraSpecPolicy(3.0, 6), new_tokens: int = 3,
-         k: int = 2, n: int = N, top_k: int = 0, top_p: float = 1.0, seen: list | None = None) -> tuple[float, float, list]:
+def chi2(
+    pair,
+    mode: str = "libraspec",
+    make_policy=lambda: LibraSpecPolicy(3.0, 6),
+    new_tokens: int = 3,
+    k: int = 2,
+    n: int = N,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seen: list | None = None,
+) -> tuple[float, float, list]:
     """(statistic, threshold, first round of each draw) over the first k tokens of n draws; `seen`
     collects every round."""
     profile = LatencyProfile.from_linear(0.05, 0.004, 0.01, pair.n, 16)
     decoder = SpeculativeDecoder(pair, profile)
-    counts = torch.zeros(V ** k)  # (V^k,)
+    counts = torch.zeros(V**k)  # (V^k,)
     first_rounds = []
     for seed in range(n):
         cfg = DecodeConfig(max_new_tokens=new_tokens, temperature=1.0, top_k=top_k, top_p=top_p, seed=seed)
@@ -127,8 +147,9 @@ def test_speculative_sampling_matches_target_distribution(pair):
 
 @pytest.mark.parametrize("top_k, top_p", [(0, 1.0), (3, 0.9)], ids=["full", "top-k-top-p"])
 def test_several_drafts_per_round_keep_the_target_distribution(pair, top_k, top_p):
-    statistic, threshold, first = chi2(pair, "static", lambda: StaticPolicy(3), new_tokens=4, k=3, n=1200,
-                                       top_k=top_k, top_p=top_p)
+    statistic, threshold, first = chi2(
+        pair, "static", lambda: StaticPolicy(3), new_tokens=4, k=3, n=1200, top_k=top_k, top_p=top_p
+    )
     print(f"top_k {top_k}, top_p {top_p}: chi-square {statistic:.1f}, threshold {threshold:.1f}")
     assert {r.chosen_length for r in first} == {3}  # three drafts verified in the first round
     assert {0, 1, 2, 3} <= {r.accepted for r in first}  # rejections at every position, and none
@@ -157,11 +178,22 @@ def test_oracle_mode_keeps_the_target_distribution(pair):
 TREES = {"ddtree": dict(tree_depth=3, node_budget=8), "ddtree-libraspec": dict(alpha=1.0, d_max=6, node_budget=8)}
 
 
-@pytest.mark.parametrize("mode, top_k, top_p", [("ddtree", 0, 1.0), ("ddtree-libraspec", 0, 1.0), ("ddtree", 3, 0.9)],
-                         ids=["ddtree", "ddtree-libraspec", "ddtree-top-k-top-p"])
+@pytest.mark.parametrize(
+    "mode, top_k, top_p",
+    [("ddtree", 0, 1.0), ("ddtree-libraspec", 0, 1.0), ("ddtree", 3, 0.9)],
+    ids=["ddtree", "ddtree-libraspec", "ddtree-top-k-top-p"],
+)
 def test_draft_trees_keep_the_target_distribution(pair, mode, top_k, top_p):
-    statistic, threshold, first = chi2(pair, mode, lambda: make_policy(mode, pair.n, **TREES[mode]), new_tokens=4,
-                                       k=3, n=1200, top_k=top_k, top_p=top_p)
+    statistic, threshold, first = chi2(
+        pair,
+        mode,
+        lambda: make_policy(mode, pair.n, **TREES[mode]),
+        new_tokens=4,
+        k=3,
+        n=1200,
+        top_k=top_k,
+        top_p=top_p,
+    )
     print(f"{mode}, top_k {top_k}, top_p {top_p}: chi-square {statistic:.1f}, threshold {threshold:.1f}")
     assert statistic < threshold, f"chi-square {statistic:.1f} >= {threshold:.1f}"
     assert max(r.tree_size for r in first) == 8 and {0, 1, 2} <= {r.accepted for r in first}
@@ -173,7 +205,8 @@ def test_draft_trees_keep_the_target_distribution(pair, mode, top_k, top_p):
 
 def test_a_tree_residual_that_keeps_rejected_siblings_is_detected(pair, monkeypatch):
     monkeypatch.setattr(tree_module, "tree_residual", lambda tree, probs, node: probs)
-    statistic, threshold, _ = chi2(pair, "ddtree", lambda: make_policy("ddtree", pair.n, **TREES["ddtree"]),
-                                   new_tokens=4, k=3, n=1200)
+    statistic, threshold, _ = chi2(
+        pair, "ddtree", lambda: make_policy("ddtree", pair.n, **TREES["ddtree"]), new_tokens=4, k=3, n=1200
+    )
     print(f"broken tree residual: chi-square {statistic:.1f}, threshold {threshold:.1f}")
     assert statistic > 2 * threshold, f"broken tree residual not detected: chi-square {statistic:.1f}"

@@ -2,6 +2,7 @@
 round exactly, every drafter races (with its note when it falls back), exports name the drafter
 and keep list columns, finish ranks follow the measured seconds, and the calibration summary
 counts the rounds it samples."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,12 +39,15 @@ def race(session, drafter="dflash", owner="local", modes=None, **settings):
     return list(session.stream(PROMPT, Settings(**settings), owner, drafter, modes))[-1].run
 
 
-@pytest.mark.parametrize("drafter, alpha, temperature, kind", [
-    ("dflash", 2.2, 0.0, (False, True)),  # weak drafts: one iteration that rolls back, d < n
-    ("lookup", 16.0, 0.0, (True, True)),  # several iterations, more blocks drafted, then a rollback
-    ("lookup", 64.0, 0.0, (False, False)),  # one iteration straight to d_max; the last round's d cut by the room
-    ("hybrid", 8.0, 0.9, None),  # sampling
-])
+@pytest.mark.parametrize(
+    "drafter, alpha, temperature, kind",
+    [
+        ("dflash", 2.2, 0.0, (False, True)),  # weak drafts: one iteration that rolls back, d < n
+        ("lookup", 16.0, 0.0, (True, True)),  # several iterations, more blocks drafted, then a rollback
+        ("lookup", 64.0, 0.0, (False, False)),  # one iteration straight to d_max; the last round's d cut by the room
+        ("hybrid", 8.0, 0.9, None),  # sampling
+    ],
+)
 def test_the_step_through_replays_every_round_of_a_real_race(session, drafter, alpha, temperature, kind):
     """Each LibraSpec round, replayed with the race's d_max and alpha from its first block, takes the
     recorded iterations, drafts the recorded blocks and ends at the recorded d (the step-through used
@@ -88,11 +92,13 @@ def test_each_drafter_races_and_the_run_names_it(session):
 def test_a_drafter_chosen_in_the_app_drafts_whatever_the_pair_defaults_to(tmp_path, monkeypatch):
     """The decoder made at load drafts with the pair's default; choosing another drafter gets that one."""
     import ui.session as session_module
+
     torch.set_num_threads(1)
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
     load = session_module.load_pair
-    monkeypatch.setattr(session_module, "load_pair",
-                        lambda name: dataclasses.replace(load(name), default_drafter="lookup"))
+    monkeypatch.setattr(
+        session_module, "load_pair", lambda name: dataclasses.replace(load(name), default_drafter="lookup")
+    )
     fresh = Session(offered=["tiny-llama"])
     assert race(fresh, "", max_new_tokens=8).drafter == "lookup"
     assert race(fresh, "dflash", max_new_tokens=8).drafter == "dflash"
@@ -103,6 +109,7 @@ def test_a_profile_the_ar_baseline_contradicts_is_measured_again_before_the_race
     AR baseline is more than PROFILE_TOLERANCE off it; the run says so and every decoder models with
     the new profile, the AR baseline included."""
     from ui.session import PROFILE_TOLERANCE
+
     decoders = {id(d): d for d in [session.decoder] + [session.decoder_for(name)[0] for name in ("dflash", "lookup")]}
     real = session.profile()
     slow = dataclasses.replace(real, verify_s=tuple(5 * v for v in real.verify_s))
@@ -117,9 +124,11 @@ def test_a_profile_the_ar_baseline_contradicts_is_measured_again_before_the_race
     assert fresh is not slow and all(d.profile is fresh for d in decoders.values())
     assert all(r.modeled_s == fresh.ar_token_time() for r in run.ar_records)
     assert run.drafter == "dflash" and all(  # the round times of the race modes come from the new profile too
-        r.modeled_s == pytest.approx(fresh.draft_time(r.blocks_drafted) + fresh.verify_time(r.chosen_length + 1)
-                                   + fresh.fit_s)
-        for m in RACE_MODES for r in run.records[m])
+        r.modeled_s
+        == pytest.approx(fresh.draft_time(r.blocks_drafted) + fresh.verify_time(r.chosen_length + 1) + fresh.fit_s)
+        for m in RACE_MODES
+        for r in run.records[m]
+    )
     again = list(session.stream("Name five fruits, then five vegetables.", Settings(max_new_tokens=24)))
     assert not any("Re-measuring" in s.status for s in again)  # a cached baseline was checked when measured
 
@@ -147,6 +156,7 @@ def test_a_race_run_under_another_load_than_its_baseline_says_so():
 
     def rounds(measured, modeled, count=10):
         return [SimpleNamespace(measured_s=measured, modeled_s=modeled)] * count
+
     assert load_change_note(rounds(0.05, 0.04), rounds(0.06, 0.05)) is None
     note = load_change_note(rounds(0.15, 0.04), rounds(0.05, 0.04))
     assert note.startswith("the machine's load changed") and "3.0x faster" in note
@@ -169,12 +179,14 @@ def test_a_pair_whose_default_lookup_drafter_lacks_its_calibration_still_loads(t
     """The embedded pair drafts with look-up by default: without its calibration file, loading the
     pair (and a sweep, which uses the default drafter) falls back to dflash with the note."""
     import ui.session as session_module
+
     torch.set_num_threads(1)
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(lookup, "DEFAULT_CALIBRATION", tmp_path / "missing.json")
     load = session_module.load_pair
-    monkeypatch.setattr(session_module, "load_pair",
-                        lambda name: dataclasses.replace(load(name), default_drafter="lookup"))
+    monkeypatch.setattr(
+        session_module, "load_pair", lambda name: dataclasses.replace(load(name), default_drafter="lookup")
+    )
     fresh = Session(offered=["tiny-llama"])
     run = race(fresh, "", max_new_tokens=8)
     assert run.drafter == "dflash" and any("Using the block-diffusion drafter" in note for note in run.notes)
@@ -230,8 +242,9 @@ def test_the_step_through_sets_the_alpha_its_text_suggests(session):
     inputs = Inputs(alpha=1.0)
     text = step_view(inputs, 0)[3]
     suggested = float(re.search(r"suggest alpha = T_verify / \(tau c\) = ([\d.]+)", text).group(1))
-    slider = TeachTab(session).use_suggested_alpha(SimpleNamespace(session_hash="teacher"), 0,
-                                                   *dataclasses.astuple(inputs))
+    slider = TeachTab(session).use_suggested_alpha(
+        SimpleNamespace(session_hash="teacher"), 0, *dataclasses.astuple(inputs)
+    )
     assert slider.value == pytest.approx(suggested, abs=0.005) and suggested != 1.0
 
 
@@ -239,14 +252,23 @@ def test_the_step_through_sets_the_alpha_its_text_suggests(session):
 def test_a_race_of_chosen_modes_with_trees_records_and_exports_them(session, temperature):
     """The visitor's modes race (tree modes with the node budget and depth of the settings): each gets its
     records, text, summary and export rows, and nothing of the modes left out."""
-    run = race(session, modes=["ddtree-libraspec", "static", "ddtree"], node_budget=12, tree_depth=3,
-               max_new_tokens=16, temperature=temperature)
+    run = race(
+        session,
+        modes=["ddtree-libraspec", "static", "ddtree"],
+        node_budget=12,
+        tree_depth=3,
+        max_new_tokens=16,
+        temperature=temperature,
+    )
     assert run.finished and run.modes == ("static", "ddtree", "ddtree-libraspec")  # the registry's order
     assert set(run.records) == set(run.modes) and set(run.report()["modes"]) == set(run.modes)
     assert run.report()["race_modes"] == list(run.modes) and run.settings.node_budget == 12
     trees = run.records["ddtree-libraspec"] + run.records["ddtree"]
-    assert all(0 < r.tree_size <= 12 and len(r.tree_tokens) == len(r.tree_parents) == r.tree_size for r in trees
-               if r.chosen_length)
+    assert all(
+        0 < r.tree_size <= 12 and len(r.tree_tokens) == len(r.tree_parents) == r.tree_size
+        for r in trees
+        if r.chosen_length
+    )
     assert max(r.tree_size for r in trees) == 12 and all(r.chosen_length <= 3 for r in run.records["ddtree"])
     assert not any(r.tree_size for r in run.records["static"])
     if temperature == 0:
@@ -262,4 +284,5 @@ def test_a_race_of_chosen_modes_with_trees_records_and_exports_them(session, tem
 
 def _race_progress_text(run) -> str:
     from ui.session import _race_progress
+
     return _race_progress(run, 1.0)

@@ -1,6 +1,7 @@
 """scripts/setup.sh and scripts/test.sh on a stand-in checkout whose python only logs its
 arguments: a fresh machine installs everything, a second run installs nothing, a changed
 requirements.txt installs again. Nothing is downloaded."""
+
 from __future__ import annotations
 
 import os
@@ -12,13 +13,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGGING_PYTHON = '#!/usr/bin/env bash\necho "$*" >> "$CALLS"\n'
-BASE_PYTHON = f'''#!/usr/bin/env bash
+BASE_PYTHON = f"""#!/usr/bin/env bash
 # "python3 -m venv DIR" makes DIR/bin/python a logging stand-in
 echo "venv $3" >> "$CALLS"
 mkdir -p "$3/bin"
 printf '%s' '{LOGGING_PYTHON}' > "$3/bin/python"
 chmod +x "$3/bin/python"
-'''
+"""
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
 """The step-through replays exactly what LibraSpecPolicy decides (Algorithm 1), state by state."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +40,7 @@ def test_every_decision_equals_libraspec_policy(case):
     assert [s.done for s in states] == [False] * (len(states) - 1) + [True]
     for prev, state in zip(states, states[1:]):
         assert state.step.d_before == prev.d
-        assert state.eps == tuple(epsilon_bounds(q[:prev.d], alpha).tolist())
+        assert state.eps == tuple(epsilon_bounds(q[: prev.d], alpha).tolist())
         assert state.eps_star == min(state.eps) and state.eps[state.argmin - 1] == state.eps_star
         assert state.budget == state.blocks * n - state.d  # B = drafted - d throughout
         assert state.message.startswith(f"Iteration {state.index}:")
@@ -63,12 +64,15 @@ def test_d_max_equal_to_n_never_loops():
     assert len(states) == 1 and states[0].done and states[0].d == 4 and "never runs" in states[0].message
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(q=[0.5] * 8, n=4, alpha=2.0, d_max=12), "every position up to d_max"),
-    (dict(q=[0.5] * 8, n=9, alpha=2.0, d_max=8), "d_max >= n"),
-    (dict(q=[0.5] * 8, n=4, alpha=-1.0, d_max=8), "alpha"),
-    (dict(q=[0.5] * 7 + [1.5], n=4, alpha=2.0, d_max=8), "within"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(q=[0.5] * 8, n=4, alpha=2.0, d_max=12), "every position up to d_max"),
+        (dict(q=[0.5] * 8, n=9, alpha=2.0, d_max=8), "d_max >= n"),
+        (dict(q=[0.5] * 8, n=4, alpha=-1.0, d_max=8), "alpha"),
+        (dict(q=[0.5] * 7 + [1.5], n=4, alpha=2.0, d_max=8), "within"),
+    ],
+)
 def test_bad_input_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         algorithm_states(**kwargs)
@@ -112,14 +116,19 @@ def test_teach_tab_views_every_source():
     from ui.session import Settings
     from ui.teach_tab import Inputs, confidences_for, step_view
     from test_calibration import record
+
     index, step_fig, curve_fig, text = step_view(Inputs(), 10**6, None)
     assert text.startswith(f"**Step {index} of {index}.**") and "exhaustive argmax" in text
     source = confidences_for(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=2), None)
     assert (source.n, source.d_max) == (2, 5) and "lowered" in source.notes[0]
     with pytest.raises(ValueError, match="no race yet"):
         confidences_for(Inputs(source="last race round"), [])
-    run = SimpleNamespace(prompt="Hi", n=12, settings=Settings(alpha=3.0, d_max=24),
-                          records={"libraspec": [record("libraspec", 0, [0.9] * 6 + [0.5] * 6, d=8, accepted=3)]})
+    run = SimpleNamespace(
+        prompt="Hi",
+        n=12,
+        settings=Settings(alpha=3.0, d_max=24),
+        records={"libraspec": [record("libraspec", 0, [0.9] * 6 + [0.5] * 6, d=8, accepted=3)]},
+    )
     source = confidences_for(Inputs(source="last race round", round_index=5, alpha=1.0, d_max=7), [run])
     # the race's own settings, not the sliders'; one recorded block of 12 drafts, zeros past it
     assert (source.n, source.d_max, source.alpha, len(source.q)) == (12, 24, 3.0, 12)
@@ -131,6 +140,7 @@ def test_teach_tab_views_every_source():
 @pytest.mark.app  # imports ui/
 def test_teach_tab_measured_profile_takes_the_step_n():
     from ui.teach_tab import Inputs, cost_profile
+
     measured = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 25, meta={"pair": "tiny-llama"})
     profile, note = cost_profile(Inputs(cost="measured profile"), 8, 24, measured)
     assert profile.n == 8 and profile.verify_s == measured.verify_s

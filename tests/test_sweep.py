@@ -1,4 +1,5 @@
 """alpha x d_max sweep on the tiny random pair, automatic alpha, the sweep CLI and figure."""
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,14 @@ def decoder():
 
 def test_full_grid_with_finite_values(decoder):
     calls = []
-    frame = run_sweep(decoder, PROMPTS, "2.0, auto", [7, 12], DecodeConfig(max_new_tokens=10),
-                      progress=lambda done, total, label: calls.append((done, total)))
+    frame = run_sweep(
+        decoder,
+        PROMPTS,
+        "2.0, auto",
+        [7, 12],
+        DecodeConfig(max_new_tokens=10),
+        progress=lambda done, total, label: calls.append((done, total)),
+    )
     assert list(frame.columns) == COLUMNS and len(frame) == 4 and not frame.attrs["cancelled"]
     assert set(zip(frame["alpha"], frame["d_max"])) == {("2", 7), ("2", 12), ("auto", 7), ("auto", 12)}
     for column in ("tau", "mean_d", "alpha_used", "speedup_measured", "speedup_modeled", "mad_vs_oracle"):
@@ -63,26 +70,46 @@ def test_cancel_stops_between_runs(decoder):
     assert run_sweep(decoder, PROMPTS, [2.2], [7], DecodeConfig(max_new_tokens=6), cancel=cancel).attrs["cancelled"]
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda d: run_sweep(d, PROMPTS, [2.2], [5], DecodeConfig(max_new_tokens=4)), "d_max >= n"),
-    (lambda d: run_sweep(d, [], [2.2], [7], DecodeConfig(max_new_tokens=4)), "no prompts"),
-    (lambda d: parse_alphas("2.2, fast"), "numbers or 'auto'"),
-    (lambda d: parse_alphas("2.2, 2.2"), "twice"),
-    (lambda d: parse_alphas("-1"), "> 0"),
-    (lambda d: parse_d_maxes("16, x"), "integers"),
-    (lambda d: parse_d_maxes("16, 16"), "distinct"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda d: run_sweep(d, PROMPTS, [2.2], [5], DecodeConfig(max_new_tokens=4)), "d_max >= n"),
+        (lambda d: run_sweep(d, [], [2.2], [7], DecodeConfig(max_new_tokens=4)), "no prompts"),
+        (lambda d: parse_alphas("2.2, fast"), "numbers or 'auto'"),
+        (lambda d: parse_alphas("2.2, 2.2"), "twice"),
+        (lambda d: parse_alphas("-1"), "> 0"),
+        (lambda d: parse_d_maxes("16, x"), "integers"),
+        (lambda d: parse_d_maxes("16, 16"), "distinct"),
+    ],
+)
 def test_bad_input_is_refused(decoder, call, match):
     with pytest.raises(ValueError, match=match):
         call(decoder)
 
 
 def _round(tau: int, d: int) -> RoundRecord:
-    return RoundRecord(mode="libraspec", round_index=0, start_position=0, draft_tokens=(), confidences=(),
-                       blocks_drafted=1, policy_steps=(), eps_bounds=(), chosen_length=d, accepted=tau - 1,
-                       committed_tokens=tuple(range(tau)), bonus_token=0, oracle_length=None, draft_s=0.0,
-                       policy_s=0.0, verify_s=0.0, modeled_s=0.0, cumulative_tokens=tau, cumulative_s=0.0,
-                       cumulative_modeled_s=0.0)
+    return RoundRecord(
+        mode="libraspec",
+        round_index=0,
+        start_position=0,
+        draft_tokens=(),
+        confidences=(),
+        blocks_drafted=1,
+        policy_steps=(),
+        eps_bounds=(),
+        chosen_length=d,
+        accepted=tau - 1,
+        committed_tokens=tuple(range(tau)),
+        bonus_token=0,
+        oracle_length=None,
+        draft_s=0.0,
+        policy_s=0.0,
+        verify_s=0.0,
+        modeled_s=0.0,
+        cumulative_tokens=tau,
+        cumulative_s=0.0,
+        cumulative_modeled_s=0.0,
+    )
 
 
 def test_auto_alpha_follows_the_formula_and_resets():
@@ -113,16 +140,26 @@ def test_auto_alpha_clamps_and_refuses_bad_settings():
 
 
 def test_sweep_figure_marks_the_best_cells():
-    frame = pd.DataFrame({"alpha": ["1.6", "1.6", "auto", "auto"], "d_max": [16, 24, 16, 24],
-                          "speedup_modeled": [1.1, 1.3, 1.2, 0.9], "speedup_measured": [1.0, 0.8, 1.4, 1.1],
-                          "tau": [2.0, 2.5, 2.2, 2.1], "mad_vs_oracle": [3.0, 1.0, 2.0, 4.0]})
+    frame = pd.DataFrame(
+        {
+            "alpha": ["1.6", "1.6", "auto", "auto"],
+            "d_max": [16, 24, 16, 24],
+            "speedup_modeled": [1.1, 1.3, 1.2, 0.9],
+            "speedup_measured": [1.0, 0.8, 1.4, 1.1],
+            "tau": [2.0, 2.5, 2.2, 2.1],
+            "mad_vs_oracle": [3.0, 1.0, 2.0, 4.0],
+        }
+    )
     fig = tuning_plots.sweep_figure(frame)
     heatmaps = [t for t in fig.data if t.type == "heatmap"]
     assert [t.name for t in heatmaps] == ["speedup_modeled", "speedup_measured", "tau", "mad_vs_oracle"]
     assert np.array_equal(np.array(heatmaps[0].z), [[1.1, 1.3], [1.2, 0.9]])
     best = {t.name: (t.x[0], t.y[0]) for t in fig.data if t.type == "scatter"}
-    assert best == {"best speedup_modeled": ("24", "1.6"), "best tau": ("24", "1.6"),
-                    "best mad_vs_oracle": ("24", "1.6")}  # no noise known: no measured winner claimed
+    assert best == {
+        "best speedup_modeled": ("24", "1.6"),
+        "best tau": ("24", "1.6"),
+        "best mad_vs_oracle": ("24", "1.6"),
+    }  # no noise known: no measured winner claimed
     assert "within timing noise): measured speedup (x)" in fig.layout.title.text
     timed = frame.assign(wall_s=10.0, noise_s=[0.1, 0.1, 0.1, 0.1])  # 1% noise: 1.4 leads 1.1 beyond it
     best = {t.name: (t.x[0], t.y[0]) for t in tuning_plots.sweep_figure(timed).data if t.type == "scatter"}
@@ -135,9 +172,18 @@ def test_sweep_figure_marks_the_best_cells():
 def test_no_best_cell_is_crowned_within_noise_or_among_identical_decisions():
     """Cells whose decisions are identical tie on every decision metric; measured speedups closer
     than NOISE_Z noise standard deviations tie too. Only a cell ahead of all others is best."""
-    same = pd.DataFrame({"alpha": ["1", "2", "4"], "d_max": [16, 16, 16], "speedup_modeled": [1.68] * 3,
-                         "tau": [1.78] * 3, "mad_vs_oracle": [0.5] * 3, "speedup_measured": [3.41, 3.2, 3.3],
-                         "wall_s": [10.0] * 3, "noise_s": [0.5] * 3})  # 5% noise: 3.41 vs 3.3 is a tie
+    same = pd.DataFrame(
+        {
+            "alpha": ["1", "2", "4"],
+            "d_max": [16, 16, 16],
+            "speedup_modeled": [1.68] * 3,
+            "tau": [1.78] * 3,
+            "mad_vs_oracle": [0.5] * 3,
+            "speedup_measured": [3.41, 3.2, 3.3],
+            "wall_s": [10.0] * 3,
+            "noise_s": [0.5] * 3,
+        }
+    )  # 5% noise: 3.41 vs 3.3 is a tie
     assert all(best_cell(same, m) is None for m in ("speedup_modeled", "tau", "mad_vs_oracle", "speedup_measured"))
     clear = same.assign(noise_s=[0.01] * 3)  # 0.1% noise: 3.41 is ahead
     assert best_cell(clear, "speedup_measured") == 0
@@ -151,8 +197,24 @@ def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "Hi"}\n{"question": "Why?"}\n')
     out = tmp_path / "sweep.csv"
-    code = main(["sweep", "--prompts", str(prompts), "--alphas", "1.6,auto", "--d-max", "7,9",
-                 "--max-new-tokens", "6", "--model", "tiny-llama", "--quiet", "--out", str(out)])
+    code = main(
+        [
+            "sweep",
+            "--prompts",
+            str(prompts),
+            "--alphas",
+            "1.6,auto",
+            "--d-max",
+            "7,9",
+            "--max-new-tokens",
+            "6",
+            "--model",
+            "tiny-llama",
+            "--quiet",
+            "--out",
+            str(out),
+        ]
+    )
     frame = pd.read_csv(out)
     assert code == 0 and len(frame) == 4 and list(frame.columns) == COLUMNS
     assert math.isfinite(frame["speedup_modeled"].sum())
@@ -163,6 +225,7 @@ def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
 @pytest.mark.app  # imports ui/
 def test_prompt_sets_of_the_sweep_tab():
     from ui.sweep_tab import EXAMPLES, load_prompt_set, prompt_sets
+
     three = load_prompt_set(EXAMPLES, 3)
     assert len(three) == 3 and len(set(three)) == 3
     assert len(load_prompt_set(EXAMPLES, 9)) == 9 == len(set(load_prompt_set(EXAMPLES, 9)))

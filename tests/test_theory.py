@@ -1,4 +1,5 @@
 """Tests for libraspec.analysis.theory: expectations by exact enumeration and Theorems 3.2-3.6."""
+
 import itertools
 import math
 
@@ -7,9 +8,19 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from libraspec.cost import LatencyProfile
-from libraspec.analysis.theory import (alpha_from_costs, auto_alpha, exhaustive_argmax, expected_accepted,
-                              expected_speedup, expected_speedup_curve, expected_tau_curve,
-                              is_beneficial, iterate_beneficial, marginal_benefit, objective_curve)
+from libraspec.analysis.theory import (
+    alpha_from_costs,
+    auto_alpha,
+    exhaustive_argmax,
+    expected_accepted,
+    expected_speedup,
+    expected_speedup_curve,
+    expected_tau_curve,
+    is_beneficial,
+    iterate_beneficial,
+    marginal_benefit,
+    objective_curve,
+)
 
 probs = st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=30)
 
@@ -33,8 +44,8 @@ def test_expected_accepted_matches_enumeration(p):
 
 def test_expected_accepted_worked_example():
     # p = (.5, .5, 1): E = .5 + .25 + .25 = 1.0 accepted; E[tau_3] = 2.0
-    assert expected_accepted([.5, .5, 1.0], 3) == 1.0
-    assert expected_tau_curve([.5, .5, 1.0], 3).tolist() == [1.5, 1.75, 2.0]
+    assert expected_accepted([0.5, 0.5, 1.0], 3) == 1.0
+    assert expected_tau_curve([0.5, 0.5, 1.0], 3).tolist() == [1.5, 1.75, 2.0]
 
 
 @settings(deadline=None)
@@ -103,8 +114,7 @@ def test_theorem_3_6_converges_under_convex_verification(p, cost, data):
 
 
 @settings(deadline=None)
-@given(st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=12, max_size=12),
-       st.integers(1, 12))
+@given(st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=12, max_size=12), st.integers(1, 12))
 def test_theorem_3_6_with_single_block_profile(p, d0):
     # a profile whose one block covers d_max drafts a constant cost: round time is affine
     profile = LatencyProfile.from_linear(0.05, 0.003, 0.01, 16, 13)

@@ -3,6 +3,7 @@
 Synthetic shards come from `generate_with_features` on a tiny Qwen3 (hidden 64, 4 layers,
 vocab 128), so the batching code sees exactly the shard format the real generator writes.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,11 +14,19 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from libraspec.models.dflash import DFlashDrafter
-from libraspec.train.data import (IGNORE, ShardPool, coverage, draft_vocabulary, feature_stats, make_batch,
-                                  vocab_lookup)
+from libraspec.train.data import IGNORE, ShardPool, coverage, draft_vocabulary, feature_stats, make_batch, vocab_lookup
 from libraspec.train.selfdistill import generate_with_features
-from libraspec.train.trainer import (TrainConfig, block_loss, build_drafter, calibrate_temperature, draw_batch,
-                                     heldout_metrics, lr_at, make_optimizer, train_step)
+from libraspec.train.trainer import (
+    TrainConfig,
+    block_loss,
+    build_drafter,
+    calibrate_temperature,
+    draw_batch,
+    heldout_metrics,
+    lr_at,
+    make_optimizer,
+    train_step,
+)
 
 torch.set_num_threads(1)
 VOCAB, MASK, EOS, TAPS, N = 128, 1, 2, (0, 2), 7
@@ -26,8 +35,16 @@ VOCAB, MASK, EOS, TAPS, N = 128, 1, 2, (0, 2), 7
 @pytest.fixture(scope="module")
 def target():
     torch.manual_seed(0)
-    cfg = Qwen3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=16, vocab_size=VOCAB, max_position_embeddings=256)
+    cfg = Qwen3Config(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        vocab_size=VOCAB,
+        max_position_embeddings=256,
+    )
     return Qwen3ForCausalLM(cfg).eval()
 
 
@@ -36,12 +53,21 @@ def pool(target, tmp_path_factory):
     folder = tmp_path_factory.mktemp("shards")
     g = torch.Generator().manual_seed(1)
     for shard in range(2):
-        prompts = [torch.randint(3, VOCAB, (int(torch.randint(4, 9, (), generator=g)),), generator=g).tolist()
-                   for _ in range(4)]
+        prompts = [
+            torch.randint(3, VOCAB, (int(torch.randint(4, 9, (), generator=g)),), generator=g).tolist()
+            for _ in range(4)
+        ]
         results = generate_with_features(target, prompts, 24, {EOS}, 0, taps=TAPS)
-        torch.save({"prompt_index": list(range(4)), "prompt_len": [len(p) for p in prompts],
-                    "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results],
-                    "features": [f for _, f in results], "taps": list(TAPS)}, folder / f"shard_{shard:05d}.pt")
+        torch.save(
+            {
+                "prompt_index": list(range(4)),
+                "prompt_len": [len(p) for p in prompts],
+                "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results],
+                "features": [f for _, f in results],
+                "taps": list(TAPS),
+            },
+            folder / f"shard_{shard:05d}.pt",
+        )
     pool = ShardPool(folder)
     assert pool.refresh() > 0 and pool.refresh() == 0  # a second refresh finds nothing new
     return pool
@@ -49,8 +75,9 @@ def pool(target, tmp_path_factory):
 
 def make(target, vocab=48):
     torch.manual_seed(3)
-    return build_drafter(target, mask_token_id=MASK, layers=1, block_size=N + 1, taps=TAPS,
-                         draft_vocab_size=vocab, init_layers=[3])
+    return build_drafter(
+        target, mask_token_id=MASK, layers=1, block_size=N + 1, taps=TAPS, draft_vocab_size=vocab, init_layers=[3]
+    )
 
 
 def prepared(target, pool, vocab=48):
@@ -78,10 +105,10 @@ def test_batch_matches_the_engine_pass(pool):
         b = make_batch([s], [[p, p + 1]], N, clean, MASK, lookup)
         q = 1 + clean + N
         assert b.block_ids.shape == (1, 2, q) and b.context_limit.tolist() == [[p, p + 1]]
-        assert b.block_ids[0, 0, : 1 + clean].tolist() == s.ids[p: p + 1 + clean].tolist()
-        assert bool((b.block_ids[0, 0, 1 + clean:] == MASK).all()) and b.mask[0, 0].sum() == N
-        want = s.ids[p + 1 + clean: p + q]
-        got = b.labels[0, 0, 1 + clean:][: len(want)]
+        assert b.block_ids[0, 0, : 1 + clean].tolist() == s.ids[p : p + 1 + clean].tolist()
+        assert bool((b.block_ids[0, 0, 1 + clean :] == MASK).all()) and b.mask[0, 0].sum() == N
+        want = s.ids[p + 1 + clean : p + q]
+        got = b.labels[0, 0, 1 + clean :][: len(want)]
         assert got.tolist() == want.tolist()
         assert bool((b.labels[0, 0, : 1 + clean] == IGNORE).all())
         assert b.block_positions[0, 1].tolist() == list(range(p + 1, p + 1 + q))
@@ -115,10 +142,10 @@ def test_save_reload_identical_logits(target, pool, tmp_path):
     drafter.save_pretrained(tmp_path / "d")
     again = DFlashDrafter.from_pretrained(tmp_path / "d", target)
     with torch.no_grad():
-        a = drafter.forward_train(batch.features, batch.block_ids, batch.block_positions, batch.context_limit,
-                                  batch.mask)
-        b = again.forward_train(batch.features, batch.block_ids, batch.block_positions, batch.context_limit,
-                                batch.mask)
+        a = drafter.forward_train(
+            batch.features, batch.block_ids, batch.block_positions, batch.context_limit, batch.mask
+        )
+        b = again.forward_train(batch.features, batch.block_ids, batch.block_positions, batch.context_limit, batch.mask)
     assert torch.equal(a, b)
 
 
@@ -135,6 +162,7 @@ def test_waiting_for_shards_ends(pool, tmp_path):
     from types import SimpleNamespace
 
     from libraspec.train.__main__ import wait_for_shards
+
     wait_for_shards(ShardPool(pool.folder), 2, timeout_s=0.0)  # already there: no wait
     with pytest.raises(TimeoutError, match=r"holds 0 of the 1 shard\(s\) needed"):
         wait_for_shards(ShardPool(tmp_path), 1, timeout_s=0.05, poll_s=0.01)
@@ -144,6 +172,7 @@ def test_waiting_for_shards_ends(pool, tmp_path):
         calls.append(1)
         if len(calls) == 3:
             arriving.loaded.add("shard_00000.pt")
+
     arriving = SimpleNamespace(folder=tmp_path, loaded=set(), refresh=refresh)
     wait_for_shards(arriving, 1, timeout_s=60.0, poll_s=0.001)
     assert len(calls) == 3
@@ -160,9 +189,12 @@ def test_evaluation_tables_from_records():
     from test_calibration import record
 
     from libraspec.train.evaluate import drafter_calibration
-    recs = [record("static", 0, [0.95, 0.95, 0.95], d=3, accepted=3),
-            record("static", 1, [0.05, 0.9, 0.9], d=3, accepted=0),
-            record("static", 2, [0.95, 0.05], d=2, accepted=1)]
+
+    recs = [
+        record("static", 0, [0.95, 0.95, 0.95], d=3, accepted=3),
+        record("static", 1, [0.05, 0.9, 0.9], d=3, accepted=0),
+        record("static", 2, [0.95, 0.05], d=2, accepted=1),
+    ]
     out = drafter_calibration(recs, 4)
     assert out["acceptance_by_position"][:3] == pytest.approx([2 / 3, 1 / 3, 1 / 2], abs=1e-3)
     assert out["acceptance_by_position"][3] is None
@@ -177,6 +209,7 @@ def test_evaluation_tables_from_records():
 
 def test_temperature_refit_never_raises_the_loss(target, pool):
     from libraspec.train.calibrate import fit_temperature
+
     drafter, _ = prepared(target, pool)
     with torch.no_grad():
         drafter.log_temperature.fill_(1.5)  # far too soft on purpose
@@ -187,13 +220,15 @@ def test_temperature_refit_never_raises_the_loss(target, pool):
 
 def test_warm_start_into_a_deeper_drafter_starts_as_the_shallow_one(target, pool):
     from libraspec.train.__main__ import warm_start
+
     shallow, lookup = prepared(target, pool)
     rng = torch.Generator().manual_seed(2)
     cfg = TrainConfig(warmup_steps=1, seqs=2, blocks=3, clean_frac=0.0)
     batch = draw_batch(pool.sequences, rng, cfg, N, MASK, lookup)
     train_step(shallow, make_optimizer(shallow, cfg), batch, cfg, 1e-2)
-    deep = build_drafter(target, mask_token_id=MASK, layers=2, block_size=N + 1, taps=TAPS,
-                         draft_vocab_size=48, init_layers=[2, 3])
+    deep = build_drafter(
+        target, mask_token_id=MASK, layers=2, block_size=N + 1, taps=TAPS, draft_vocab_size=48, init_layers=[2, 3]
+    )
     deep.set_draft_vocab(shallow.draft_vocab_ids)
     warm_start(deep, shallow.state_dict())
     shallow.eval(), deep.eval()
@@ -211,6 +246,7 @@ def _evaluated(monkeypatch, prompts, d_max, on_prompt=None):
     from libraspec.cost import LatencyProfile
     from libraspec.models.registry import tiny_pair
     from libraspec.train.evaluate import run_modes
+
     profile = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
     monkeypatch.setattr(profiling, "cached_profile", lambda pair, **kwargs: profile)
     return run_modes(tiny_pair("llama", seed=3), prompts, 6, 2.2, d_max, on_prompt=on_prompt)
@@ -218,8 +254,12 @@ def _evaluated(monkeypatch, prompts, d_max, on_prompt=None):
 
 def test_evaluation_runs_every_mode_prompt_by_prompt(monkeypatch):
     seen = []
-    result = _evaluated(monkeypatch, ["Add 2 and 3.", "Say hi."], 12,
-                        on_prompt=lambda partial, done: seen.append((done, len(partial["records"]["libraspec"]))))
+    result = _evaluated(
+        monkeypatch,
+        ["Add 2 and 3.", "Say hi."],
+        12,
+        on_prompt=lambda partial, done: seen.append((done, len(partial["records"]["libraspec"]))),
+    )
     records = result["records"]
     assert list(records) == ["ar", "static_7", "static_12", "libraspec"] and result["n"] == 7
     assert [done for done, _ in seen] == [1, 2] and 0 < seen[0][1] < seen[1][1]  # partial, then all
@@ -230,6 +270,7 @@ def test_evaluation_runs_every_mode_prompt_by_prompt(monkeypatch):
 
 def test_evaluation_refuses_a_lossy_mode(monkeypatch):
     from libraspec.engine import SpeculativeDecoder
+
     honest = SpeculativeDecoder.run
 
     def lossy(self, prompt_ids, mode, policy, config):  # LibraSpec's last token off by one
@@ -249,10 +290,12 @@ def v2_pool(target, tmp_path_factory):
     """Ids-only shards (selfdistill --ids-only) turned into feature + top-k shards (features.py)."""
     from libraspec.train.features import featurize_shard
     from libraspec.train.selfdistill import save_shard
+
     ids_dir, out = tmp_path_factory.mktemp("template_ids"), tmp_path_factory.mktemp("features")
     g = torch.Generator().manual_seed(5)
-    prompts = [torch.randint(3, VOCAB, (int(torch.randint(4, 9, (), generator=g)),), generator=g).tolist()
-               for _ in range(5)]
+    prompts = [
+        torch.randint(3, VOCAB, (int(torch.randint(4, 9, (), generator=g)),), generator=g).tolist() for _ in range(5)
+    ]
     results = generate_with_features(target, prompts, 20, {EOS}, 0, taps=())
     assert all(f is None for _, f in results)
     save_shard(ids_dir / "shard_00000.pt", range(5), prompts, results)
@@ -268,8 +311,9 @@ def test_teacher_forced_features_equal_the_decoded_ones(target, v2_pool):
     decoded = generate_with_features(target, prompts, 20, {EOS}, 0, taps=TAPS)
     data = torch.load(out / "shard_t_00000.pt", weights_only=False)
     assert data["taps"] == [0, 2, 3]
-    for (ids, _), (dec_ids, dec_feats), feats, top, probs in zip(results, decoded, data["features"],
-                                                               data["topk_ids"], data["topk_probs"]):
+    for (ids, _), (dec_ids, dec_feats), feats, top, probs in zip(
+        results, decoded, data["features"], data["topk_ids"], data["topk_probs"]
+    ):
         assert dec_ids == ids  # same greedy continuation from the same prompt
         assert feats.shape == (len(ids) - 1, 64 * 3) and top.shape == probs.shape == (len(ids) - 1, 8)
         torch.testing.assert_close(feats[:, :128].float(), dec_feats.float(), atol=2e-2, rtol=1e-2)  # float16
@@ -322,8 +366,9 @@ def test_distillation_loss_mixes_hard_and_soft_labels(target, v2_pool):
     half, _ = block_loss(drafter, batch, cfg.gamma, 0.5)
     assert "soft_ce" not in hard_stats and stats["soft_ce"] == pytest.approx(soft_only.item())
     assert half.item() == pytest.approx(0.5 * hard.item() + 0.5 * soft_only.item(), rel=1e-5)
-    one_hot = dataclasses.replace(batch, soft_ids=batch.labels[..., None].clone(),
-                                  soft_probs=(batch.labels[..., None] != IGNORE).float())
+    one_hot = dataclasses.replace(
+        batch, soft_ids=batch.labels[..., None].clone(), soft_probs=(batch.labels[..., None] != IGNORE).float()
+    )
     assert block_loss(drafter, one_hot, cfg.gamma, 1.0)[0].item() == pytest.approx(hard.item(), rel=1e-5)
     distilled = dataclasses.replace(cfg, distill=0.5, lr=3e-3)
     opt = make_optimizer(drafter, distilled)
@@ -334,8 +379,11 @@ def test_distillation_loss_mixes_hard_and_soft_labels(target, v2_pool):
 
 def test_magpie_sampling_is_seeded_and_stops_at_the_stop_id(target):
     from libraspec.train.magpie import sample_user_turns
-    runs = [sample_user_turns(target, [5, 6, 7], 6, 12, {EOS, 9}, 1.0, 0.9, torch.Generator().manual_seed(3))
-            for _ in range(2)]
+
+    runs = [
+        sample_user_turns(target, [5, 6, 7], 6, 12, {EOS, 9}, 1.0, 0.9, torch.Generator().manual_seed(3))
+        for _ in range(2)
+    ]
     assert runs[0] == runs[1] and len(runs[0]) == 6
     for ids, finished in runs[0]:
         assert not set(ids) & {EOS, 9} and (finished or len(ids) == 12)
@@ -349,6 +397,7 @@ def test_magpie_sampling_is_seeded_and_stops_at_the_stop_id(target):
 def test_warm_start_with_an_added_tap_starts_with_the_same_logits(target, pool, v2_pool, tmp_path):
     """A drafter reading taps (0, 2) warm-starts one that also reads tap 3: zero fc columns for it."""
     from libraspec.train.__main__ import init_source, warm_start
+
     out = v2_pool[2]
     two, three = ShardPool(out, taps=TAPS), ShardPool(out, taps=(0, 2, 3))
     two.refresh(), three.refresh()
@@ -359,8 +408,9 @@ def test_warm_start_with_an_added_tap_starts_with_the_same_logits(target, pool, 
     old.save_pretrained(tmp_path / "old")
     weights, taps = init_source(tmp_path / "old", target)
     assert taps == list(TAPS)
-    new = build_drafter(target, mask_token_id=MASK, layers=1, block_size=N + 1, taps=(0, 2, 3),
-                        draft_vocab_size=48, init_layers=[3])
+    new = build_drafter(
+        target, mask_token_id=MASK, layers=1, block_size=N + 1, taps=(0, 2, 3), draft_vocab_size=48, init_layers=[3]
+    )
     new.set_draft_vocab(old.draft_vocab_ids)
     warm_start(new, weights, taps, feature_stats(three.sequences))
     assert float(new.fc.weight.detach()[:, 128:].abs().sum()) == 0
@@ -370,10 +420,10 @@ def test_warm_start_with_an_added_tap_starts_with_the_same_logits(target, pool, 
     b2 = dataclasses.replace(b3, features=b3.features[..., :128])  # the same blocks, the old taps' columns
     old.eval(), new.eval()
     with torch.no_grad():
-        torch.testing.assert_close(new.forward_train(b3.features, b3.block_ids, b3.block_positions, b3.context_limit,
-                                                     b3.mask),
-                                   old.forward_train(b2.features, b2.block_ids, b2.block_positions, b2.context_limit,
-                                                     b2.mask))
+        torch.testing.assert_close(
+            new.forward_train(b3.features, b3.block_ids, b3.block_positions, b3.context_limit, b3.mask),
+            old.forward_train(b2.features, b2.block_ids, b2.block_positions, b2.context_limit, b2.mask),
+        )
     with pytest.raises(ValueError, match="lack some"):
         warm_start(old, new.state_dict(), [0, 2, 3])
 
@@ -381,6 +431,7 @@ def test_warm_start_with_an_added_tap_starts_with_the_same_logits(target, pool, 
 def test_suite_table_has_a_row_per_suite_and_the_pool(monkeypatch):
     from libraspec.train.evaluate import suite_prompts, suite_table, summarize_eval
     from libraspec.train.prompts import heldout_prompts
+
     summary = summarize_eval(_evaluated(monkeypatch, ["Add 2 and 3."], 12), 2.2, 12)
     summary["prompts"] = 1
     text = suite_table({"gsm8k": summary, "heldout": summary}, {**summary, "prompts": 2})
@@ -401,9 +452,17 @@ def test_the_look_up_drafters_held_apart_answers_are_never_trained_on(tmp_path):
 
     def shard(name, source, indices):
         ids = [torch.arange(3 + i, 10 + i, dtype=torch.int32) for i in indices]
-        torch.save({"prompt_index": indices, "prompt_len": [2] * len(indices), "ids": ids,
-                    "features": [torch.zeros(len(x) - 1, 4) for x in ids], "taps": [0],
-                    "source": f"assets/selfgen/{source}/{name}"}, tmp_path / f"shard_{source}_{name}")
+        torch.save(
+            {
+                "prompt_index": indices,
+                "prompt_len": [2] * len(indices),
+                "ids": ids,
+                "features": [torch.zeros(len(x) - 1, 4) for x in ids],
+                "taps": [0],
+                "source": f"assets/selfgen/{source}/{name}",
+            },
+            tmp_path / f"shard_{source}_{name}",
+        )
 
     shard("00000.pt", "magpie_ids", list(range(10)))
     shard("00001.pt", "template_ids", list(range(10)))

@@ -2,6 +2,7 @@
 chain verification, greedy output equal to AR for every drafter and shape, exact caches after
 every round, the tree walk and the tree oracle. Tree sampling's statistical test is in
 tests/test_sampling.py."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,11 @@ torch.set_num_threads(1)
 # differently for different sequence shapes: a fresh forward differs from a cached one by ~1e-8
 CLOSE = dict(rtol=1e-6, atol=1e-6)
 # tree verifications timed apart from chain forwards (cheaper here), as a measured profile has them
-PROFILE = dataclasses.replace(LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40),
-                              tree_rows=(2, 9, 17, 33), tree_verify_s=(0.052, 0.07, 0.09, 0.15))
+PROFILE = dataclasses.replace(
+    LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40),
+    tree_rows=(2, 9, 17, 33),
+    tree_verify_s=(0.052, 0.07, 0.09, 0.15),
+)
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen3"])
@@ -46,15 +50,18 @@ def tree_run(decoder, prompt, depth=None, budget=32, mode="ddtree", **cfg):
 
 def prompts(pair, count: int):
     gen = torch.Generator().manual_seed(11)
-    return [torch.randint(3, pair.target.vocab_size, (int(4 + 3 * i % 17),), generator=gen).tolist()
-            for i in range(count)]
+    return [
+        torch.randint(3, pair.target.vocab_size, (int(4 + 3 * i % 17),), generator=gen).tolist() for i in range(count)
+    ]
 
 
 # -- construction ---------------------------------------------------------------------------------
 
-CANDIDATES = [([10, 11, 12], [0.5, 0.3, 0.2]),  # position 1
-              ([20, 21], [0.9, 0.1]),  # position 2
-              ([30, 31], [0.6, 0.4])]  # position 3
+CANDIDATES = [
+    ([10, 11, 12], [0.5, 0.3, 0.2]),  # position 1
+    ([20, 21], [0.9, 0.1]),  # position 2
+    ([30, 31], [0.6, 0.4]),
+]  # position 3
 
 
 def test_best_first_order_by_path_probability():
@@ -67,7 +74,9 @@ def test_best_first_order_by_path_probability():
         path = tree.path(j)
         assert all(tree.parents[k] < k for k in path)  # parents before children
         assert tree.depths[j] == len(path)
-        assert tree.probs[j] == CANDIDATES[tree.depths[j] - 1][1][CANDIDATES[tree.depths[j] - 1][0].index(tree.tokens[j])]
+        assert (
+            tree.probs[j] == CANDIDATES[tree.depths[j] - 1][1][CANDIDATES[tree.depths[j] - 1][0].index(tree.tokens[j])]
+        )
         assert tree.path_probs[j] == pytest.approx(float(torch.tensor([tree.probs[k] for k in path]).prod()))
 
 
@@ -104,6 +113,7 @@ def test_greedy_acceptance_walks_the_matching_path():
 
 # -- verification ---------------------------------------------------------------------------------
 
+
 def chain_logits(target, ids):
     return target.forward(target.new_cache(), ids, with_hidden=False).logits  # (T, V)
 
@@ -116,8 +126,13 @@ def test_tree_forward_equals_chain_verification(pair, shape):
     prefix = prompts(pair, 1)[0]
     gen = torch.Generator().manual_seed(2)
     depth, width = {"chain": (6, 1), "wide": (1, 12), "deep": (5, 3)}[shape]
-    candidates = [(torch.randperm(target.vocab_size, generator=gen)[:width].tolist(),
-                   sorted(torch.rand(width, generator=gen).tolist(), reverse=True)) for _ in range(depth)]
+    candidates = [
+        (
+            torch.randperm(target.vocab_size, generator=gen)[:width].tolist(),
+            sorted(torch.rand(width, generator=gen).tolist(), reverse=True),
+        )
+        for _ in range(depth)
+    ]
     tree = build_tree(candidates, budget=20)
     for impl in ("sdpa", "eager"):
         target.model.set_attn_implementation(impl)
@@ -133,8 +148,9 @@ def test_tree_forward_equals_chain_verification(pair, shape):
             ids = prefix + [tree.tokens[k] for k in tree.path(j)]
             torch.testing.assert_close(out.logits[j + 1], chain_logits(target, ids)[-1], **CLOSE)
         if shape == "chain":  # a chain-shaped tree is exactly the chain verification
-            torch.testing.assert_close(out.logits, chain_logits(target, prefix + list(tree.tokens))[len(prefix) - 1:],
-                                       **CLOSE)
+            torch.testing.assert_close(
+                out.logits, chain_logits(target, prefix + list(tree.tokens))[len(prefix) - 1 :], **CLOSE
+            )
 
 
 def test_keep_rows_leaves_the_accepted_path_in_place(pair):
@@ -160,12 +176,15 @@ def test_keep_rows_leaves_the_accepted_path_in_place(pair):
 
 # -- decoding -------------------------------------------------------------------------------------
 
+
 def drafters(pair):
-    return {"random": pair.drafter,
-            "right": GreedyOracleDrafter(pair.target, block_size=8),
-            "right2": GreedyOracleDrafter(pair.target, block_size=8, right_for=2, confidence=0.7),
-            "runner-up": GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9, runner_up=(0, 3)),
-            "partly": PartlyRightModule(pair, 2)}
+    return {
+        "random": pair.drafter,
+        "right": GreedyOracleDrafter(pair.target, block_size=8),
+        "right2": GreedyOracleDrafter(pair.target, block_size=8, right_for=2, confidence=0.7),
+        "runner-up": GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9, runner_up=(0, 3)),
+        "partly": PartlyRightModule(pair, 2),
+    }
 
 
 SHAPES = {"chain": (7, 7), "wide": (1, 32), "default": (None, 32), "deep": (20, 40), "small": (3, 4)}
@@ -184,8 +203,9 @@ def test_greedy_ddtree_equals_ar(pair):
                 for r in records:
                     assert r.mode == "ddtree" and r.tree_size <= budget and r.chosen_length <= (depth or 7)
                     assert r.accepted <= r.chosen_length and r.tau <= r.accepted + 1
-                    assert r.modeled_s == pytest.approx(PROFILE.draft_time(r.blocks_drafted)
-                                                        + PROFILE.tree_verify_time(r.tree_size + 1) + PROFILE.fit_s)
+                    assert r.modeled_s == pytest.approx(
+                        PROFILE.draft_time(r.blocks_drafted) + PROFILE.tree_verify_time(r.tree_size + 1) + PROFILE.fit_s
+                    )
 
 
 def test_a_tree_accepts_what_the_chain_misses(pair):
@@ -218,8 +238,9 @@ def test_caches_hold_exactly_the_committed_path(pair, monkeypatch):
             torch.testing.assert_close(have.values, want.values, **CLOSE)
         module = self.drafter.module
         context = module.new_cache()
-        module.extend_context(context, module.target_features(out.hidden_states),
-                              torch.arange(len(ids) - 1).view(1, -1))
+        module.extend_context(
+            context, module.target_features(out.hidden_states), torch.arange(len(ids) - 1).view(1, -1)
+        )
         for have, want in zip(state.context.keys + state.context.values, context.keys + context.values):
             torch.testing.assert_close(have, want, **CLOSE)
         checked.append(rows)
@@ -232,8 +253,16 @@ def test_caches_hold_exactly_the_committed_path(pair, monkeypatch):
         tree_run(random, prompts(pair, 1)[0], depth, budget, max_new_tokens=6)
     for budget in (4, 32):  # Algorithm 1's depths, greedy and sampled
         tree_run(decoder, prompts(pair, 1)[0], None, budget, mode="ddtree-libraspec", max_new_tokens=16)
-        tree_run(decoder, prompts(pair, 1)[0], None, budget, mode="ddtree-libraspec", max_new_tokens=16,
-                 temperature=1.0, seed=budget)
+        tree_run(
+            decoder,
+            prompts(pair, 1)[0],
+            None,
+            budget,
+            mode="ddtree-libraspec",
+            max_new_tokens=16,
+            temperature=1.0,
+            seed=budget,
+        )
         tree_run(random, prompts(pair, 1)[0], 7, budget, max_new_tokens=8, temperature=1.0, annotate_oracle=True)
     assert sum(1 for rows in checked if rows is not None and len(rows) > 1) > 10
 
@@ -290,13 +319,16 @@ def test_greedy_ddtree_libraspec_equals_ar_and_lets_algorithm_1_choose_the_depth
                 assert generated(records) == reference, (name, budget)
                 for r in records:
                     chain = make_policy("libraspec", decoder.n, alpha=2.2, d_max=24)
-                    want = chain.choose_length(ArrayBuffer(r.tree_confidences[: decoder.n], decoder.n,
-                                                           r.tree_confidences[decoder.n:]))
+                    want = chain.choose_length(
+                        ArrayBuffer(r.tree_confidences[: decoder.n], decoder.n, r.tree_confidences[decoder.n :])
+                    )
                     assert len(r.tree_confidences) == len(r.confidences) == r.blocks_drafted * decoder.n
                     room = 24 - (r.cumulative_tokens - r.tau)  # tokens the round could still commit
                     assert r.policy_steps == want.steps and r.chosen_length == min(want.d, room - 1)
-                    assert r.tree_size <= budget and max((len(_path(r, j)) for j in range(r.tree_size)), default=0) \
-                        <= r.chosen_length
+                    assert (
+                        r.tree_size <= budget
+                        and max((len(_path(r, j)) for j in range(r.tree_size)), default=0) <= r.chosen_length
+                    )
                     depths.add(r.chosen_length)
                     steps.update(s.rollback for s in r.policy_steps)
     assert len(depths) > 2 and steps == {True, False}  # several depths, extensions and rollbacks
@@ -317,8 +349,11 @@ def test_records_carry_the_tree_and_its_accepted_path(pair):
         for r in tree_run(decoder, prompts(pair, 1)[0], 7, 12, mode=mode, max_new_tokens=30):
             assert len(r.tree_tokens) == len(r.tree_parents) == len(r.tree_probs) == r.tree_size
             assert all(p < j for j, p in enumerate(r.tree_parents))
-            assert len(r.tree_path) == r.accepted and list(r.tree_path) == _path(r, r.tree_path[-1]) \
-                if r.tree_path else r.accepted == 0
+            assert (
+                len(r.tree_path) == r.accepted and list(r.tree_path) == _path(r, r.tree_path[-1])
+                if r.tree_path
+                else r.accepted == 0
+            )
             assert [r.tree_tokens[j] for j in r.tree_path][: r.tau] == list(r.committed_tokens[: r.accepted])
 
 
@@ -332,6 +367,7 @@ def test_depth_confidences_are_the_trees_conditional_path_mass():
 
 
 # -- the walk and the oracle ----------------------------------------------------------------------
+
 
 def test_the_walk_tries_siblings_with_the_mass_left():
     """Child c is accepted when u (1 - R) < p(c), R the mass of the siblings rejected before it."""
@@ -353,8 +389,10 @@ def test_the_walk_tries_siblings_with_the_mass_left():
 def test_tree_oracle_is_the_best_sub_tree_by_brute_force():
     gen = torch.Generator().manual_seed(5)
     for trial in range(20):
-        cands = [(list(range(10 * i, 10 * i + 3)), sorted(torch.rand(3, generator=gen).tolist(), reverse=True))
-                 for i in range(4)]
+        cands = [
+            (list(range(10 * i, 10 * i + 3)), sorted(torch.rand(3, generator=gen).tolist(), reverse=True))
+            for i in range(4)
+        ]
         tree = build_tree(cands, budget=int(torch.randint(1, 30, (1,), generator=gen)))
         child = (torch.rand(len(tree), generator=gen) < 0.4).double()
         u = Randomness.given(torch.rand(5, 30, generator=gen, dtype=torch.float64)) if trial % 2 else None
@@ -389,7 +427,8 @@ def test_annotation_leaves_a_sampled_tree_run_unchanged(pair):
     prompt = prompts(pair, 1)[0]
     for mode in ("ddtree", "ddtree-libraspec"):
         plain = tree_run(decoder, prompt, 7, 8, mode=mode, max_new_tokens=20, temperature=1.0, seed=4)
-        annotated = tree_run(decoder, prompt, 7, 8, mode=mode, max_new_tokens=20, temperature=1.0, seed=4,
-                             annotate_oracle=True)
+        annotated = tree_run(
+            decoder, prompt, 7, 8, mode=mode, max_new_tokens=20, temperature=1.0, seed=4, annotate_oracle=True
+        )
         assert generated(annotated) == generated(plain)
         assert all(r.oracle_tree_size is not None for r in annotated[:-1])

@@ -1,5 +1,6 @@
 """The app's view helpers without a server: text tinted by token origin, escaping, the settings
 check and its notes, the suggested alpha, finish ranks within noise, the time left."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,8 +18,18 @@ from libraspec.records import RoundRecord, summarize
 from libraspec.analysis.theory import auto_alpha
 from ui.render import TextSegments, column_html, eta_text, status_html
 from ui.session import Run
-from ui.settings import (ALPHA_MAX, ALPHA_MIN, D_MAX_CAP, MAX_NEW_TOKENS_CAP, RACE_COLUMNS, RACEABLE, Settings,
-                         check_race_modes, check_settings, suggest_alpha)
+from ui.settings import (
+    ALPHA_MAX,
+    ALPHA_MIN,
+    D_MAX_CAP,
+    MAX_NEW_TOKENS_CAP,
+    RACE_COLUMNS,
+    RACEABLE,
+    Settings,
+    check_race_modes,
+    check_settings,
+    suggest_alpha,
+)
 
 TOKENIZER = ByteTokenizer()
 
@@ -26,11 +37,28 @@ TOKENIZER = ByteTokenizer()
 def _record(k: int, committed: list[int], bonus: bool = True, sources: tuple[str, ...] = ()) -> RoundRecord:
     """Round k committing `committed` (its last token the target's bonus unless `bonus` is False)."""
     return RoundRecord(
-        mode="libraspec", round_index=k, start_position=0, draft_tokens=(), confidences=(), blocks_drafted=1,
-        policy_steps=(), eps_bounds=(), chosen_length=len(committed) - bonus, accepted=len(committed) - bonus,
-        committed_tokens=tuple(committed), bonus_token=committed[-1] if bonus else None, oracle_length=None,
-        draft_s=0.01, policy_s=0.0, verify_s=0.02, modeled_s=0.03, cumulative_tokens=0, cumulative_s=0.03 * (k + 1),
-        cumulative_modeled_s=0.03 * (k + 1), draft_sources=sources)
+        mode="libraspec",
+        round_index=k,
+        start_position=0,
+        draft_tokens=(),
+        confidences=(),
+        blocks_drafted=1,
+        policy_steps=(),
+        eps_bounds=(),
+        chosen_length=len(committed) - bonus,
+        accepted=len(committed) - bonus,
+        committed_tokens=tuple(committed),
+        bonus_token=committed[-1] if bonus else None,
+        oracle_length=None,
+        draft_s=0.01,
+        policy_s=0.0,
+        verify_s=0.02,
+        modeled_s=0.03,
+        cumulative_tokens=0,
+        cumulative_s=0.03 * (k + 1),
+        cumulative_modeled_s=0.03 * (k + 1),
+        draft_sources=sources,
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -41,7 +69,7 @@ def test_segments_always_concatenate_to_the_decoded_text(text, cuts):
     for size in cuts * (len(ids) // len(cuts) + 1):
         if start >= len(ids):
             break
-        segments.add(_record(k, ids[start:start + size], bonus=k % 3 != 2))
+        segments.add(_record(k, ids[start : start + size], bonus=k % 3 != 2))
         start, k = start + size, k + 1
         assert "".join(p[0] for p in segments.pieces) == TOKENIZER.decode(ids[:start]) == segments.text
     assert segments.text == text
@@ -49,8 +77,12 @@ def test_segments_always_concatenate_to_the_decoded_text(text, cuts):
 
 def _spans(out: str) -> list[tuple[str, str, str]]:
     """(origin, style, text) of every token span of a column's HTML."""
-    return [(origin, style, html.unescape(text)) for origin, style, text in
-            re.findall(r'<span class="ls-tok" data-origin="(\w+)"[^>]*style="([^"]*)">([^<]*)</span>', out)]
+    return [
+        (origin, style, html.unescape(text))
+        for origin, style, text in re.findall(
+            r'<span class="ls-tok" data-origin="(\w+)"[^>]*style="([^"]*)">([^<]*)</span>', out
+        )
+    ]
 
 
 def test_tokens_are_tinted_by_origin_without_splitting_words():
@@ -61,8 +93,12 @@ def test_tokens_are_tinted_by_origin_without_splitting_words():
     segments.add(_record(0, TOKENIZER.encode("It is 90%"), sources=("dflash",) * 6 + ("lookup",) * 2))
     segments.add(_record(1, TOKENIZER.encode(".")))  # an AR step: the target's token only
     spans = _spans(segments.html())
-    assert [(origin, text) for origin, _, text in spans] == [("dflash", "It is "), ("lookup", "90"), ("bonus", "%"),
-                                                           ("bonus", ".")]
+    assert [(origin, text) for origin, _, text in spans] == [
+        ("dflash", "It is "),
+        ("lookup", "90"),
+        ("bonus", "%"),
+        ("bonus", "."),
+    ]
     styles = {origin: style for origin, style, _ in spans}
     for style in styles.values():
         assert not re.search(r"margin|padding|border|font-weight", style)
@@ -109,22 +145,25 @@ def test_settings_defaults_and_integral_floats():
     assert check_settings(Settings(static_length=0), n=7).settings.static_length == 7
 
 
-@pytest.mark.parametrize("field, value, fixed, note", [
-    ("alpha", 0.0, ALPHA_MIN, "alpha 0 -> 0.05 (allowed 0.05..64)"),
-    ("alpha", 100.0, ALPHA_MAX, "alpha 100 -> 64"),
-    ("d_max", 3, 15, "d_max 3 -> 15 (allowed 15..64)"),
-    ("d_max", 24.5, 24, "d_max 24.5 -> 24"),
-    ("d_max", 10**9, D_MAX_CAP, f"d_max 1e+09 -> {D_MAX_CAP}"),
-    ("static_length", -2, 1, "static length -2 -> 1"),
-    ("temperature", 2.0, 1.5, "temperature 2 -> 1.5"),
-    ("temperature", -0.1, 0.0, "temperature -0.1 -> 0"),
-    ("max_new_tokens", 100_000, MAX_NEW_TOKENS_CAP, "max new tokens 100000 -> 512 (allowed 1..512)"),
-    ("max_new_tokens", 0, 1, "max new tokens 0 -> 1"),
-    ("seed", -1, 0, "seed -1 -> 0"),
-    ("tree_depth", 100, D_MAX_CAP, f"tree depth 100 -> {D_MAX_CAP}"),
-    ("node_budget", 0, 1, "node budget 0 -> 1"),
-    ("node_budget", 1000, D_MAX_CAP, f"node budget 1000 -> {D_MAX_CAP} (allowed 1..{D_MAX_CAP})"),
-])
+@pytest.mark.parametrize(
+    "field, value, fixed, note",
+    [
+        ("alpha", 0.0, ALPHA_MIN, "alpha 0 -> 0.05 (allowed 0.05..64)"),
+        ("alpha", 100.0, ALPHA_MAX, "alpha 100 -> 64"),
+        ("d_max", 3, 15, "d_max 3 -> 15 (allowed 15..64)"),
+        ("d_max", 24.5, 24, "d_max 24.5 -> 24"),
+        ("d_max", 10**9, D_MAX_CAP, f"d_max 1e+09 -> {D_MAX_CAP}"),
+        ("static_length", -2, 1, "static length -2 -> 1"),
+        ("temperature", 2.0, 1.5, "temperature 2 -> 1.5"),
+        ("temperature", -0.1, 0.0, "temperature -0.1 -> 0"),
+        ("max_new_tokens", 100_000, MAX_NEW_TOKENS_CAP, "max new tokens 100000 -> 512 (allowed 1..512)"),
+        ("max_new_tokens", 0, 1, "max new tokens 0 -> 1"),
+        ("seed", -1, 0, "seed -1 -> 0"),
+        ("tree_depth", 100, D_MAX_CAP, f"tree depth 100 -> {D_MAX_CAP}"),
+        ("node_budget", 0, 1, "node budget 0 -> 1"),
+        ("node_budget", 1000, D_MAX_CAP, f"node budget 1000 -> {D_MAX_CAP} (allowed 1..{D_MAX_CAP})"),
+    ],
+)
 def test_out_of_range_settings_are_clamped_and_the_clamp_is_noted_by_field(field, value, fixed, note):
     """Every correction is stated for its field (max new tokens 100000 once became 512 silently, alpha 0 became 0.2)."""
     checked = check_settings(dataclasses.replace(Settings(), **{field: value}), n=15)
@@ -140,15 +179,18 @@ def test_max_new_tokens_is_clamped_to_the_room_the_prompt_leaves():
         check_settings(Settings(), n=7, context=512, prompt_tokens=500)
 
 
-@pytest.mark.parametrize("bad, message", [
-    (dict(alpha=math.nan), "alpha must be a finite"),
-    (dict(alpha=math.inf), "alpha must be a finite"),
-    (dict(alpha="abc"), "alpha must be a number, got 'abc'"),
-    (dict(d_max=None), "d_max must be a number"),
-    (dict(temperature=math.nan), "temperature must be a finite"),
-    (dict(max_new_tokens=None), "max new tokens must be a number"),
-    (dict(seed=True), "seed must be a number"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(alpha=math.nan), "alpha must be a finite"),
+        (dict(alpha=math.inf), "alpha must be a finite"),
+        (dict(alpha="abc"), "alpha must be a number, got 'abc'"),
+        (dict(d_max=None), "d_max must be a number"),
+        (dict(temperature=math.nan), "temperature must be a finite"),
+        (dict(max_new_tokens=None), "max new tokens must be a number"),
+        (dict(seed=True), "seed must be a number"),
+    ],
+)
 def test_settings_that_are_not_numbers_are_refused(bad, message):
     with pytest.raises(ValueError, match=message):
         check_settings(Settings(**bad), n=15)
@@ -182,9 +224,17 @@ def _timed(mode: str, seconds: list[float], modeled: float = 0.05) -> list[Round
     total, records = 0.0, []
     for k, s in enumerate(seconds):
         total += s
-        records.append(dataclasses.replace(_record(k, [5, 6]), mode=mode, draft_s=0.0, verify_s=s,
-                                           modeled_s=modeled, cumulative_s=total,
-                                           finished=k == len(seconds) - 1))
+        records.append(
+            dataclasses.replace(
+                _record(k, [5, 6]),
+                mode=mode,
+                draft_s=0.0,
+                verify_s=s,
+                modeled_s=modeled,
+                cumulative_s=total,
+                finished=k == len(seconds) - 1,
+            )
+        )
     return records
 
 
@@ -195,8 +245,14 @@ def _race(records: dict[str, list[RoundRecord]], order: list[str]) -> Run:
 
 
 def test_ranks_follow_measured_seconds_not_the_order_of_finishing():
-    run = _race({"static": _timed("static", [0.30] * 10), "libraspec": _timed("libraspec", [0.20] * 10),
-                 "oracle": _timed("oracle", [0.25] * 10)}, order=["static", "oracle", "libraspec"])
+    run = _race(
+        {
+            "static": _timed("static", [0.30] * 10),
+            "libraspec": _timed("libraspec", [0.20] * 10),
+            "oracle": _timed("oracle", [0.25] * 10),
+        },
+        order=["static", "oracle", "libraspec"],
+    )
     assert [run.rank(m) for m in ("libraspec", "oracle", "static")] == [1, 2, 3]
     assert run.tied_with("libraspec") == []  # no noise at all: every gap is real
     assert run.verdict().startswith("LibraSpec was fastest")
@@ -204,8 +260,14 @@ def test_ranks_follow_measured_seconds_not_the_order_of_finishing():
 
 def test_a_gap_within_the_noise_of_per_round_times_is_no_win():
     noisy = [0.05, 0.15] * 10  # per-round residuals with a spread of ~0.05 s: totals are ~±0.2 s
-    run = _race({"static": _timed("static", noisy), "libraspec": _timed("libraspec", noisy[1:] + [0.04]),
-                 "oracle": _timed("oracle", [0.5] * 20)}, order=["static", "libraspec", "oracle"])
+    run = _race(
+        {
+            "static": _timed("static", noisy),
+            "libraspec": _timed("libraspec", noisy[1:] + [0.04]),
+            "oracle": _timed("oracle", [0.5] * 20),
+        },
+        order=["static", "libraspec", "oracle"],
+    )
     assert run.seconds("libraspec") < run.seconds("static")  # 0.01 s apart: noise
     assert run.rank("libraspec") == 1 and run.tied_with("libraspec") == ["static"]
     assert run.tied_with("oracle") == []  # 8 s slower: a real gap
@@ -228,20 +290,45 @@ def test_the_raced_modes_are_checked():
     assert {"ddtree", "ddtree-libraspec", "g4", "failfast"} <= set(RACEABLE) and "ar" not in RACEABLE
     assert check_race_modes(["ddtree-libraspec", "static"]) == ("static", "ddtree-libraspec")
     assert check_race_modes(" ddtree , libraspec,ddtree") == ("libraspec", "ddtree")  # the API's string
-    for bad, message in ((["ar"], "cannot race mode 'ar'"), (["magic"], "cannot race mode 'magic'"),
-                         ([], "at least one mode"), (list(RACEABLE[:RACE_COLUMNS + 1]), "at most 3 modes")):
+    for bad, message in (
+        (["ar"], "cannot race mode 'ar'"),
+        (["magic"], "cannot race mode 'magic'"),
+        ([], "at least one mode"),
+        (list(RACEABLE[: RACE_COLUMNS + 1]), "at most 3 modes"),
+    ):
         with pytest.raises(ValueError, match=message):
             check_race_modes(bad)
 
 
 def test_a_tree_round_is_described_as_a_tree():
     from ui.race_tab import round_info
-    record = dataclasses.replace(_record(0, [5, 6, 7]), mode="ddtree-libraspec", confidences=(0.9, 0.8, 0.1),
-                                 draft_sources=("dflash",) * 3, chosen_length=3, accepted=2, tree_size=9,
-                                 tree_tokens=tuple(range(9)), tree_parents=(-1,) * 9, tree_probs=(0.1,) * 9,
-                                 oracle_length=2, oracle_tree_size=4)
-    run = Run("r1", "p", Settings(node_budget=9), [], [], "tiny-llama", 7, "local",
-              modes=("ddtree-libraspec",), records={"ddtree-libraspec": [record]})
+
+    record = dataclasses.replace(
+        _record(0, [5, 6, 7]),
+        mode="ddtree-libraspec",
+        confidences=(0.9, 0.8, 0.1),
+        draft_sources=("dflash",) * 3,
+        chosen_length=3,
+        accepted=2,
+        tree_size=9,
+        tree_tokens=tuple(range(9)),
+        tree_parents=(-1,) * 9,
+        tree_probs=(0.1,) * 9,
+        oracle_length=2,
+        oracle_tree_size=4,
+    )
+    run = Run(
+        "r1",
+        "p",
+        Settings(node_budget=9),
+        [],
+        [],
+        "tiny-llama",
+        7,
+        "local",
+        modes=("ddtree-libraspec",),
+        records={"ddtree-libraspec": [record]},
+    )
     text = round_info(run, "ddtree-libraspec", 0)
     assert "The tree holds 9 nodes (node budget 9) up to depth d = 3; the target accepted a path of 2" in text
     assert "in hindsight depth 2 with 4 nodes was best" in text and "Submitted" not in text

@@ -1,5 +1,6 @@
 """libraspec.verify on hand-made distributions: a(d) of the oracle look-ahead (greedy and
 sampled, the same acceptance test as one round's verification) and top-k / top-p filtering."""
+
 from __future__ import annotations
 
 import math
@@ -23,12 +24,15 @@ BEST = [2, 0, 3, 1, 4]  # the target's argmax at positions 1..5
 TARGET = torch.nn.functional.one_hot(torch.tensor(BEST), 5).double() * 4.0  # (5, V=5)
 
 
-@pytest.mark.parametrize("drafts, expected", [
-    ([2, 0, 1, 1], [1, 2, 2, 2]),  # draft 3 is wrong: a(d) stops growing at 2, draft 4 does not count
-    ([2, 0, 3, 1], [1, 2, 3, 4]),  # every draft right
-    ([1, 0, 3, 1], [0, 0, 0, 0]),  # the first draft wrong
-    ([2, 4, 3, 1], [1, 1, 1, 1]),
-])
+@pytest.mark.parametrize(
+    "drafts, expected",
+    [
+        ([2, 0, 1, 1], [1, 2, 2, 2]),  # draft 3 is wrong: a(d) stops growing at 2, draft 4 does not count
+        ([2, 0, 3, 1], [1, 2, 3, 4]),  # every draft right
+        ([1, 0, 3, 1], [0, 0, 0, 0]),  # the first draft wrong
+        ([2, 4, 3, 1], [1, 1, 1, 1]),
+    ],
+)
 def test_greedy_acceptance_prefix(drafts, expected):
     drafts = torch.tensor(drafts)
     a = acceptance_prefix(drafts, None, TARGET, GREEDY, None)
@@ -45,13 +49,16 @@ Q = [[0.25, 0.25, 0.25, 0.25], [0.1, 0.4, 0.2, 0.3], [0.5, 0.1, 0.2, 0.2], [0.3,
 DRAFTS = torch.tensor([0, 1, 0, 0])  # p / q of each draft: 2, 0.5, 0.2, 2
 
 
-@pytest.mark.parametrize("uniforms, expected", [
-    ([0.9, 0.3, 0.7, 0.9], [1, 2, 2, 2]),  # draft 3: 0.7 * 0.5 >= 0.1, rejected
-    ([0.9, 0.3, 0.1, 0.9], [1, 2, 3, 4]),  # draft 3: 0.1 * 0.5 < 0.1, accepted
-    ([0.9, 0.6, 0.1, 0.9], [1, 1, 1, 1]),  # draft 2: 0.6 * 0.4 >= 0.2, rejected
-    ([0.999, 0.499, 0.199, 0.999], [1, 2, 3, 4]),  # just below each ratio min(1, p / q)
-    ([0.999, 0.499, 0.201, 0.999], [1, 2, 2, 2]),  # just above it at draft 3
-])
+@pytest.mark.parametrize(
+    "uniforms, expected",
+    [
+        ([0.9, 0.3, 0.7, 0.9], [1, 2, 2, 2]),  # draft 3: 0.7 * 0.5 >= 0.1, rejected
+        ([0.9, 0.3, 0.1, 0.9], [1, 2, 3, 4]),  # draft 3: 0.1 * 0.5 < 0.1, accepted
+        ([0.9, 0.6, 0.1, 0.9], [1, 1, 1, 1]),  # draft 2: 0.6 * 0.4 >= 0.2, rejected
+        ([0.999, 0.499, 0.199, 0.999], [1, 2, 3, 4]),  # just below each ratio min(1, p / q)
+        ([0.999, 0.499, 0.201, 0.999], [1, 2, 2, 2]),  # just above it at draft 3
+    ],
+)
 def test_sampled_acceptance_prefix(uniforms, expected):
     uniforms = torch.tensor(uniforms, dtype=torch.float64)
     q = torch.tensor(Q, dtype=torch.float64)  # (4, V)
@@ -70,6 +77,7 @@ def test_a_draft_the_drafter_gave_no_probability_is_rejected():
 
 # -- top-k / top-p -------------------------------------------------------------------------------
 
+
 def softmax(values) -> list[float]:
     e = [math.exp(v) for v in values]
     return [x / sum(e) for x in e]
@@ -86,12 +94,15 @@ def test_top_k_keeps_the_k_largest_logits_per_row():
     assert torch.equal(probabilities(logits, SamplingConfig(1.0, top_k=4)), probabilities(logits, SAMPLED))
 
 
-@pytest.mark.parametrize("top_p, kept", [
-    (0.45, [0.5]),  # 0.5 alone reaches 0.45
-    (0.7, [0.5, 0.3]),  # 0.5 < 0.7: the token that crosses 0.7 is kept
-    (0.85, [0.5, 0.3, 0.15]),
-    (0.99, [0.5, 0.3, 0.15, 0.05]),
-])
+@pytest.mark.parametrize(
+    "top_p, kept",
+    [
+        (0.45, [0.5]),  # 0.5 alone reaches 0.45
+        (0.7, [0.5, 0.3]),  # 0.5 < 0.7: the token that crosses 0.7 is kept
+        (0.85, [0.5, 0.3, 0.15]),
+        (0.99, [0.5, 0.3, 0.15, 0.05]),
+    ],
+)
 def test_top_p_keeps_the_smallest_prefix_reaching_p(top_p, kept):
     order = [2, 0, 3, 1]  # the same distribution with its tokens shuffled
     probs = [[0.5, 0.3, 0.15, 0.05][k] for k in order]

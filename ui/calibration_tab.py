@@ -9,6 +9,7 @@ The latency profile's linear fit t0 + c k gives the paper's c, and with the runs
 and d the alpha that section 3.4's formula alpha = T_verify / (tau c) suggests.
 Paper symbols: q_i, d, d_max, tau, c, alpha.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,13 @@ from collections import Counter
 import gradio as gr
 
 from libraspec.views import plots, tuning_plots
-from libraspec.analysis.calibration import (EXCLUDED_MODES, acceptance_by_position, acceptance_samples,
-                                   expected_calibration_error, reliability_table)
+from libraspec.analysis.calibration import (
+    EXCLUDED_MODES,
+    acceptance_by_position,
+    acceptance_samples,
+    expected_calibration_error,
+    reliability_table,
+)
 from libraspec.records import RoundRecord
 
 from .common import QUEUE, client_key, load_examples
@@ -43,14 +49,18 @@ def summarize_calibration(records: list[RoundRecord], tested_only: bool, profile
     sampled = [r for r in records if r.mode not in EXCLUDED_MODES and r.chosen_length > 0]
     sources = Counter(s for r in sampled for s in r.draft_sources[: r.chosen_length])
     by_source = f", drafts by source: {', '.join(f'{k} {v}' for k, v in sorted(sources.items()))}" if sources else ""
-    lines = [f"**{len(samples)} submitted drafts** from {len(sampled)} rounds "
-             f"({', '.join(sorted(set(samples['mode'])))}){by_source}; mean q_i = {samples['q'].mean():.3f}, "
-             f"acceptance = {samples['accepted'].mean():.3f}, **ECE = {ece:.3f}** "
-             "(10 equal-width bins of q, weighted by count)."]
+    lines = [
+        f"**{len(samples)} submitted drafts** from {len(sampled)} rounds "
+        f"({', '.join(sorted(set(samples['mode'])))}){by_source}; mean q_i = {samples['q'].mean():.3f}, "
+        f"acceptance = {samples['accepted'].mean():.3f}, **ECE = {ece:.3f}** "
+        "(10 equal-width bins of q, weighted by count)."
+    ]
     if profile is not None:
         t0, c = profile.linear_fit()
-        line = (f"Latency fit on this machine: T_verify(k) = {1000 * t0:.2f} + {1000 * c:.3f} k ms "
-                f"(c = cost per verified position). ")
+        line = (
+            f"Latency fit on this machine: T_verify(k) = {1000 * t0:.2f} + {1000 * c:.3f} k ms "
+            f"(c = cost per verified position). "
+        )
         try:
             line += f"Section 3.4 gives {suggest_alpha(sampled, profile).explain()}."
         except ValueError as error:
@@ -69,23 +79,36 @@ class CalibrationTab:
 
     def build(self) -> None:
         with gr.Tab("Calibration", id="calibration"):
-            gr.Markdown("How well does the drafter's confidence q_i predict that the target accepts draft i? "
-                        "Each submitted draft i <= d of a round is one sample, accepted iff i <= a (the "
-                        "accepted prefix). The oracle mode is left out: it picks d knowing the outcome.")
+            gr.Markdown(
+                "How well does the drafter's confidence q_i predict that the target accepts draft i? "
+                "Each submitted draft i <= d of a round is one sample, accepted iff i <= a (the "
+                "accepted prefix). The oracle mode is left out: it picks d knowing the outcome."
+            )
             with gr.Row():
                 self.source = gr.Radio(list(SOURCES), value=SOURCES[0], label="records from")
-                self.tested_only = gr.Checkbox(False, label="only drafts the target judged (i <= a + 1): "
-                                                             "the conditional acceptance q_i stands in for")
-                self.max_new_tokens = gr.Slider(8, MAX_NEW_TOKENS_CAP, value=48, step=8, elem_id="ls-calib-max-new",
-                                                label="fresh run: max new tokens per prompt")
+                self.tested_only = gr.Checkbox(
+                    False,
+                    label="only drafts the target judged (i <= a + 1): the conditional acceptance q_i stands in for",
+                )
+                self.max_new_tokens = gr.Slider(
+                    8,
+                    MAX_NEW_TOKENS_CAP,
+                    value=48,
+                    step=8,
+                    elem_id="ls-calib-max-new",
+                    label="fresh run: max new tokens per prompt",
+                )
                 self.d_max = gr.Slider(1, D_MAX_CAP, value=24, step=1, label="fresh run: static d = d_max")
             with gr.Row():
                 self.show_button = gr.Button("Show", variant="primary", elem_id="ls-calib-show")
-                self.fresh_button = gr.Button("Fresh run on the example prompts (with the drafter chosen on the Race "
-                                              "tab)", elem_id="ls-calib-fresh")
+                self.fresh_button = gr.Button(
+                    "Fresh run on the example prompts (with the drafter chosen on the Race tab)",
+                    elem_id="ls-calib-fresh",
+                )
             self.summary = gr.Markdown(elem_id="ls-calib-summary")
-            self.plot = gr.Plot(label="reliability and acceptance by position", show_label=False,
-                                elem_id="ls-calib-plot")
+            self.plot = gr.Plot(
+                label="reliability and acceptance by position", show_label=False, elem_id="ls-calib-plot"
+            )
             self.profile_plot = gr.Plot(label="latency profile with its linear fit t0 + c k", show_label=False)
             self.fresh = gr.State({})  # this page's last fresh run: {"header": what ran, "records": its records}
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
@@ -99,8 +122,9 @@ class CalibrationTab:
         self.tested_only.input(self.show, views, outputs, api_visibility="private")
         fresh_run = gpu(lambda *args, **named: RACE_MAX_S)(self.fresh_run)  # spaces.GPU on a Space
         fresh_inputs = [self.max_new_tokens, self.d_max, self.tested_only] + ([self.drafter] if self.drafter else [])
-        self.fresh_button.click(fresh_run, fresh_inputs, [self.source, *outputs, self.fresh], api_visibility="private",
-                                **QUEUE)
+        self.fresh_button.click(
+            fresh_run, fresh_inputs, [self.source, *outputs, self.fresh], api_visibility="private", **QUEUE
+        )
         gr.api(self.calibration, api_name="calibration")
 
     def _races(self, owner: str) -> list[RoundRecord]:
@@ -139,9 +163,12 @@ class CalibrationTab:
         """Calibration of the drafter over this client's races: ECE, reliability bins, acceptance by position."""
         samples = acceptance_samples(self._races(client_key(request)), tested_only=bool(tested_only))
         ece = expected_calibration_error(samples["q"], samples["accepted"])
-        return {"samples": len(samples), "ece": ece if math.isfinite(ece) else None,
-                "bins": _rows(reliability_table(samples["q"], samples["accepted"])),
-                "positions": _rows(acceptance_by_position(samples))}
+        return {
+            "samples": len(samples),
+            "ece": ece if math.isfinite(ece) else None,
+            "bins": _rows(reliability_table(samples["q"], samples["accepted"])),
+            "positions": _rows(acceptance_by_position(samples)),
+        }
 
 
 def _rows(frame) -> list[dict]:

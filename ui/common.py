@@ -1,4 +1,5 @@
 """What the tabs share: the model queue, the example prompts and the key of the client a call serves."""
+
 from __future__ import annotations
 
 import json

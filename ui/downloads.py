@@ -1,6 +1,7 @@
 """Files the app hands out for download (trace exports, sweep CSVs): one folder per app process,
 a subfolder per download, and only the newest `keep` of them kept. Gradio copies a
 returned file into its own cache at once, so a pruned subfolder loses nothing a page still shows."""
+
 from __future__ import annotations
 
 import atexit
@@ -32,6 +33,6 @@ class Downloads:
         with self._lock:
             # named by the time it was made, unique even across forked workers (a ZeroGPU Space)
             folder = Path(tempfile.mkdtemp(prefix=f"{time.time_ns():020d}-", dir=root))
-            for old in sorted(root.iterdir())[:-self.keep]:
+            for old in sorted(root.iterdir())[: -self.keep]:
                 shutil.rmtree(old, ignore_errors=True)
         return folder

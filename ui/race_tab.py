@@ -12,6 +12,7 @@ starts). Run is disabled while a race runs and the settings fold away, so the co
 stay in view. A refused input (an empty prompt, a value that is no number) is reported in
 the status line; the previous run's results stay as they were, unmarked.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,25 +29,52 @@ from .common import QUEUE, client_key, load_examples
 from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .render import column_html, legend_html, status_html, title
 from .session import PROFILE_TOLERANCE, RACE_MODES, Run, Session, Snapshot
-from .settings import (FIELDS, N_DEFAULT, NAMES, RACE_COLUMNS, RACEABLE, Settings, allowed, check_race_modes,
-                       check_settings)
+from .settings import (
+    FIELDS,
+    N_DEFAULT,
+    NAMES,
+    RACE_COLUMNS,
+    RACEABLE,
+    Settings,
+    allowed,
+    check_race_modes,
+    check_settings,
+)
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
 EMPTY = records_to_frame([])
-DRAFTER_LABELS = {"dflash": "block diffusion (dflash)", "lookup": "look-up in the text so far (lookup)",
-                  "hybrid": "hybrid: per round the more promising of both"}
+DRAFTER_LABELS = {
+    "dflash": "block diffusion (dflash)",
+    "lookup": "look-up in the text so far (lookup)",
+    "hybrid": "hybrid: per round the more promising of both",
+}
 SOURCE_NAMES = {"dflash": "block diffusion", "lookup": "look-up"}
-LABELS = {"alpha": "alpha (LibraSpec trade-off)", "d_max": "d_max (length cap)",
-          "static_length": "static length (0 = n)", "temperature": "temperature (0 = greedy)",
-          "max_new_tokens": "max new tokens", "seed": "seed", "tree_depth": "tree depth (0 = n)",
-          "node_budget": "node budget (trees)"}
+LABELS = {
+    "alpha": "alpha (LibraSpec trade-off)",
+    "d_max": "d_max (length cap)",
+    "static_length": "static length (0 = n)",
+    "temperature": "temperature (0 = greedy)",
+    "max_new_tokens": "max new tokens",
+    "seed": "seed",
+    "tree_depth": "tree depth (0 = n)",
+    "node_budget": "node budget (trees)",
+}
 DEFAULTS = Settings(static_length=0, tree_depth=0)
 ELEM_IDS = {name: f"ls-{name.replace('_', '-')}" for name in FIELDS} | {"max_new_tokens": "ls-max-new"}
 RUN_LABEL = "Run race"
 
 
-def _race_gpu_seconds(owner=None, prompt=None, alpha=None, d_max=None, static_length=None, temperature=None,
-                      max_new_tokens=128, *rest, **named) -> int:
+def _race_gpu_seconds(
+    owner=None,
+    prompt=None,
+    alpha=None,
+    d_max=None,
+    static_length=None,
+    temperature=None,
+    max_new_tokens=128,
+    *rest,
+    **named,
+) -> int:
     """GPU seconds a Space reserves for one race call (same arguments as `_race_live` and `_race`)."""
     return race_seconds(named.get("max_new_tokens", max_new_tokens))
 
@@ -57,15 +85,18 @@ def field_info(name: str, n: int | None, note: str | None = None) -> str:
         return f"⚠ corrected: {note}"
     low, high = allowed(name, n)
     if name == "d_max":
-        return (f"allowed {n}..{high:d} (Algorithm 1 starts at d = n = {n})" if n else
-                f"allowed n..{high:d}; n, the block size, is known once the model has loaded")
+        return (
+            f"allowed {n}..{high:d} (Algorithm 1 starts at d = n = {n})"
+            if n
+            else f"allowed n..{high:d}; n, the block size, is known once the model has loaded"
+        )
     if name in N_DEFAULT:
         return f"0 = n{f' = {n}' if n else ''}; allowed {low:d}..{high:d}"
     return f"allowed {low:g}..{high:g}" if isinstance(low, float) else f"allowed {low:d}..{high:d}"
 
 
 def _example_label(example: dict) -> str:
-    """"category: prompt", cut at a word beyond 60 characters."""
+    """ "category: prompt", cut at a word beyond 60 characters."""
     prompt = example["prompt"]
     if len(prompt) > 60:
         prompt = prompt[:60].rsplit(" ", 1)[0] + " …"
@@ -80,8 +111,10 @@ def round_info(run: Run, mode: str, round_index: int) -> str:
     r = records[0]
     head = f"**Round {r.round_index} · {title(mode)} · drafter {run.drafter}.**"
     if r.chosen_length == 0 and not any(r.confidences):
-        return (f"{head} The drafter had nothing to offer, so this round was an AR step (d = 0): the target "
-                "produced one token on its own.")
+        return (
+            f"{head} The drafter had nothing to offer, so this round was an AR step (d = 0): the target "
+            "produced one token on its own."
+        )
     spans, start = [], 0
     sources = list(r.draft_sources) or ["dflash"] * len(r.confidences)
     for k in range(1, len(sources) + 1):
@@ -89,18 +122,28 @@ def round_info(run: Run, mode: str, round_index: int) -> str:
             spans.append(f"{start + 1}–{k}: {SOURCE_NAMES.get(sources[start], sources[start])}")
             start = k
     steps = len(r.policy_steps)
-    algorithm = (f" Algorithm 1 ran {steps} iteration{'s' if steps != 1 else ''}"
-                 f"{' (the last a rollback)' if steps and r.policy_steps[-1].rollback else ''}."
-                 if mode == "libraspec" or steps else "")
+    algorithm = (
+        f" Algorithm 1 ran {steps} iteration{'s' if steps != 1 else ''}"
+        f"{' (the last a rollback)' if steps and r.policy_steps[-1].rollback else ''}."
+        if mode == "libraspec" or steps
+        else ""
+    )
     bonus = " and then added its own token" if r.bonus_token is not None else ""
-    drafted = (f"{head} Drafted {r.blocks_drafted} step{'s' if r.blocks_drafted != 1 else ''} of n = {run.n} "
-               f"(positions {'; '.join(spans)}).{algorithm}")
+    drafted = (
+        f"{head} Drafted {r.blocks_drafted} step{'s' if r.blocks_drafted != 1 else ''} of n = {run.n} "
+        f"(positions {'; '.join(spans)}).{algorithm}"
+    )
     if plots.is_tree_mode(mode):
-        oracle = (f"; in hindsight depth {r.oracle_length} with {r.oracle_tree_size} nodes was best"
-                  if r.oracle_length is not None and r.oracle_tree_size is not None else "")
-        return (f"{drafted} The tree holds {r.tree_size} node{'s' if r.tree_size != 1 else ''} (node budget "
-                f"{run.settings.node_budget}) up to depth d = {r.chosen_length}; the target accepted a path of "
-                f"{r.accepted}{bonus}{oracle}.")
+        oracle = (
+            f"; in hindsight depth {r.oracle_length} with {r.oracle_tree_size} nodes was best"
+            if r.oracle_length is not None and r.oracle_tree_size is not None
+            else ""
+        )
+        return (
+            f"{drafted} The tree holds {r.tree_size} node{'s' if r.tree_size != 1 else ''} (node budget "
+            f"{run.settings.node_budget}) up to depth d = {r.chosen_length}; the target accepted a path of "
+            f"{r.accepted}{bonus}{oracle}."
+        )
     oracle = f"; oracle d* = {r.oracle_length}" if r.oracle_length is not None and mode != "oracle" else ""
     return f"{drafted} Submitted d = {r.chosen_length}; the target accepted {r.accepted}{bonus}{oracle}."
 
@@ -119,8 +162,9 @@ class RaceTabs:
     # -- layout -------------------------------------------------------------------------------
 
     def build(self) -> None:
-        self.status = gr.HTML(status_html("Loading the model…" if not self.session.loaded else "Ready."),
-                              elem_id="ls-status")
+        self.status = gr.HTML(
+            status_html("Loading the model…" if not self.session.loaded else "Ready."), elem_id="ls-status"
+        )
         with gr.Tab("Race", id="race"):
             self._race_layout()
         with gr.Tab("Round inspector", id="inspector"):
@@ -130,122 +174,219 @@ class RaceTabs:
     def _race_layout(self) -> None:
         n = self.session.n
         with gr.Row(equal_height=True):
-            self.prompt = gr.Textbox(label="Prompt", lines=2, max_lines=6, elem_id="ls-prompt", scale=6,
-                                     placeholder="Ask something, or pick an example under Settings and examples")
+            self.prompt = gr.Textbox(
+                label="Prompt",
+                lines=2,
+                max_lines=6,
+                elem_id="ls-prompt",
+                scale=6,
+                placeholder="Ask something, or pick an example under Settings and examples",
+            )
             with gr.Column(scale=2, min_width=240):
                 offered = self.session.offered
-                self.model = gr.Dropdown([(f"{name}: {describe_pair(name)}", name) for name in offered],
-                                         value=self.session.model, label="model pair",
-                                         elem_id="ls-model") if len(offered) > 1 else None
-                self.drafter = gr.Dropdown([(DRAFTER_LABELS.get(d, d), d) for d in DRAFTERS],
-                                           value=self.session.default_drafter or DRAFTERS[0], label="drafter",
-                                           elem_id="ls-drafter")
+                self.model = (
+                    gr.Dropdown(
+                        [(f"{name}: {describe_pair(name)}", name) for name in offered],
+                        value=self.session.model,
+                        label="model pair",
+                        elem_id="ls-model",
+                    )
+                    if len(offered) > 1
+                    else None
+                )
+                self.drafter = gr.Dropdown(
+                    [(DRAFTER_LABELS.get(d, d), d) for d in DRAFTERS],
+                    value=self.session.default_drafter or DRAFTERS[0],
+                    label="drafter",
+                    elem_id="ls-drafter",
+                )
             with gr.Column(scale=1, min_width=140):
-                self.run_button = gr.Button(RUN_LABEL if self.session.loaded else "Loading the model…",
-                                            variant="primary", elem_id="ls-run", interactive=self.session.loaded)
+                self.run_button = gr.Button(
+                    RUN_LABEL if self.session.loaded else "Loading the model…",
+                    variant="primary",
+                    elem_id="ls-run",
+                    interactive=self.session.loaded,
+                )
                 self.stop_button = gr.Button("Stop", variant="stop", elem_id="ls-stop")
         with gr.Accordion("Settings and examples", open=True, elem_id="ls-settings") as self.settings_box:
-            self.race_modes = gr.Dropdown([(title(m), m) for m in RACEABLE], value=list(RACE_MODES),
-                                          multiselect=True, max_choices=RACE_COLUMNS, elem_id="ls-race-modes",
-                                          label=f"modes to race (up to {RACE_COLUMNS}, one column each)")
+            self.race_modes = gr.Dropdown(
+                [(title(m), m) for m in RACEABLE],
+                value=list(RACE_MODES),
+                multiselect=True,
+                max_choices=RACE_COLUMNS,
+                elem_id="ls-race-modes",
+                label=f"modes to race (up to {RACE_COLUMNS}, one column each)",
+            )
             with gr.Row():
-                self.fields = {name: gr.Number(getattr(DEFAULTS, name), label=LABELS[name],
-                                               info=field_info(name, n), elem_id=ELEM_IDS[name],
-                                               step=0.1 if name in ("alpha", "temperature") else 1,
-                                               min_width=140)
-                               for name in FIELDS}
+                self.fields = {
+                    name: gr.Number(
+                        getattr(DEFAULTS, name),
+                        label=LABELS[name],
+                        info=field_info(name, n),
+                        elem_id=ELEM_IDS[name],
+                        step=0.1 if name in ("alpha", "temperature") else 1,
+                        min_width=140,
+                    )
+                    for name in FIELDS
+                }
             with gr.Row():
                 self.suggest_button = gr.Button("Use suggested alpha", size="sm", elem_id="ls-suggest", scale=0)
-                gr.Markdown("Sets alpha to section 3.4's T_verify / (tau c) from this machine's latency profile "
-                            "and your last race's LibraSpec rounds.")
+                gr.Markdown(
+                    "Sets alpha to section 3.4's T_verify / (tau c) from this machine's latency profile "
+                    "and your last race's LibraSpec rounds."
+                )
             examples = load_examples()
-            gr.Examples([[e["prompt"]] for e in examples], inputs=[self.prompt],
-                        example_labels=[_example_label(e) for e in examples],
-                        label="Examples (math, code, chat)")
+            gr.Examples(
+                [[e["prompt"]] for e in examples],
+                inputs=[self.prompt],
+                example_labels=[_example_label(e) for e in examples],
+                label="Examples (math, code, chat)",
+            )
         gr.HTML(legend_html())
         with gr.Row(equal_height=False):  # one column per raceable mode, shown while it is chosen
-            self.columns = [gr.HTML(column_html(mode, None, None, None, "press Run race"), elem_id=f"ls-col-{mode}",
-                                    visible=mode in RACE_MODES) for mode in RACEABLE]
+            self.columns = [
+                gr.HTML(
+                    column_html(mode, None, None, None, "press Run race"),
+                    elem_id=f"ls-col-{mode}",
+                    visible=mode in RACE_MODES,
+                )
+                for mode in RACEABLE
+            ]
         with gr.Accordion("Downloads: this run's round records", open=False):
             self.run_id = gr.Textbox(label="run id", interactive=False, elem_id="ls-run-id")
-            self.files = gr.File(label="round records (CSV, Parquet)", file_count="multiple", interactive=False,
-                                 elem_id="ls-files")
+            self.files = gr.File(
+                label="round records (CSV, Parquet)", file_count="multiple", interactive=False, elem_id="ls-files"
+            )
 
     def _inspector_layout(self) -> None:
-        gr.Markdown("Figures of your last race. Lines: the chosen length d of each mode; diamonds: the "
-                    "oracle's d* for the same round state.")
+        gr.Markdown(
+            "Figures of your last race. Lines: the chosen length d of each mode; diamonds: the "
+            "oracle's d* for the same round state."
+        )
         with gr.Row():
-            self.length_plot = gr.Plot(plots.length_figure(EMPTY), label="chosen vs oracle length",
-                                       show_label=False, elem_id="ls-length-plot")
-            self.speedup_plot = gr.Plot(plots.speedup_figure(EMPTY, None, None), label="cumulative speedup",
-                                        show_label=False, elem_id="ls-speedup-plot")
+            self.length_plot = gr.Plot(
+                plots.length_figure(EMPTY), label="chosen vs oracle length", show_label=False, elem_id="ls-length-plot"
+            )
+            self.speedup_plot = gr.Plot(
+                plots.speedup_figure(EMPTY, None, None),
+                label="cumulative speedup",
+                show_label=False,
+                elem_id="ls-speedup-plot",
+            )
         with gr.Row():
-            self.inspect_mode = gr.Dropdown([(title(m), m) for m in RACE_MODES], value="libraspec",
-                                            label="mode to inspect", elem_id="ls-inspect-mode")
+            self.inspect_mode = gr.Dropdown(
+                [(title(m), m) for m in RACE_MODES],
+                value="libraspec",
+                label="mode to inspect",
+                elem_id="ls-inspect-mode",
+            )
             self.round = gr.Slider(0, 1, value=0, step=1, label="round", elem_id="ls-round")
         self.round_text = gr.Markdown("Run a race to inspect its rounds.", elem_id="ls-round-info")
         with gr.Row():  # tree modes only
-            self.tree_plot = gr.Plot(None, label="draft tree of the round", show_label=False, elem_id="ls-tree-plot",
-                                     visible=False, scale=3)
-            self.tree_size_plot = gr.Plot(None, label="tree size per round", show_label=False,
-                                          elem_id="ls-tree-size-plot", visible=False, scale=2)
+            self.tree_plot = gr.Plot(
+                None, label="draft tree of the round", show_label=False, elem_id="ls-tree-plot", visible=False, scale=3
+            )
+            self.tree_size_plot = gr.Plot(
+                None, label="tree size per round", show_label=False, elem_id="ls-tree-size-plot", visible=False, scale=2
+            )
         with gr.Row():
-            self.heatmap_plot = gr.Plot(plots.confidence_heatmap(EMPTY), label="confidences q_i",
-                                        show_label=False, elem_id="ls-heatmap-plot")
-            self.eps_plot = gr.Plot(None, label="eps_i bounds and Algorithm 1 steps", show_label=False,
-                                   elem_id="ls-eps-plot")
+            self.heatmap_plot = gr.Plot(
+                plots.confidence_heatmap(EMPTY), label="confidences q_i", show_label=False, elem_id="ls-heatmap-plot"
+            )
+            self.eps_plot = gr.Plot(
+                None, label="eps_i bounds and Algorithm 1 steps", show_label=False, elem_id="ls-eps-plot"
+            )
         with gr.Accordion("Latency profile of this machine", open=False):
             with gr.Row():
-                self.remeasure_button = gr.Button("Re-measure latency profile", size="sm", elem_id="ls-remeasure",
-                                                  scale=0)
+                self.remeasure_button = gr.Button(
+                    "Re-measure latency profile", size="sm", elem_id="ls-remeasure", scale=0
+                )
                 self.profile_text = gr.Markdown(
                     "Modeled times come from this profile. A race whose AR baseline is more than "
                     f"{PROFILE_TOLERANCE:.0%} off it re-measures it; measure it again here after the machine's "
-                    "load changed.", elem_id="ls-profile-info")
+                    "load changed.",
+                    elem_id="ls-profile-info",
+                )
             self.profile_plot = gr.Plot(None, label="latency profile", show_label=False)
 
     # -- wiring -------------------------------------------------------------------------------
 
     def _wire(self) -> None:
         fields = [self.fields[name] for name in FIELDS]
-        inputs = [self.prompt, *fields, self.inspect_mode, self.drafter, self.race_modes] + \
-            ([self.model] if self.model else [])
-        outputs = [self.status, *self.columns, self.run_id, self.length_plot, self.speedup_plot,
-                   self.heatmap_plot, self.eps_plot, self.round, self.profile_plot, self.round_text,
-                   self.inspect_mode, self.tree_plot, self.tree_size_plot, *fields]
+        inputs = [self.prompt, *fields, self.inspect_mode, self.drafter, self.race_modes] + (
+            [self.model] if self.model else []
+        )
+        outputs = [
+            self.status,
+            *self.columns,
+            self.run_id,
+            self.length_plot,
+            self.speedup_plot,
+            self.heatmap_plot,
+            self.eps_plot,
+            self.round,
+            self.profile_plot,
+            self.round_text,
+            self.inspect_mode,
+            self.tree_plot,
+            self.tree_size_plot,
+            *fields,
+        ]
         races = []
-        for trigger, api in ((self.run_button.click, dict(api_name="race_live", api_visibility="undocumented")),
-                             (self.prompt.submit, dict(api_visibility="private"))):
-            started = trigger(self.lock, None, [self.run_button, self.settings_box], queue=False,
-                              api_visibility="private")
+        for trigger, api in (
+            (self.run_button.click, dict(api_name="race_live", api_visibility="undocumented")),
+            (self.prompt.submit, dict(api_visibility="private")),
+        ):
+            started = trigger(
+                self.lock, None, [self.run_button, self.settings_box], queue=False, api_visibility="private"
+            )
             race = started.then(self.race_live, inputs, outputs, show_progress="hidden", **api, **QUEUE)
             race.then(self.unlock, None, [self.run_button], queue=False, api_visibility="private")
             races.append(race)
         self.stop_button.click(None, cancels=races).then(
             lambda: (status_html("Stopped. The next run starts cleanly."), gr.Button(RUN_LABEL, interactive=True)),
-            None, [self.status, self.run_button], queue=False, api_visibility="private")
+            None,
+            [self.status, self.run_button],
+            queue=False,
+            api_visibility="private",
+        )
         for name, field in self.fields.items():  # only the field left: another may be in the middle of an edit
             for event in (field.blur, field.submit):
-                event(functools.partial(self.check_field, name), fields, [field], queue=False,
-                      api_visibility="private")
-        self.suggest_button.click(self.use_suggested_alpha, None, [self.fields["alpha"]], queue=False,
-                                  api_visibility="private")
-        self.remeasure_button.click(self._remeasure_gpu, None, [self.profile_plot, self.profile_text],
-                                    api_visibility="private", **QUEUE)
-        self.race_modes.change(self.show_columns, [self.race_modes], self.columns, queue=False,
-                               api_visibility="private")
+                event(functools.partial(self.check_field, name), fields, [field], queue=False, api_visibility="private")
+        self.suggest_button.click(
+            self.use_suggested_alpha, None, [self.fields["alpha"]], queue=False, api_visibility="private"
+        )
+        self.remeasure_button.click(
+            self._remeasure_gpu, None, [self.profile_plot, self.profile_text], api_visibility="private", **QUEUE
+        )
+        self.race_modes.change(
+            self.show_columns, [self.race_modes], self.columns, queue=False, api_visibility="private"
+        )
         self.run_id.change(self.export_trace, [self.run_id], [self.files], api_name="export_trace")
-        self.inspect_mode.change(self.inspect_mode_changed, [self.run_id, self.inspect_mode],
-                                 [self.heatmap_plot, self.eps_plot, self.round, self.round_text, self.tree_plot,
-                                  self.tree_size_plot], api_visibility="private")
+        self.inspect_mode.change(
+            self.inspect_mode_changed,
+            [self.run_id, self.inspect_mode],
+            [self.heatmap_plot, self.eps_plot, self.round, self.round_text, self.tree_plot, self.tree_size_plot],
+            api_visibility="private",
+        )
         # input: every change the visitor makes (dragging, arrow keys, typing), never the race's own updates
-        self.round.input(self.inspect_round, [self.run_id, self.inspect_mode, self.round],
-                         [self.eps_plot, self.round_text, self.tree_plot], api_visibility="private",
-                         trigger_mode="always_last")
+        self.round.input(
+            self.inspect_round,
+            [self.run_id, self.inspect_mode, self.round],
+            [self.eps_plot, self.round_text, self.tree_plot],
+            api_visibility="private",
+            trigger_mode="always_last",
+        )
         gr.api(self.race, api_name="race", **QUEUE)
         if self.model is not None:
-            self.model.change(self._warm_up_gpu, [self.model], self._warm_outputs(), api_visibility="private",
-                              show_progress="hidden", **QUEUE)
+            self.model.change(
+                self._warm_up_gpu,
+                [self.model],
+                self._warm_outputs(),
+                api_visibility="private",
+                show_progress="hidden",
+                **QUEUE,
+            )
 
     @staticmethod
     def lock():
@@ -262,8 +403,11 @@ class RaceTabs:
         if self.session.ready:
             return self._ready()
         skip = (gr.skip(),) * (len(self._warm_outputs()) - 2)
-        return (status_html(f"Loading {self.session.model} (first use only)…"), *skip,
-                gr.Button("Loading the model…", interactive=False))
+        return (
+            status_html(f"Loading {self.session.model} (first use only)…"),
+            *skip,
+            gr.Button("Loading the model…", interactive=False),
+        )
 
     def warm_up(self, model: str | None = None):
         """After the page opens or a model is chosen: load the models once (status shown meanwhile),
@@ -279,28 +423,41 @@ class RaceTabs:
             for line in self.session.load():
                 yield status_html(line), *skip, loading
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
-            yield (status_html(f"Could not load the model: {error}", error=True), *skip,
-                   gr.Button(RUN_LABEL, interactive=True))
+            yield (
+                status_html(f"Could not load the model: {error}", error=True),
+                *skip,
+                gr.Button(RUN_LABEL, interactive=True),
+            )
             return
         yield self._ready()
 
     def _ready(self) -> tuple:
         n, times = self.session.n, self.session.load_seconds
         took = ", ".join(f"{step} {seconds:.1f} s" for step, seconds in times.items())
-        return (status_html(f"Ready: {self.session.describe()}", progress=f"load times: {took}" if took else ""),
-                plots.profile_figure(self.session.profile()),
-                gr.Number(info=field_info("d_max", n)),
-                *(gr.Number(value=n, info=field_info(name, n)) for name in N_DEFAULT),
-                gr.Dropdown(value=self.session.default_drafter), gr.Button(RUN_LABEL, interactive=True))
+        return (
+            status_html(f"Ready: {self.session.describe()}", progress=f"load times: {took}" if took else ""),
+            plots.profile_figure(self.session.profile()),
+            gr.Number(info=field_info("d_max", n)),
+            *(gr.Number(value=n, info=field_info(name, n)) for name in N_DEFAULT),
+            gr.Dropdown(value=self.session.default_drafter),
+            gr.Button(RUN_LABEL, interactive=True),
+        )
 
     def _warm_outputs(self) -> list:
-        return [self.status, self.profile_plot, self.fields["d_max"], *(self.fields[name] for name in N_DEFAULT),
-                self.drafter, self.run_button]
+        return [
+            self.status,
+            self.profile_plot,
+            self.fields["d_max"],
+            *(self.fields[name] for name in N_DEFAULT),
+            self.drafter,
+            self.run_button,
+        ]
 
     def attach_load(self, demo: gr.Blocks) -> None:
         outputs = self._warm_outputs()
-        demo.load(self.page_opened, None, outputs, queue=False, api_visibility="private", show_progress="hidden") \
-            .then(self._warm_up_gpu, None, outputs, api_visibility="private", show_progress="hidden", **QUEUE)
+        demo.load(self.page_opened, None, outputs, queue=False, api_visibility="private", show_progress="hidden").then(
+            self._warm_up_gpu, None, outputs, api_visibility="private", show_progress="hidden", **QUEUE
+        )
 
     # -- callbacks ----------------------------------------------------------------------------
 
@@ -310,8 +467,11 @@ class RaceTabs:
         try:
             checked = check_settings(Settings(*values), n or 1)
         except ValueError as error:
-            return gr.Number(info=field_info(name, n, str(error))) if str(error).startswith(NAMES[name] + " ") \
+            return (
+                gr.Number(info=field_info(name, n, str(error)))
+                if str(error).startswith(NAMES[name] + " ")
                 else gr.skip()
+            )
         info = field_info(name, n, checked.notes.get(name))
         if name in N_DEFAULT and values[FIELDS.index(name)] in (0, None):
             return gr.Number(info=info)  # 0 stays 0 ("= n")
@@ -337,8 +497,9 @@ class RaceTabs:
             return gr.Number(info=f"⚠ no suggestion yet: {error}")
         checked = check_settings(Settings(alpha=alpha, d_max=self.session.n), self.session.n)
         note = checked.notes.get("alpha")
-        return gr.Number(value=round(checked.settings.alpha, 2),
-                         info=f"suggested: {how}" + (f" ⚠ {note}" if note else ""))
+        return gr.Number(
+            value=round(checked.settings.alpha, 2), info=f"suggested: {how}" + (f" ⚠ {note}" if note else "")
+        )
 
     def remeasure_profile(self):
         """The profile figure and what changed, after measuring the latency profile again."""
@@ -348,21 +509,66 @@ class RaceTabs:
         except ValueError as error:
             return gr.skip(), f"⚠ Not re-measured: {error}"
         (t0, c), (old_t0, old_c) = new.linear_fit(), old.linear_fit()
-        return (plots.profile_figure(new),
-                f"Re-measured in {time.perf_counter() - start:.1f} s: an AR step now takes "
-                f"{1000 * new.ar_token_time():.1f} ms (was {1000 * old.ar_token_time():.1f} ms), verification "
-                f"{1000 * t0:.1f} + {1000 * c:.2f} k ms (was {1000 * old_t0:.1f} + {1000 * old_c:.2f} k ms). "
-                "Races from now on are modeled with it.")
+        return (
+            plots.profile_figure(new),
+            f"Re-measured in {time.perf_counter() - start:.1f} s: an AR step now takes "
+            f"{1000 * new.ar_token_time():.1f} ms (was {1000 * old.ar_token_time():.1f} ms), verification "
+            f"{1000 * t0:.1f} + {1000 * c:.2f} k ms (was {1000 * old_t0:.1f} + {1000 * old_c:.2f} k ms). "
+            "Races from now on are modeled with it.",
+        )
 
-    def race_live(self, request: gr.Request, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
-                  tree_depth, node_budget, inspect_mode, drafter=None, modes=None, model=None):
+    def race_live(
+        self,
+        request: gr.Request,
+        prompt,
+        alpha,
+        d_max,
+        static_length,
+        temperature,
+        max_new_tokens,
+        seed,
+        tree_depth,
+        node_budget,
+        inspect_mode,
+        drafter=None,
+        modes=None,
+        model=None,
+    ):
         """Stream the race: columns at most 4 times a second, figures once a second, always the end."""
-        yield from self._race_live_gpu(client_key(request), prompt, alpha, d_max, static_length, temperature,
-                                       max_new_tokens, seed, tree_depth, node_budget, inspect_mode, drafter, modes,
-                                       model)
+        yield from self._race_live_gpu(
+            client_key(request),
+            prompt,
+            alpha,
+            d_max,
+            static_length,
+            temperature,
+            max_new_tokens,
+            seed,
+            tree_depth,
+            node_budget,
+            inspect_mode,
+            drafter,
+            modes,
+            model,
+        )
 
-    def _race_live(self, owner, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed,
-                   tree_depth, node_budget, inspect_mode, drafter, modes, model):
+    def _race_live(
+        self,
+        owner,
+        prompt,
+        alpha,
+        d_max,
+        static_length,
+        temperature,
+        max_new_tokens,
+        seed,
+        tree_depth,
+        node_budget,
+        inspect_mode,
+        drafter,
+        modes,
+        model,
+    ):
         settings = Settings(alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget)
         keep = [name for name in N_DEFAULT if getattr(settings, name) in (0, None)]
         skip = (gr.skip(),) * 11  # run id, the six figure outputs, the round text, the inspected mode, the trees
@@ -372,13 +578,23 @@ class RaceTabs:
         try:
             self.session.select(model)
             for snap in self.session.stream(prompt, settings, owner, drafter, modes):
-                fields = same_fields if snap.checked is None else self._field_updates(
-                    snap.checked.settings, snap.checked.notes, self.session.n, keep)
+                fields = (
+                    same_fields
+                    if snap.checked is None
+                    else self._field_updates(snap.checked.settings, snap.checked.notes, self.session.n, keep)
+                )
                 if snap.run is None:
                     waiting = check_race_modes(modes)
-                    columns = [column_html(m, None, None, None, "waiting for the AR baseline…") if m in waiting
-                               else gr.skip() for m in RACEABLE] \
-                        if snap.phase == "baseline" and not snap.final else no_columns
+                    columns = (
+                        [
+                            column_html(m, None, None, None, "waiting for the AR baseline…")
+                            if m in waiting
+                            else gr.skip()
+                            for m in RACEABLE
+                        ]
+                        if snap.phase == "baseline" and not snap.final
+                        else no_columns
+                    )
                     yield (status_html(snap.status, prompt, progress=snap.progress), *columns, *skip, *fields)
                     continue
                 due = snap.final or time.monotonic() - figures_at >= FIGURE_INTERVAL_S
@@ -388,13 +604,29 @@ class RaceTabs:
                 yield (self._status(snap), *self._columns(snap.run), *figures, *fields)
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             # not a gr.Error: that would mark every output, the previous run's results included, with an error
-            yield (status_html(f"Not run: {error}", prompt, error=True), *no_columns, *skip,
-                   *(gr.skip(),) * len(FIELDS))
+            yield (
+                status_html(f"Not run: {error}", prompt, error=True),
+                *no_columns,
+                *skip,
+                *(gr.skip(),) * len(FIELDS),
+            )
 
-    def race(self, request: gr.Request, prompt: str, alpha: float = 8.0, d_max: int = 24, static_length: int = 0,
-             temperature: float = 0.0, max_new_tokens: int = 128, seed: int = 0, model: str = "",
-             drafter: str = "", modes: str = "", tree_depth: int = 0,
-             node_budget: int = 32) -> tuple[str, str, str, dict]:
+    def race(
+        self,
+        request: gr.Request,
+        prompt: str,
+        alpha: float = 8.0,
+        d_max: int = 24,
+        static_length: int = 0,
+        temperature: float = 0.0,
+        max_new_tokens: int = 128,
+        seed: int = 0,
+        model: str = "",
+        drafter: str = "",
+        modes: str = "",
+        tree_depth: int = 0,
+        node_budget: int = 32,
+    ) -> tuple[str, str, str, dict]:
         """Race up to three modes on one prompt (static_length 0 = n; model "" = the app's current
         pair, else one of the pairs the app offers; drafter "" = the pair's default, else dflash,
         lookup or hybrid; modes: comma-separated names, "" = "static,libraspec,oracle", any of
@@ -407,17 +639,48 @@ class RaceTabs:
         tokens/s, speedups over AR (measured, modeled), finish rank by measured time and the modes
         within timing noise of it, and a verdict on the winner.
         """
-        return self._race_gpu(client_key(request), prompt, alpha, d_max, static_length, temperature,
-                              max_new_tokens, seed, model, drafter, modes, tree_depth, node_budget)
+        return self._race_gpu(
+            client_key(request),
+            prompt,
+            alpha,
+            d_max,
+            static_length,
+            temperature,
+            max_new_tokens,
+            seed,
+            model,
+            drafter,
+            modes,
+            tree_depth,
+            node_budget,
+        )
 
-    def _race(self, owner, prompt, alpha, d_max, static_length, temperature, max_new_tokens, seed, model, drafter,
-              modes, tree_depth, node_budget):
+    def _race(
+        self,
+        owner,
+        prompt,
+        alpha,
+        d_max,
+        static_length,
+        temperature,
+        max_new_tokens,
+        seed,
+        model,
+        drafter,
+        modes,
+        tree_depth,
+        node_budget,
+    ):
         snap = None
         try:
             self.session.select(model)
-            for snap in self.session.stream(prompt, Settings(alpha, d_max, static_length, temperature,
-                                                            max_new_tokens, seed, tree_depth, node_budget),
-                                            owner, drafter, modes):
+            for snap in self.session.stream(
+                prompt,
+                Settings(alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget),
+                owner,
+                drafter,
+                modes,
+            ):
                 pass
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             raise gr.Error(str(error)) from error
@@ -451,16 +714,24 @@ class RaceTabs:
         if run is None or mode not in run.modes:
             return (gr.skip(),) * 6
         first = self._first_round(run, mode)
-        return (plots.confidence_heatmap(run.frame(with_ar=False), mode), self._eps(run, mode, first),
-                self._round_slider(run, mode, first), round_info(run, mode, first), self._tree(run, mode, first),
-                self._tree_sizes(run, mode))
+        return (
+            plots.confidence_heatmap(run.frame(with_ar=False), mode),
+            self._eps(run, mode, first),
+            self._round_slider(run, mode, first),
+            round_info(run, mode, first),
+            self._tree(run, mode, first),
+            self._tree_sizes(run, mode),
+        )
 
     def inspect_round(self, request: gr.Request, run_id: str, mode: str, round_index: float):
         run = self._stored(run_id, client_key(request))
         if run is None or round_index is None or mode not in run.modes:
             return gr.skip(), gr.skip(), gr.skip()
-        return (self._eps(run, mode, int(round_index)), round_info(run, mode, int(round_index)),
-                self._tree(run, mode, int(round_index)))
+        return (
+            self._eps(run, mode, int(round_index)),
+            round_info(run, mode, int(round_index)),
+            self._tree(run, mode, int(round_index)),
+        )
 
     # -- views --------------------------------------------------------------------------------
 
@@ -473,8 +744,9 @@ class RaceTabs:
     def _status(self, snap: Snapshot) -> str:
         run = snap.run
         ar_s, _ = run.ar_per_token()
-        details = (f"{self.session.describe()} · drafter {run.drafter}"
-                   + (f" · AR baseline {1.0 / ar_s:.1f} tok/s" if ar_s else ""))
+        details = f"{self.session.describe()} · drafter {run.drafter}" + (
+            f" · AR baseline {1.0 / ar_s:.1f} tok/s" if ar_s else ""
+        )
         message = snap.status
         if snap.final and run.verdict():
             message += " " + run.verdict()
@@ -483,9 +755,15 @@ class RaceTabs:
     def _columns(self, run: Run) -> list:
         """Every column: the raced modes' shown and filled, the others hidden and emptied (so a column
         chosen later shows no text of an older race)."""
-        return [gr.HTML(column_html(m, run.segments.get(m), run.summary(m), run.rank(m), tied_with=run.tied_with(m)),
-                        visible=True) if m in run.modes else
-                gr.HTML(column_html(m, None, None, None, "press Run race"), visible=False) for m in RACEABLE]
+        return [
+            gr.HTML(
+                column_html(m, run.segments.get(m), run.summary(m), run.rank(m), tied_with=run.tied_with(m)),
+                visible=True,
+            )
+            if m in run.modes
+            else gr.HTML(column_html(m, None, None, None, "press Run race"), visible=False)
+            for m in RACEABLE
+        ]
 
     @staticmethod
     def _first_round(run: Run, mode: str) -> int:
@@ -501,8 +779,9 @@ class RaceTabs:
         mode, LibraSpec or its first mode."""
         if mode in run.modes:
             return mode
-        return next((m for m in run.modes if plots.is_tree_mode(m)), "libraspec" if "libraspec" in run.modes
-                    else run.modes[0])
+        return next(
+            (m for m in run.modes if plots.is_tree_mode(m)), "libraspec" if "libraspec" in run.modes else run.modes[0]
+        )
 
     def _eps(self, run: Run, mode: str, round_index: int):
         records = run.records.get(mode, [])
@@ -539,8 +818,16 @@ class RaceTabs:
         ar_s, ar_modeled = run.ar_per_token()
         shown = self._first_round(run, mode) if final else run.last_drafted_round(mode)  # live: newest decision
         choice = gr.Dropdown(choices=[(title(m), m) for m in run.modes], value=mode) if first or final else gr.skip()
-        return (run.run_id if final else gr.skip(), plots.length_figure(frame),
-                plots.speedup_figure(frame, ar_s, ar_modeled), plots.confidence_heatmap(frame, mode),
-                self._eps(run, mode, shown), self._round_slider(run, mode, shown),
-                plots.profile_figure(self.session.profile()) if final else gr.skip(), round_info(run, mode, shown),
-                choice, self._tree(run, mode, shown), self._tree_sizes(run, mode))
+        return (
+            run.run_id if final else gr.skip(),
+            plots.length_figure(frame),
+            plots.speedup_figure(frame, ar_s, ar_modeled),
+            plots.confidence_heatmap(frame, mode),
+            self._eps(run, mode, shown),
+            self._round_slider(run, mode, shown),
+            plots.profile_figure(self.session.profile()) if final else gr.skip(),
+            round_info(run, mode, shown),
+            choice,
+            self._tree(run, mode, shown),
+            self._tree_sizes(run, mode),
+        )

@@ -10,6 +10,7 @@ the spans (the column keeps white space). Every piece of user or model text pass
 `html.escape`; styles are inline so the HTML renders the same in the app, in exported pages
 and in tests.
 """
+
 from __future__ import annotations
 
 import html
@@ -18,16 +19,27 @@ import math
 from libraspec.views.plots import mode_color
 from libraspec.records import RoundRecord, RunSummary
 
-TITLES = {"ar": "Autoregressive", "static": "Static", "libraspec": "LibraSpec", "oracle": "Oracle",
-          "g4": "G4", "failfast": "Fail-fast", "ddtree": "DDTree", "ddtree-libraspec": "DDTree+LibraSpec"}
+TITLES = {
+    "ar": "Autoregressive",
+    "static": "Static",
+    "libraspec": "LibraSpec",
+    "oracle": "Oracle",
+    "g4": "G4",
+    "failfast": "Fail-fast",
+    "ddtree": "DDTree",
+    "ddtree-libraspec": "DDTree+LibraSpec",
+}
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 # a column's text scrolls beyond this, so the columns fit one screen with a line of notes above them
 TEXT_HEIGHT = "max(10em, calc(100vh - 645px))"
 # token origin -> (label, inline style); "draft" is a draft of a run stored before sources were recorded
 ORIGINS = {
     "dflash": ("accepted draft, block diffusion", "background:rgba(86,180,233,0.30)"),
-    "lookup": ("accepted draft, look-up", "background:rgba(230,159,0,0.32);text-decoration:underline;"
-               "text-decoration-color:rgba(160,100,0,0.9);text-underline-offset:3px"),
+    "lookup": (
+        "accepted draft, look-up",
+        "background:rgba(230,159,0,0.32);text-decoration:underline;"
+        "text-decoration-color:rgba(160,100,0,0.9);text-underline-offset:3px",
+    ),
     "draft": ("accepted draft", "background:rgba(86,180,233,0.30)"),
     "bonus": ("the target's own token (bonus / correction)", ""),
 }
@@ -104,8 +116,9 @@ class TextSegments:
             while end < len(drafts) and sources[end] == sources[start]:
                 end += 1
             self.ids.extend(drafts[start:end])
-            self._push(self.decode(self.ids), sources[start] if sources[start] in ORIGINS else "draft",
-                       record.round_index)
+            self._push(
+                self.decode(self.ids), sources[start] if sources[start] in ORIGINS else "draft", record.round_index
+            )
             start = end
         if record.bonus_token is not None:
             self.ids.append(committed[-1])
@@ -120,8 +133,10 @@ class TextSegments:
                 if k:
                     out.append("\n")
                 if line:
-                    out.append(f'<span class="ls-tok" data-origin="{origin}" data-round="{round_index}" '
-                               f'title="round {round_index}: {label}" style="{style}">{html.escape(line)}</span>')
+                    out.append(
+                        f'<span class="ls-tok" data-origin="{origin}" data-round="{round_index}" '
+                        f'title="round {round_index}: {label}" style="{style}">{html.escape(line)}</span>'
+                    )
         return "".join(out)
 
 
@@ -131,8 +146,14 @@ def _number(value: float | None, fmt: str, suffix: str = "") -> str:
     return format(value, fmt) + suffix
 
 
-def column_html(mode: str, segments: TextSegments | None, summary: RunSummary | None,
-                rank: int | None, waiting: str = "waiting…", tied_with: list[str] | tuple[str, ...] = ()) -> str:
+def column_html(
+    mode: str,
+    segments: TextSegments | None,
+    summary: RunSummary | None,
+    rank: int | None,
+    waiting: str = "waiting…",
+    tied_with: list[str] | tuple[str, ...] = (),
+) -> str:
     """One race column: header with live counters and the finish place (a tie when its measured
     time is within noise of `tied_with`'s), then the text tinted by token origin."""
     color = mode_color(mode)
@@ -140,39 +161,57 @@ def column_html(mode: str, segments: TextSegments | None, summary: RunSummary | 
     if rank is not None:
         place = f"finished {ORDINALS.get(rank, f'{rank}th')}"
         tie = (f" · within noise of {', '.join(title(m) for m in tied_with)}") if tied_with else ""
-        badge = (f'<span class="ls-badge" style="background:{color};color:#fff;border-radius:9px;padding:1px 8px;'
-                 f'font-size:0.8em;margin-left:6px">{html.escape(place + tie)}</span>')
+        badge = (
+            f'<span class="ls-badge" style="background:{color};color:#fff;border-radius:9px;padding:1px 8px;'
+            f'font-size:0.8em;margin-left:6px">{html.escape(place + tie)}</span>'
+        )
     if summary is None:
         stats = "rounds – · τ – · – tok/s · speedup – (measured) / – (modeled)<br>a round takes – ms"
     else:
-        stats = (f"rounds {summary.rounds} · τ {_number(summary.tau, '.2f')} · "
-                 f"{_number(summary.tokens_per_s, '.1f')} tok/s · speedup "
-                 f"<b>{_number(summary.speedup_measured, '.2f', '×')}</b> (measured) / "
-                 f"{_number(summary.speedup_modeled, '.2f', '×')} (modeled)<br>a round takes "
-                 f"{_number(1000 * summary.round_s[1], '.0f')} ms (middle half {_number(1000 * summary.round_s[0], '.0f')}"
-                 f"–{_number(1000 * summary.round_s[2], '.0f')} ms)")
-    body = segments.html() if segments is not None and segments.pieces else \
-        f'<span style="opacity:0.6">{html.escape(waiting)}</span>'
+        stats = (
+            f"rounds {summary.rounds} · τ {_number(summary.tau, '.2f')} · "
+            f"{_number(summary.tokens_per_s, '.1f')} tok/s · speedup "
+            f"<b>{_number(summary.speedup_measured, '.2f', '×')}</b> (measured) / "
+            f"{_number(summary.speedup_modeled, '.2f', '×')} (modeled)<br>a round takes "
+            f"{_number(1000 * summary.round_s[1], '.0f')} ms (middle half {_number(1000 * summary.round_s[0], '.0f')}"
+            f"–{_number(1000 * summary.round_s[2], '.0f')} ms)"
+        )
+    body = (
+        segments.html()
+        if segments is not None and segments.pieces
+        else f'<span style="opacity:0.6">{html.escape(waiting)}</span>'
+    )
     return (
         f'<div class="ls-column" data-mode="{html.escape(mode)}" style="border-top:4px solid {color};'
         f'padding:6px 4px 4px 4px">'
         f'<div style="font-weight:700;font-size:1.05em;color:{color}">{html.escape(title(mode))}{badge}</div>'
         f'<div class="ls-stats" style="font-size:0.85em;opacity:0.85;margin:2px 0 6px 0">{stats}</div>'
         f'<div class="ls-text" style="white-space:pre-wrap;overflow-wrap:break-word;line-height:1.6;font-size:0.95em;'
-        f'max-height:{TEXT_HEIGHT};overflow-y:auto">{body}</div></div>')
+        f'max-height:{TEXT_HEIGHT};overflow-y:auto">{body}</div></div>'
+    )
 
 
 def legend_html() -> str:
     """What the tints mean, with a sample of each, on one line."""
-    samples = " ".join(f'<span style="{style};padding:0 2px">{html.escape(label)}</span>'
-                       for origin, (label, style) in ORIGINS.items() if origin not in ("draft", "bonus"))
-    return ('<div class="ls-legend" style="font-size:0.85em;opacity:0.9">'
-            f'{samples} · plain: the target\'s own token · hover a token for its round · speedups are over AR '
-            'decoding of the same prompt · τ: tokens per round</div>')
+    samples = " ".join(
+        f'<span style="{style};padding:0 2px">{html.escape(label)}</span>'
+        for origin, (label, style) in ORIGINS.items()
+        if origin not in ("draft", "bonus")
+    )
+    return (
+        '<div class="ls-legend" style="font-size:0.85em;opacity:0.9">'
+        f"{samples} · plain: the target's own token · hover a token for its round · speedups are over AR "
+        "decoding of the same prompt · τ: tokens per round</div>"
+    )
 
 
-def status_html(message: str, prompt: str | None = None, notes: list[str] | tuple[str, ...] = (),
-                progress: str = "", error: bool = False) -> str:
+def status_html(
+    message: str,
+    prompt: str | None = None,
+    notes: list[str] | tuple[str, ...] = (),
+    progress: str = "",
+    error: bool = False,
+) -> str:
     """Status: the message (red when `error`); one line with the progress and the prompt; one line of
     notes. Everything is escaped; the prompt box holds the whole prompt, so its line is cut to fit."""
     colour = ' style="color:#B42318"' if error else ""
@@ -183,10 +222,15 @@ def status_html(message: str, prompt: str | None = None, notes: list[str] | tupl
         shown = shown if len(shown) <= 160 else shown[:160] + "…"
         line.append(f'<span style="opacity:0.75">Prompt: {html.escape(shown)}</span>')
     if line:
-        parts.append('<div style="font-size:0.85em;white-space:nowrap;overflow:hidden;text-overflow:ellipsis">'
-                     + " · ".join(line) + "</div>")
+        parts.append(
+            '<div style="font-size:0.85em;white-space:nowrap;overflow:hidden;text-overflow:ellipsis">'
+            + " · ".join(line)
+            + "</div>"
+        )
     if notes:  # one line, cut to fit (the whole text on hover): each clamp is also written under its field
         text = html.escape(" · ".join(notes))
-        parts.append(f'<div title="{text}" style="color:#9A6700;font-size:0.9em;white-space:nowrap;overflow:hidden;'
-                     f'text-overflow:ellipsis">⚠ {text}</div>')
+        parts.append(
+            f'<div title="{text}" style="color:#9A6700;font-size:0.9em;white-space:nowrap;overflow:hidden;'
+            f'text-overflow:ellipsis">⚠ {text}</div>'
+        )
     return "".join(parts) + "</div>"

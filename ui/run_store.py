@@ -7,6 +7,7 @@ here (one pickle per run, atomic, newest `keep` kept) and reads runs it does not
 memory back from here. The files are the app's own; prompts stay on the Space's disk only
 as long as the run is among the newest `keep`.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,9 +39,11 @@ class RunStore:
 
     def save(self, run) -> None:
         """Write `run` (its text segments without their decode function), then drop the oldest."""
+
         def write(tmp: str) -> None:
             with open(tmp, "wb") as handle:
                 pickle.dump(run, handle, protocol=pickle.HIGHEST_PROTOCOL)
+
         atomic_write(self._path(run.run_id), write)
         for old in self.ids()[: -self.keep]:
             self._path(old).unlink(missing_ok=True)

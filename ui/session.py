@@ -19,6 +19,7 @@ an `owner` (the tabs pass the gradio session of the page or API client): each ra
 its owner, and only that owner lists, inspects or exports it; a sweep's cancel event is the
 owner's. Runs made outside the app (scripts, tests) belong to `LOCAL`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,15 +43,32 @@ from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
 from libraspec.modes import MODES, PolicySettings
 from libraspec.experiments.driver import RunDone, decode_grid, mode_job
 from libraspec.profiling import PROFILE_TOLERANCE, cache_root, cached_profile, profile_check, within
-from libraspec.records import (NOISE_Z, RoundRecord, RunSummary, records_to_frame, summarize, timing_noise_s, write_csv,
-                               write_parquet)
+from libraspec.records import (
+    NOISE_Z,
+    RoundRecord,
+    RunSummary,
+    records_to_frame,
+    summarize,
+    timing_noise_s,
+    write_csv,
+    write_parquet,
+)
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 
 from .downloads import Downloads
 from .render import TextSegments, duration, eta_text, title
 from .run_store import RunStore
-from .settings import (D_MAX_CAP, DEFAULT_RACE_MODES, MAX_NEW_TOKENS_CAP, Checked, Settings, check_race_modes,
-                       check_settings, integer_setting, suggest_alpha)
+from .settings import (
+    D_MAX_CAP,
+    DEFAULT_RACE_MODES,
+    MAX_NEW_TOKENS_CAP,
+    Checked,
+    Settings,
+    check_race_modes,
+    check_settings,
+    integer_setting,
+    suggest_alpha,
+)
 
 RACE_MODES = DEFAULT_RACE_MODES  # what a race holds unless the visitor chooses (`check_race_modes`)
 UPDATE_INTERVAL_S = 0.25  # the race view refreshes at most 4 times a second
@@ -119,12 +137,16 @@ class Run:
         noise = NOISE_Z * math.hypot(self.noise_s(first), self.noise_s(second))
         gap = self.seconds(second) - self.seconds(first)
         if gap > noise:
-            return (f"{title(first)} was fastest: {duration(self.seconds(first))} vs "
-                    f"{duration(self.seconds(second))} for {title(second)}, a gap beyond the timing "
-                    f"noise of ±{duration(noise)}.")
+            return (
+                f"{title(first)} was fastest: {duration(self.seconds(first))} vs "
+                f"{duration(self.seconds(second))} for {title(second)}, a gap beyond the timing "
+                f"noise of ±{duration(noise)}."
+            )
         tied = [first] + self.tied_with(first)
-        return (f"No clear winner: {', '.join(title(m) for m in tied)} finished within the timing noise "
-                f"of each other ({', '.join(duration(self.seconds(m)) for m in tied)}; noise ±{duration(noise)}).")
+        return (
+            f"No clear winner: {', '.join(title(m) for m in tied)} finished within the timing noise "
+            f"of each other ({', '.join(duration(self.seconds(m)) for m in tied)}; noise ±{duration(noise)})."
+        )
 
     def last_drafted_round(self, mode: str) -> int:
         """Index of the mode's last round that submitted drafts (d >= 1); 0 if none."""
@@ -154,11 +176,15 @@ class Run:
     def report(self) -> dict:
         """JSON-ready summary: settings, notes, the drafter, per-mode totals and finish ranks with
         the modes each is within noise of, and the verdict (non-finite numbers -> None)."""
+
         def clean(summary: RunSummary | None) -> dict | None:
             if summary is None:
                 return None
-            return {k: (v if not isinstance(v, float) or math.isfinite(v) else None)
-                    for k, v in dataclasses.asdict(summary).items()}
+            return {
+                k: (v if not isinstance(v, float) or math.isfinite(v) else None)
+                for k, v in dataclasses.asdict(summary).items()
+            }
+
         modes = {}
         for mode in self.modes:
             entry = clean(self.summary(mode)) or {}
@@ -167,9 +193,19 @@ class Run:
             entry["noise_s"] = self.noise_s(mode) if self.records.get(mode) else None
             modes[mode] = entry
         ar = clean(summarize(self.ar_records)) if self.ar_records else None
-        return {"run_id": self.run_id, "model": self.model, "n": self.n, "drafter": self.drafter,
-                "race_modes": list(self.modes), "settings": dataclasses.asdict(self.settings), "notes": list(self.notes),
-                "finished": self.finished, "verdict": self.verdict(), "modes": modes, "ar": ar}
+        return {
+            "run_id": self.run_id,
+            "model": self.model,
+            "n": self.n,
+            "drafter": self.drafter,
+            "race_modes": list(self.modes),
+            "settings": dataclasses.asdict(self.settings),
+            "notes": list(self.notes),
+            "finished": self.finished,
+            "verdict": self.verdict(),
+            "modes": modes,
+            "ar": ar,
+        }
 
 
 @dataclass(frozen=True)
@@ -187,8 +223,9 @@ class Snapshot:
 class Session:
     """Holds the one model pair and decoder of the app and makes every call to them; one run at a time."""
 
-    def __init__(self, model: str | None = None, offered: list[str] | None = None,
-                 runs_dir: str | os.PathLike | None = None):
+    def __init__(
+        self, model: str | None = None, offered: list[str] | None = None, runs_dir: str | os.PathLike | None = None
+    ):
         """`runs_dir`: where finished runs are also written (default: on a ZeroGPU Space, whose GPU
         calls run in forked workers, the cache folder's `runs/`; elsewhere memory only)."""
         self.offered = list(offered or ([check_pair_name(model)] if model else offered_pairs()))
@@ -333,8 +370,9 @@ class Session:
             raise ValueError("the model is not loaded yet: wait until the status says Ready")
         runs = [run for run in self.runs(owner) if run.records.get("libraspec")]
         if not runs:
-            raise ValueError("no race yet: the suggestion needs the mean tau and d of your LibraSpec rounds, "
-                             "so run one race first")
+            raise ValueError(
+                "no race yet: the suggestion needs the mean tau and d of your LibraSpec rounds, so run one race first"
+            )
         suggestion = suggest_alpha(runs[-1].records["libraspec"], profile)
         return suggestion.alpha, f"{suggestion.explain()} of your last race"
 
@@ -377,8 +415,9 @@ class Session:
             self._ar_cache.move_to_end(key)
             yield -1, self._ar_cache[key]
             return
-        config = DecodeConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
-                              seed=settings.seed)
+        config = DecodeConfig(
+            max_new_tokens=settings.max_new_tokens, temperature=settings.temperature, seed=settings.seed
+        )
         iterator = self.decoder.run(ids, "ar", None, config)
         records = []
         for record in self._steps(iterator):
@@ -390,8 +429,9 @@ class Session:
             self._ar_cache.popitem(last=False)
         yield -1, records
 
-    def stream(self, prompt: str, settings: Settings, owner: str = LOCAL,
-               drafter: str | None = None, modes=None) -> Iterator[Snapshot]:
+    def stream(
+        self, prompt: str, settings: Settings, owner: str = LOCAL, drafter: str | None = None, modes=None
+    ) -> Iterator[Snapshot]:
         """Race `modes` (`check_race_modes`; None: static, LibraSpec and oracle) on one prompt for
         `owner`, drafting with `drafter` (None or "": the pair's default); snapshots at most every
         0.25 s, each with a progress line."""
@@ -408,14 +448,24 @@ class Session:
             fresh = fresh or done >= 0
             if done >= 0 and time.monotonic() - last >= UPDATE_INTERVAL_S:
                 last = time.monotonic()
-                progress = (f"autoregressive baseline {done}/{settings.max_new_tokens} tokens · "
-                            f"{eta_text(done, settings.max_new_tokens, last - started)} for the baseline, "
-                            "then the race")
-                yield Snapshot("Measuring the autoregressive baseline (once per prompt and settings)…", None,
-                               phase="baseline", progress=progress)
+                progress = (
+                    f"autoregressive baseline {done}/{settings.max_new_tokens} tokens · "
+                    f"{eta_text(done, settings.max_new_tokens, last - started)} for the baseline, "
+                    "then the race"
+                )
+                yield Snapshot(
+                    "Measuring the autoregressive baseline (once per prompt and settings)…",
+                    None,
+                    phase="baseline",
+                    progress=progress,
+                )
         if not ar_records or not ar_records[-1].finished:
-            yield Snapshot("Stopped: another run took the model before the autoregressive baseline finished; "
-                           "nothing was raced.", None, final=True, phase="baseline")
+            yield Snapshot(
+                "Stopped: another run took the model before the autoregressive baseline finished; nothing was raced.",
+                None,
+                final=True,
+                phase="baseline",
+            )
             return
         notes = checked.note_list + ([fallback] if fallback else [])
         # a baseline measured just now against the profile (a cached one was checked when it was measured)
@@ -425,19 +475,38 @@ class Session:
             self.remeasure_profile()
             ar_records = remodel_ar(ar_records, decoder.profile)
             notes.append(_remeasured(check, profile_check(decoder.profile, ar_records, PROFILE_TOLERANCE)))
-        run = Run(uuid.uuid4().hex[:12], prompt, settings, notes,
-                  ar_records, self.pair.name, self.pair.n, owner, decoder.drafter.name, modes)
+        run = Run(
+            uuid.uuid4().hex[:12],
+            prompt,
+            settings,
+            notes,
+            ar_records,
+            self.pair.name,
+            self.pair.n,
+            owner,
+            decoder.drafter.name,
+            modes,
+        )
         for mode in modes:
             # the tokenizer's decode, not the pair's: a stored run must not keep a switched-out pair's
             # weights alive (a GPU holds one pair at a time)
-            run.segments[mode] = TextSegments(functools.partial(self.pair.tokenizer.decode,
-                                                                skip_special_tokens=True))
+            run.segments[mode] = TextSegments(functools.partial(self.pair.tokenizer.decode, skip_special_tokens=True))
         self._keep(run)
-        knobs = PolicySettings(alpha=settings.alpha, d_max=settings.d_max, static_length=settings.static_length,
-                               tree_depth=settings.tree_depth, node_budget=settings.node_budget)
+        knobs = PolicySettings(
+            alpha=settings.alpha,
+            d_max=settings.d_max,
+            static_length=settings.static_length,
+            tree_depth=settings.tree_depth,
+            node_budget=settings.node_budget,
+        )
         entries = {mode: (mode, MODES[mode].policy(knobs)) for mode in modes}
-        config = DecodeConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature,
-                              seed=settings.seed, lookahead=settings.d_max, annotate_oracle=True)
+        config = DecodeConfig(
+            max_new_tokens=settings.max_new_tokens,
+            temperature=settings.temperature,
+            seed=settings.seed,
+            lookahead=settings.d_max,
+            annotate_oracle=True,
+        )
         iterator = race(decoder, ids, entries, config)
         last, started = 0.0, time.monotonic()
         for mode, record in self._steps(iterator):
@@ -458,8 +527,9 @@ class Session:
 
     # -- sweeps and calibration runs ----------------------------------------------------------
 
-    def sweep(self, prompts: list[str], alphas, d_maxes, max_new_tokens,
-              owner: str = LOCAL) -> Iterator[tuple[str, SweepEvent | None]]:
+    def sweep(
+        self, prompts: list[str], alphas, d_maxes, max_new_tokens, owner: str = LOCAL
+    ) -> Iterator[tuple[str, SweepEvent | None]]:
         """LibraSpec over an alpha x d_max grid on `prompts` (`iter_sweep`: AR once per prompt, the
         oracle annotation in every cell); yields (status line, event or None). `cancel_sweep(owner)`
         stops it before its next run."""
@@ -478,8 +548,13 @@ class Session:
             iterator = iter_sweep(decoder, ids, grid_alphas, grid_d, config, cancel)
             for event in self._steps(iterator):
                 state = "Cancelled" if event.cancelled else "Finished" if event.done == event.total else "Running"
-                yield (f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}."
-                       + (f" {fallback}" if fallback else "")), event
+                yield (
+                    (
+                        f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}."
+                        + (f" {fallback}" if fallback else "")
+                    ),
+                    event,
+                )
         finally:
             if self._cancels.get(owner) is cancel:
                 del self._cancels[owner]
@@ -498,12 +573,12 @@ class Session:
         pair = self.pair
         self._activate(None)
         with self._model_lock:
-            profile = cached_profile(pair, max_tokens=max(25, longest + 1),
-                                     max_blocks=max(2, -(-longest // pair.n)))
+            profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)))
         return _decoder(pair, pair.default_drafter, profile)
 
-    def static_run(self, prompts: list[str], d, max_new_tokens,
-                   drafter: str | None = None) -> Iterator[tuple[str, list[RoundRecord] | None]]:
+    def static_run(
+        self, prompts: list[str], d, max_new_tokens, drafter: str | None = None
+    ) -> Iterator[tuple[str, list[RoundRecord] | None]]:
         """Decode each prompt with the static length d (prompt k with seed k) drafting with `drafter`
         (None or "": the pair's default), so that every drafted position up to d is submitted and
         judged; yields (status line, None) while loading, then (status line, the records so far)
@@ -514,15 +589,22 @@ class Session:
             yield line, None
         decoder, fallback = self.decoder_for(drafter)
         used = decoder.drafter.name + (f" ({fallback})" if fallback else "")
-        job = mode_job("static", "static", PolicySettings(static_length=d),
-                       lambda k: DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d))
+        job = mode_job(
+            "static",
+            "static",
+            PolicySettings(static_length=d),
+            lambda k: DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d),
+        )
         ids = [self.pair.encode_prompt(p) for p in prompts]
         records: list[RoundRecord] = []
         for event in self._steps(decode_grid(decoder, ids, [job], rounds=True)):  # one round per lock
             if isinstance(event, RunDone):
                 records += event.records
-                done = f"all {len(prompts)} prompts decoded." if event.done == len(prompts) else \
-                    f"prompt {event.done}/{len(prompts)} decoded…"
+                done = (
+                    f"all {len(prompts)} prompts decoded."
+                    if event.done == len(prompts)
+                    else f"prompt {event.done}/{len(prompts)} decoded…"
+                )
                 yield f"Fresh run with the {used} drafter: {done}", records
 
     # -- stored runs --------------------------------------------------------------------------
@@ -577,17 +659,23 @@ def _race_progress(run: Run, elapsed_s: float) -> str:
 
 def _drift(check: dict) -> str:
     """What `profile_check` found, in words."""
-    return (f"the AR baseline took {1000 * check['measured_ar_s']:.1f} ms a token where the latency profile said "
-            f"{1000 * check['profile_ar_s']:.1f} ms (more than ±{PROFILE_TOLERANCE:.0%} off)")
+    return (
+        f"the AR baseline took {1000 * check['measured_ar_s']:.1f} ms a token where the latency profile said "
+        f"{1000 * check['profile_ar_s']:.1f} ms (more than ±{PROFILE_TOLERANCE:.0%} off)"
+    )
 
 
 def _remeasured(before: dict, after: dict) -> str:
     """The run's note after a re-measured profile (`before`, `after`: `profile_check` of each)."""
-    note = f"latency profile re-measured before this race: {_drift(before)}; it now says " \
-           f"{1000 * after['profile_ar_s']:.1f} ms"
+    note = (
+        f"latency profile re-measured before this race: {_drift(before)}; it now says "
+        f"{1000 * after['profile_ar_s']:.1f} ms"
+    )
     if not after["ok"]:
-        note += (f", still more than ±{PROFILE_TOLERANCE:.0%} off: the machine's load is changing, so the modeled "
-                 "speedups are uncertain")
+        note += (
+            f", still more than ±{PROFILE_TOLERANCE:.0%} off: the machine's load is changing, so the modeled "
+            "speedups are uncertain"
+        )
     return note
 
 
@@ -609,13 +697,16 @@ def load_change_note(ar_records: list[RoundRecord], race_records: list[RoundReco
     ar_modeled, race_modeled = sum(r.modeled_s for r in ar_records), sum(r.modeled_s for r in race_records)
     if ar_modeled <= 0 or race_modeled <= 0:
         return None
-    change = (sum(r.measured_s for r in race_records) / race_modeled) / \
-        (sum(r.measured_s for r in ar_records) / ar_modeled)
+    change = (sum(r.measured_s for r in race_records) / race_modeled) / (
+        sum(r.measured_s for r in ar_records) / ar_modeled
+    )
     if within(change, PROFILE_TOLERANCE):
         return None
-    return (f"the machine's load changed between the AR baseline and the race: against the latency profile the race "
-            f"ran {1 / change if change < 1 else change:.1f}x {'faster' if change < 1 else 'slower'} than the "
-            "baseline, so the measured speedups mislead; the modeled ones hold")
+    return (
+        f"the machine's load changed between the AR baseline and the race: against the latency profile the race "
+        f"ran {1 / change if change < 1 else change:.1f}x {'faster' if change < 1 else 'slower'} than the "
+        "baseline, so the measured speedups mislead; the modeled ones hold"
+    )
 
 
 def _owned(run: Run | None, owner: str) -> bool:

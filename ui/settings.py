@@ -10,6 +10,7 @@ that is not a number at all (text, None, NaN, infinity) raises ValueError.
 `check_race_modes` checks which modes (at most RACE_COLUMNS) a race holds.
 Paper symbols: alpha (LibraSpec trade-off), n (block size), d_max (length cap).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,9 +28,16 @@ ALPHA_MIN, ALPHA_MAX = ALPHA_RANGE
 FLAT_C_S = 1e-9  # a latency fit's cost per verified position at or below this is flat (rounding noise)
 SEED_MAX = 2**31 - 1
 FIELDS = ("alpha", "d_max", "static_length", "temperature", "max_new_tokens", "seed", "tree_depth", "node_budget")
-NAMES = {"alpha": "alpha", "d_max": "d_max", "static_length": "static length", "temperature": "temperature",
-         "max_new_tokens": "max new tokens", "seed": "seed", "tree_depth": "tree depth",
-         "node_budget": "node budget"}  # as the notes name them
+NAMES = {
+    "alpha": "alpha",
+    "d_max": "d_max",
+    "static_length": "static length",
+    "temperature": "temperature",
+    "max_new_tokens": "max new tokens",
+    "seed": "seed",
+    "tree_depth": "tree depth",
+    "node_budget": "node budget",
+}  # as the notes name them
 POLICY_FIELDS = ("alpha", "d_max", "static_length", "tree_depth", "node_budget")  # checked by PolicySettings
 N_DEFAULT = ("static_length", "tree_depth")  # None or 0 means n
 RACEABLE = tuple(name for name, mode in MODES.items() if mode.kind != "ar")  # modes a race can hold
@@ -63,9 +71,16 @@ class Checked:
 
 def allowed(name: str, n: int | None) -> tuple[float, float]:
     """The range `check_settings` keeps field `name` in (n None: not loaded yet, d_max from 1)."""
-    return {"alpha": (ALPHA_MIN, ALPHA_MAX), "d_max": (n or 1, D_MAX_CAP), "static_length": (1, D_MAX_CAP),
-            "temperature": (0.0, TEMPERATURE_MAX), "max_new_tokens": (1, MAX_NEW_TOKENS_CAP),
-            "seed": (0, SEED_MAX), "tree_depth": (1, D_MAX_CAP), "node_budget": (1, D_MAX_CAP)}[name]
+    return {
+        "alpha": (ALPHA_MIN, ALPHA_MAX),
+        "d_max": (n or 1, D_MAX_CAP),
+        "static_length": (1, D_MAX_CAP),
+        "temperature": (0.0, TEMPERATURE_MAX),
+        "max_new_tokens": (1, MAX_NEW_TOKENS_CAP),
+        "seed": (0, SEED_MAX),
+        "tree_depth": (1, D_MAX_CAP),
+        "node_budget": (1, D_MAX_CAP),
+    }[name]
 
 
 def _number(value, name: str) -> float:
@@ -113,27 +128,41 @@ def check_settings(settings: Settings, n: int, context: int | None = None, promp
         raw[name] = n if value is None or (not isinstance(value, bool) and value == 0) else value
     for name, value in raw.items():
         _number(value, NAMES[name])  # PolicySettings.checked only says "finite number"; name the field the same way
-    policy, policy_notes = PolicySettings(**{k: float(v) if k == "alpha" else v for k, v in raw.items()}) \
-        .checked(n, limit=D_MAX_CAP)
+    policy, policy_notes = PolicySettings(**{k: float(v) if k == "alpha" else v for k, v in raw.items()}).checked(
+        n, limit=D_MAX_CAP
+    )
     for key in POLICY_FIELDS:  # notes on knobs the race does not use are left out
         notes.update({key: note for note in policy_notes if note.startswith(NAMES[key] + " ")})
-    temperature = _clamp("temperature", settings.temperature, 0.0, TEMPERATURE_MAX, notes, "temperature",
-                         integer=False)
+    temperature = _clamp("temperature", settings.temperature, 0.0, TEMPERATURE_MAX, notes, "temperature", integer=False)
     max_new = _clamp("max new tokens", settings.max_new_tokens, 1, MAX_NEW_TOKENS_CAP, notes, "max_new_tokens")
     seed = _clamp("seed", settings.seed, 0, SEED_MAX, notes, "seed")
     if context is not None:
         room = context - prompt_tokens - policy.d_max - 1
         if room < 1:
-            raise ValueError(f"the prompt is {prompt_tokens} tokens long; with d_max = {policy.d_max} it leaves "
-                             f"no room in the {context}-token context window")
+            raise ValueError(
+                f"the prompt is {prompt_tokens} tokens long; with d_max = {policy.d_max} it leaves "
+                f"no room in the {context}-token context window"
+            )
         if max_new > room:
-            notes["max_new_tokens"] = (f"max new tokens {_number(settings.max_new_tokens, 'max new tokens'):g} -> "
-                                       f"{room} (prompt + output + d_max look-ahead must fit the {context}-token "
-                                       "context window)")
+            notes["max_new_tokens"] = (
+                f"max new tokens {_number(settings.max_new_tokens, 'max new tokens'):g} -> "
+                f"{room} (prompt + output + d_max look-ahead must fit the {context}-token "
+                "context window)"
+            )
             max_new = room
-    return Checked(Settings(alpha=policy.alpha, d_max=policy.d_max, static_length=policy.static_length,
-                            temperature=temperature, max_new_tokens=max_new, seed=seed, tree_depth=policy.tree_depth,
-                            node_budget=policy.node_budget), notes)
+    return Checked(
+        Settings(
+            alpha=policy.alpha,
+            d_max=policy.d_max,
+            static_length=policy.static_length,
+            temperature=temperature,
+            max_new_tokens=max_new,
+            seed=seed,
+            tree_depth=policy.tree_depth,
+            node_budget=policy.node_budget,
+        ),
+        notes,
+    )
 
 
 def check_race_modes(modes) -> tuple[str, ...]:
@@ -168,11 +197,15 @@ class Suggestion:
     def explain(self) -> str:
         rounds = f"mean tau = {self.tau:.2f}, mean d = {self.d} over the {self.rounds} rounds that submitted drafts"
         if self.c_ms <= 1000 * FLAT_C_S:
-            return (f"alpha = {self.alpha:g}, the top of the allowed range: this machine's latency fit has c = "
-                    f"{self.c_ms:.3f} ms per verified position (a longer verification measured no slower), so "
-                    f"alpha = T_verify / (tau c) has no finite value; {rounds}")
-        return (f"alpha = T_verify / (tau c) = {self.alpha:.2f}, with T_verify at d = {self.d} and c = "
-                f"{self.c_ms:.3f} ms per verified position from this machine's latency fit, and {rounds}")
+            return (
+                f"alpha = {self.alpha:g}, the top of the allowed range: this machine's latency fit has c = "
+                f"{self.c_ms:.3f} ms per verified position (a longer verification measured no slower), so "
+                f"alpha = T_verify / (tau c) has no finite value; {rounds}"
+            )
+        return (
+            f"alpha = T_verify / (tau c) = {self.alpha:.2f}, with T_verify at d = {self.d} and c = "
+            f"{self.c_ms:.3f} ms per verified position from this machine's latency fit, and {rounds}"
+        )
 
 
 def suggest_alpha(records: list[RoundRecord], profile: LatencyProfile) -> Suggestion:

@@ -6,6 +6,7 @@ its progress, draws `tuning_plots.sweep_figure` and offers the table as CSV. A C
 stops the sweep of the same page (`Session.cancel_sweep`, keyed by the page's gradio session)
 before its next run. Paper symbols: alpha, d_max, d*, tau.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,14 @@ import pandas as pd
 
 from libraspec.views import tuning_plots
 from libraspec.experiments.bench import read_prompts
-from libraspec.experiments.sweep import COLUMNS, DEFAULT_ALPHAS, DEFAULT_D_MAXES, alpha_label, parse_alphas, parse_d_maxes
+from libraspec.experiments.sweep import (
+    COLUMNS,
+    DEFAULT_ALPHAS,
+    DEFAULT_D_MAXES,
+    alpha_label,
+    parse_alphas,
+    parse_d_maxes,
+)
 
 from .common import QUEUE, client_key, load_examples
 from .hosting import RACE_MAX_S, gpu
@@ -64,35 +72,46 @@ class SweepTab:
 
     def build(self) -> None:
         with gr.Tab("Sweep", id="sweep"):
-            gr.Markdown("LibraSpec over a grid of alpha x d_max values (alpha = auto sets "
-                        "alpha = T_verify / (tau c) online from the latency profile and the running tau, "
-                        "section 3.4). Each cell decodes every prompt with the oracle annotation "
-                        "(d* per round, untimed); AR decodes each prompt once for the measured speedup.")
+            gr.Markdown(
+                "LibraSpec over a grid of alpha x d_max values (alpha = auto sets "
+                "alpha = T_verify / (tau c) online from the latency profile and the running tau, "
+                "section 3.4). Each cell decodes every prompt with the oracle annotation "
+                "(d* per round, untimed); AR decodes each prompt once for the measured speedup."
+            )
             with gr.Row():
-                self.alphas = gr.Textbox(", ".join(map(str, DEFAULT_ALPHAS)), label="alpha values (or auto)",
-                                         elem_id="ls-sweep-alphas")
-                self.d_maxes = gr.Textbox(", ".join(map(str, DEFAULT_D_MAXES)), label="d_max values",
-                                          elem_id="ls-sweep-dmax")
+                self.alphas = gr.Textbox(
+                    ", ".join(map(str, DEFAULT_ALPHAS)), label="alpha values (or auto)", elem_id="ls-sweep-alphas"
+                )
+                self.d_maxes = gr.Textbox(
+                    ", ".join(map(str, DEFAULT_D_MAXES)), label="d_max values", elem_id="ls-sweep-dmax"
+                )
                 self.prompt_set = gr.Dropdown(prompt_sets(), value=EXAMPLES, label="prompt set")
                 self.count = gr.Slider(1, MAX_PROMPTS, value=3, step=1, label="prompts", elem_id="ls-sweep-count")
-                self.max_new_tokens = gr.Slider(8, MAX_NEW_TOKENS_CAP, value=64, step=8, label="max new tokens",
-                                                elem_id="ls-sweep-max-new")
+                self.max_new_tokens = gr.Slider(
+                    8, MAX_NEW_TOKENS_CAP, value=64, step=8, label="max new tokens", elem_id="ls-sweep-max-new"
+                )
             with gr.Row():
                 self.run_button = gr.Button("Run sweep", variant="primary", elem_id="ls-sweep-run")
                 self.cancel_button = gr.Button("Cancel", variant="stop", elem_id="ls-sweep-cancel")
             self.status = gr.HTML(status_html("Set the grid and press Run sweep."), elem_id="ls-sweep-status")
-            empty = tuning_plots.sweep_figure(pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS],
-                                       list(DEFAULT_D_MAXES))
-            self.plot = gr.Plot(empty, label="sweep heatmaps", show_label=False,
-                                elem_id="ls-sweep-plot")
+            empty = tuning_plots.sweep_figure(
+                pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS], list(DEFAULT_D_MAXES)
+            )
+            self.plot = gr.Plot(empty, label="sweep heatmaps", show_label=False, elem_id="ls-sweep-plot")
             self.table = gr.Dataframe(pd.DataFrame(columns=COLUMNS), label="one row per cell", interactive=False)
             self.csv = gr.File(label="sweep CSV", interactive=False)
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
 
     def _wire(self) -> None:
         inputs = [self.alphas, self.d_maxes, self.prompt_set, self.count, self.max_new_tokens]
-        self.run_button.click(self.sweep_live, inputs, [self.status, self.plot, self.table, self.csv],
-                              api_visibility="private", show_progress="minimal", **QUEUE)
+        self.run_button.click(
+            self.sweep_live,
+            inputs,
+            [self.status, self.plot, self.table, self.csv],
+            api_visibility="private",
+            show_progress="minimal",
+            **QUEUE,
+        )
         self.cancel_button.click(self.cancel, None, [self.status], queue=False, api_visibility="private")
         gr.api(self.sweep, api_name="sweep", **QUEUE)
 
@@ -124,8 +143,12 @@ class SweepTab:
                 if last or time.monotonic() - shown >= FIGURE_INTERVAL_S:
                     shown = time.monotonic()
                     figure = tuning_plots.sweep_figure(event.frame, *axes)
-                    yield (status_html(message), figure, event.frame.round(4),
-                           self._csv(event.frame) if last else gr.skip())
+                    yield (
+                        status_html(message),
+                        figure,
+                        event.frame.round(4),
+                        self._csv(event.frame) if last else gr.skip(),
+                    )
                 else:
                     yield status_html(message), gr.skip(), gr.skip(), gr.skip()
         except (ValueError, OSError) as error:
@@ -136,8 +159,15 @@ class SweepTab:
         frame.to_csv(path, index=False)
         return path
 
-    def sweep(self, request: gr.Request, alphas: str = "1.6, 2.0, 2.2, 2.6, auto", d_maxes: str = "16, 24, 32, 48",
-              prompt_set: str = EXAMPLES, count: int = 3, max_new_tokens: int = 64) -> list[dict]:
+    def sweep(
+        self,
+        request: gr.Request,
+        alphas: str = "1.6, 2.0, 2.2, 2.6, auto",
+        d_maxes: str = "16, 24, 32, 48",
+        prompt_set: str = EXAMPLES,
+        count: int = 3,
+        max_new_tokens: int = 64,
+    ) -> list[dict]:
         """Run a sweep and return one row per (alpha, d_max) cell: tau, mean d, alpha used,
         measured and modeled speedup over AR, mean |d - d*|."""
         return self._sweep_gpu(client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens)

@@ -8,6 +8,7 @@ own, and a replay that differed would say so), a synthetic profile or a pasted l
 under the chosen cost model (Eq. 1). No model work here.
 Paper symbols: alpha, n, d, d_max, B, eps_i, q_i, tau.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -83,16 +84,20 @@ def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
     record = next(r for r in records if r.round_index >= wanted)
     if record.chosen_length == 0 and not record.policy_steps and not any(record.confidences):
         drafted = [r.round_index for r in records if any(r.confidences)]
-        raise ValueError(f"LibraSpec round {record.round_index} of the last race was an AR step: the drafter had "
-                         "nothing to offer, so Algorithm 1 did not run. Rounds with drafts: "
-                         f"{', '.join(map(str, drafted[:20]))}{' …' if len(drafted) > 20 else ''}")
+        raise ValueError(
+            f"LibraSpec round {record.round_index} of the last race was an AR step: the drafter had "
+            "nothing to offer, so Algorithm 1 did not run. Rounds with drafts: "
+            f"{', '.join(map(str, drafted[:20]))}{' …' if len(drafted) > 20 else ''}"
+        )
     alpha = record.alpha if record.alpha is not None else run.settings.alpha
     n, d_max = run.n, run.settings.d_max
-    notes = (f"Replay of LibraSpec round {record.round_index} of the last race (\"{run.prompt[:60]}\") with its "
-             f"own alpha = {alpha:g}, n = {n} and d_max = {d_max} (the sliders apply to synthetic and pasted "
-             f"confidences): the race drafted {record.blocks_drafted} block(s) and chose d = "
-             f"{record.chosen_length} after {len(record.policy_steps)} iteration(s). Positions past the "
-             f"{len(record.confidences)} drafted have no q_i; the policy never reads them.",)
+    notes = (
+        f'Replay of LibraSpec round {record.round_index} of the last race ("{run.prompt[:60]}") with its '
+        f"own alpha = {alpha:g}, n = {n} and d_max = {d_max} (the sliders apply to synthetic and pasted "
+        f"confidences): the race drafted {record.blocks_drafted} block(s) and chose d = "
+        f"{record.chosen_length} after {len(record.policy_steps)} iteration(s). Positions past the "
+        f"{len(record.confidences)} drafted have no q_i; the policy never reads them.",
+    )
     return Confidences(np.asarray(record.confidences, dtype=np.float64), n, d_max, float(alpha), notes, record)
 
 
@@ -105,8 +110,9 @@ def confidences_for(inputs: Inputs, runs: list[Run] | None) -> Confidences:
     if inputs.source == "pasted list":
         q = parse_confidences(inputs.pasted)
     elif inputs.source == "synthetic":
-        q = synthetic_confidences(-(-d_max // n) * n, float(inputs.start), float(inputs.decay),
-                                  float(inputs.noise), int(inputs.seed))
+        q = synthetic_confidences(
+            -(-d_max // n) * n, float(inputs.start), float(inputs.decay), float(inputs.noise), int(inputs.seed)
+        )
     else:
         raise ValueError(f"unknown confidence source {inputs.source!r}")
     if q.size < n:
@@ -127,23 +133,28 @@ def replay_check(source: Confidences, states: list) -> str | None:
         return None
     steps = tuple(s.step for s in states[1:])
     if steps != record.policy_steps or states[-1].blocks != record.blocks_drafted:
-        return (f"⚠ This replay differs from the recorded round: the race recorded {len(record.policy_steps)} "
-                f"iteration(s) and {record.blocks_drafted} block(s), the replay {len(steps)} and {states[-1].blocks}.")
+        return (
+            f"⚠ This replay differs from the recorded round: the race recorded {len(record.policy_steps)} "
+            f"iteration(s) and {record.blocks_drafted} block(s), the replay {len(steps)} and {states[-1].blocks}."
+        )
     if states[-1].d != record.chosen_length:
-        return (f"The race submitted d = {record.chosen_length}, not {states[-1].d}: max new tokens left room for "
-                f"only {record.chosen_length} more draft(s) in that round.")
+        return (
+            f"The race submitted d = {record.chosen_length}, not {states[-1].d}: max new tokens left room for "
+            f"only {record.chosen_length} more draft(s) in that round."
+        )
     return None
 
 
-def cost_profile(inputs: Inputs, n: int, d_max: int,
-                 measured: LatencyProfile | None) -> tuple[LatencyProfile, str]:
+def cost_profile(inputs: Inputs, n: int, d_max: int, measured: LatencyProfile | None) -> tuple[LatencyProfile, str]:
     """The latency profile for E[eta_d]: the loaded pair's measured one, or t0 + c*k."""
     if inputs.cost == "measured profile":
         if measured is None:
             raise ValueError("the model is not loaded yet, so there is no measured profile: pick the linear cost")
         t0, c = measured.linear_fit()
-        note = (f"measured profile of {measured.meta.get('pair', 'the loaded pair')}: fit t0 = {1000 * t0:.2f} ms, "
-                f"c = {1000 * c:.3f} ms/token")
+        note = (
+            f"measured profile of {measured.meta.get('pair', 'the loaded pair')}: fit t0 = {1000 * t0:.2f} ms, "
+            f"c = {1000 * c:.3f} ms/token"
+        )
         if measured.n != n:
             note += f" (its drafting times are per block of n = {measured.n}, applied to n = {n})"
         return LatencyProfile(measured.verify_s, measured.draft_s, n, measured.meta), note
@@ -152,10 +163,13 @@ def cost_profile(inputs: Inputs, n: int, d_max: int,
             raise ValueError(f"{name} must be a finite number >= 0 ms")
     if inputs.t0_ms + inputs.c_ms <= 0:
         raise ValueError("t0 + c must be > 0: a verification cannot be free")
-    profile = LatencyProfile.from_linear(inputs.t0_ms / 1000, inputs.c_ms / 1000, max(inputs.draft_ms, 1e-6) / 1000,
-                                         n, max(2, d_max + 1))
-    return profile, (f"linear cost: verify t0 + c*k = {inputs.t0_ms:g} + {inputs.c_ms:g} k ms, "
-                     f"drafting {inputs.draft_ms:g} ms per block")
+    profile = LatencyProfile.from_linear(
+        inputs.t0_ms / 1000, inputs.c_ms / 1000, max(inputs.draft_ms, 1e-6) / 1000, n, max(2, d_max + 1)
+    )
+    return profile, (
+        f"linear cost: verify t0 + c*k = {inputs.t0_ms:g} + {inputs.c_ms:g} k ms, "
+        f"drafting {inputs.draft_ms:g} ms per block"
+    )
 
 
 def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measured: LatencyProfile | None = None):
@@ -170,16 +184,25 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
     best = exhaustive_argmax(q[:horizon], profile, horizon)
     lines = [f"**Step {index} of {len(states) - 1}.** {html.escape(states[index].message)}", ""]
     lines += [f"{k}. {html.escape(s.message)}" for k, s in enumerate(states[1:index], start=1)] if index > 1 else []
-    lines += ["", f"Run to the end, LibraSpec submits d = {final}; the exhaustive argmax of E[eta_d] over "
-                  f"1..{horizon} is d = {best} ({cost_note})."]
+    lines += [
+        "",
+        f"Run to the end, LibraSpec submits d = {final}; the exhaustive argmax of E[eta_d] over "
+        f"1..{horizon} is d = {best} ({cost_note}).",
+    ]
     suggestion = suggested_alpha(q, final, profile)
     if suggestion is not None:
-        lines.append(f"Section 3.4: these costs and E[tau] = {suggestion[1]:.2f} at d = {final} suggest alpha = "
-                     f"T_verify / (tau c) = {suggestion[0]:.2f} (this step-through uses {source.alpha:g}).")
+        lines.append(
+            f"Section 3.4: these costs and E[tau] = {suggestion[1]:.2f} at d = {final} suggest alpha = "
+            f"T_verify / (tau c) = {suggestion[0]:.2f} (this step-through uses {source.alpha:g})."
+        )
     check = replay_check(source, states)
     lines += [f"_{html.escape(note)}_" for note in source.notes] + ([html.escape(check)] if check else [])
-    return (index, tuning_plots.stepper_figure(states, index, q, d_max),
-            tuning_plots.expected_speedup_figure(q[:horizon], profile, horizon, final, n), "\n".join(lines))
+    return (
+        index,
+        tuning_plots.stepper_figure(states, index, q, d_max),
+        tuning_plots.expected_speedup_figure(q[:horizon], profile, horizon, final, n),
+        "\n".join(lines),
+    )
 
 
 def suggested_alpha(q: np.ndarray, d: int, profile: LatencyProfile) -> tuple[float, float] | None:
@@ -200,37 +223,59 @@ class TeachTab:
 
     def build(self) -> None:
         with gr.Tab("Algorithm step-through", id="teach"):
-            gr.Markdown("Walk LibraSpec's Algorithm 1 one iteration at a time: each step compares "
-                        "eps* = min_i eps_i with d, grows d when every bound lies above it, and stops "
-                        "(with the single rollback) when one falls at or below d.")
+            gr.Markdown(
+                "Walk LibraSpec's Algorithm 1 one iteration at a time: each step compares "
+                "eps* = min_i eps_i with d, grows d when every bound lies above it, and stops "
+                "(with the single rollback) when one falls at or below d."
+            )
             defaults = Inputs()
             with gr.Row():
                 with gr.Column():
-                    self.source = gr.Radio(list(SOURCES), value=defaults.source, label="confidences q_i from",
-                                           elem_id="ls-teach-source")
-                    self.start = gr.Slider(0.0, 1.0, value=defaults.start, step=0.01,
-                                           label="synthetic: q_1 (start level)")
-                    self.decay = gr.Slider(0.0, 0.3, value=defaults.decay, step=0.005,
-                                           label="synthetic: decay per position (q_i = q_1 (1 - decay)^(i-1))")
+                    self.source = gr.Radio(
+                        list(SOURCES), value=defaults.source, label="confidences q_i from", elem_id="ls-teach-source"
+                    )
+                    self.start = gr.Slider(
+                        0.0, 1.0, value=defaults.start, step=0.01, label="synthetic: q_1 (start level)"
+                    )
+                    self.decay = gr.Slider(
+                        0.0,
+                        0.3,
+                        value=defaults.decay,
+                        step=0.005,
+                        label="synthetic: decay per position (q_i = q_1 (1 - decay)^(i-1))",
+                    )
                     self.noise = gr.Slider(0.0, 0.3, value=defaults.noise, step=0.01, label="synthetic: noise (std)")
                     self.seed = gr.Number(value=0, precision=0, minimum=0, label="synthetic: seed")
-                    self.round = gr.Number(value=0, precision=0, minimum=0, elem_id="ls-teach-round",
-                                           label="last race: LibraSpec round (as numbered in the inspector)")
+                    self.round = gr.Number(
+                        value=0,
+                        precision=0,
+                        minimum=0,
+                        elem_id="ls-teach-round",
+                        label="last race: LibraSpec round (as numbered in the inspector)",
+                    )
                     self.pasted = gr.Textbox(label="pasted list", placeholder="0.98, 0.95, 0.9, 0.7, ...", lines=2)
                 with gr.Column():
                     with gr.Row():
-                        self.alpha = gr.Slider(ALPHA_MIN, ALPHA_MAX, value=defaults.alpha, step=0.05, label="alpha",
-                                               elem_id="ls-teach-alpha", scale=4)
-                        self.suggest = gr.Button("Use suggested alpha", size="sm", elem_id="ls-teach-suggest",
-                                                 scale=1)
-                    self.n = gr.Slider(1, 32, value=defaults.n, step=1,
-                                       label="n (block size; a race round has its own)")
+                        self.alpha = gr.Slider(
+                            ALPHA_MIN,
+                            ALPHA_MAX,
+                            value=defaults.alpha,
+                            step=0.05,
+                            label="alpha",
+                            elem_id="ls-teach-alpha",
+                            scale=4,
+                        )
+                        self.suggest = gr.Button("Use suggested alpha", size="sm", elem_id="ls-teach-suggest", scale=1)
+                    self.n = gr.Slider(
+                        1, 32, value=defaults.n, step=1, label="n (block size; a race round has its own)"
+                    )
                     self.d_max = gr.Slider(1, D_MAX_CAP, value=defaults.d_max, step=1, label="d_max")
                     self.cost = gr.Radio(list(COSTS), value=defaults.cost, label="cost model for E[eta_d]")
                     self.t0 = gr.Slider(0.0, 100.0, value=defaults.t0_ms, step=0.5, label="linear: t0 (ms)")
                     self.c = gr.Slider(0.0, 10.0, value=defaults.c_ms, step=0.05, label="linear: c (ms per token)")
-                    self.draft = gr.Slider(0.0, 50.0, value=defaults.draft_ms, step=0.5,
-                                           label="linear: drafting (ms per block)")
+                    self.draft = gr.Slider(
+                        0.0, 50.0, value=defaults.draft_ms, step=0.5, label="linear: drafting (ms per block)"
+                    )
             with gr.Row():
                 self.reset = gr.Button("Restart")
                 self.prev = gr.Button("Previous step")
@@ -240,28 +285,49 @@ class TeachTab:
             self.text = gr.Markdown(elem_id="ls-teach-text")
             with gr.Row():
                 self.step_plot = gr.Plot(label="eps_i bounds at this step", show_label=False, elem_id="ls-teach-step")
-                self.expected_plot = gr.Plot(label="expected speedup vs d", show_label=False,
-                                             elem_id="ls-teach-expected")
+                self.expected_plot = gr.Plot(
+                    label="expected speedup vs d", show_label=False, elem_id="ls-teach-expected"
+                )
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
 
     def _wire(self) -> None:
-        controls = [self.source, self.start, self.decay, self.noise, self.seed, self.round, self.pasted,
-                    self.alpha, self.n, self.d_max, self.cost, self.t0, self.c, self.draft]
+        controls = [
+            self.source,
+            self.start,
+            self.decay,
+            self.noise,
+            self.seed,
+            self.round,
+            self.pasted,
+            self.alpha,
+            self.n,
+            self.d_max,
+            self.cost,
+            self.t0,
+            self.c,
+            self.draft,
+        ]
         outputs = [self.index, self.step_plot, self.expected_plot, self.text]
-        for button, handler in ((self.reset, self.restart), (self.prev, self.previous), (self.next, self.forward),
-                                (self.end, self.to_end)):
+        for button, handler in (
+            (self.reset, self.restart),
+            (self.prev, self.previous),
+            (self.next, self.forward),
+            (self.end, self.to_end),
+        ):
             button.click(handler, [self.index, *controls], outputs, api_visibility="private")
         for control in controls:
             event = control.release if isinstance(control, gr.Slider) else control.change
             event(self.restart, [self.index, *controls], outputs, api_visibility="private")
-        self.suggest.click(self.use_suggested_alpha, [self.index, *controls], [self.alpha], api_visibility="private") \
-            .then(self.restart, [self.index, *controls], outputs, api_visibility="private")
+        self.suggest.click(
+            self.use_suggested_alpha, [self.index, *controls], [self.alpha], api_visibility="private"
+        ).then(self.restart, [self.index, *controls], outputs, api_visibility="private")
         gr.api(self.algorithm_steps, api_name="algorithm_steps")
 
     def attach_load(self, demo: gr.Blocks) -> None:
         """Draw the first state when the page opens."""
-        demo.load(self.opening, None, [self.index, self.step_plot, self.expected_plot, self.text],
-                  api_visibility="private")
+        demo.load(
+            self.opening, None, [self.index, self.step_plot, self.expected_plot, self.text], api_visibility="private"
+        )
 
     def _show(self, request: gr.Request, index: int, values) -> tuple:
         inputs = Inputs(*values)
@@ -278,8 +344,9 @@ class TeachTab:
         runs = self.session.runs(client_key(request)) if inputs.source == SOURCES[1] else None
         try:
             source = confidences_for(inputs, runs)
-            profile, _ = cost_profile(inputs, source.n, source.d_max,
-                                      self.session.profile() if inputs.cost == COSTS[0] else None)
+            profile, _ = cost_profile(
+                inputs, source.n, source.d_max, self.session.profile() if inputs.cost == COSTS[0] else None
+            )
             final = algorithm_states(source.padded, source.n, source.alpha, source.d_max)[-1].d
         except ValueError as error:
             raise gr.Error(str(error)) from error
@@ -306,10 +373,20 @@ class TeachTab:
     def algorithm_steps(self, confidences: str, n: int = 8, alpha: float = 2.2, d_max: int = 24) -> list[dict]:
         """Algorithm 1 over pasted confidences: every state (d, B, blocks, eps*, step, message)."""
         try:
-            source = confidences_for(Inputs(source="pasted list", pasted=confidences, n=int(n), d_max=int(d_max)),
-                                     None)
+            source = confidences_for(Inputs(source="pasted list", pasted=confidences, n=int(n), d_max=int(d_max)), None)
             states = algorithm_states(source.q, source.n, float(alpha), source.d_max)
         except (TypeError, ValueError) as error:
             raise gr.Error(str(error)) from error
-        return [{"index": s.index, "d": s.d, "budget": s.budget, "blocks": s.blocks, "eps": list(s.eps),
-                 "eps_star": s.eps_star, "reason": s.reason, "message": s.message} for s in states]
+        return [
+            {
+                "index": s.index,
+                "d": s.d,
+                "budget": s.budget,
+                "blocks": s.blocks,
+                "eps": list(s.eps),
+                "eps_star": s.eps_star,
+                "reason": s.reason,
+                "message": s.message,
+            }
+            for s in states
+        ]

@@ -12,6 +12,7 @@ alpha is clamped to `alpha_range`; a profile whose fit has c <= 0 (verification 
 dearer with length) gives the upper end, the limit alpha -> infinity of the formula.
 Algorithm 1 itself is unchanged (`LibraSpecPolicy`); only alpha moves between rounds.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,13 @@ class AutoAlphaLibraSpecPolicy(LibraSpecPolicy):
 
     name = "libraspec-auto"
 
-    def __init__(self, profile: LatencyProfile, d_max: int, prior_tau: float = DEFAULT_PRIOR_TAU,
-                 alpha_range: tuple[float, float] = ALPHA_RANGE):
+    def __init__(
+        self,
+        profile: LatencyProfile,
+        d_max: int,
+        prior_tau: float = DEFAULT_PRIOR_TAU,
+        alpha_range: tuple[float, float] = ALPHA_RANGE,
+    ):
         if not isinstance(profile, LatencyProfile):
             raise ValueError("automatic alpha needs a measured LatencyProfile")
         if not (isinstance(prior_tau, (int, float)) and math.isfinite(prior_tau) and prior_tau >= 1):

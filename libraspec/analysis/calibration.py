@@ -20,6 +20,7 @@ evaluation (`train.evaluate`) and BENCHMARKS.md (`report_md`) all call it.
 Reads records only (RoundRecord fields or `records.records_to_frame` columns), never
 engine internals.
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Iterator, Sequence
@@ -42,20 +43,23 @@ def _rounds(records: Iterable[RoundRecord] | pd.DataFrame) -> Iterator[tuple]:
         if records.empty:
             return
         yield from records[["mode", "round_index", "confidences", "chosen_length", "accepted"]].itertuples(
-            index=False, name=None)
+            index=False, name=None
+        )
     else:
         for r in records:
             yield r.mode, r.round_index, r.confidences, r.chosen_length, r.accepted
 
 
-def acceptance_samples(records: Iterable[RoundRecord] | pd.DataFrame, modes: Sequence[str] | None = None,
-                       tested_only: bool = False) -> pd.DataFrame:
+def acceptance_samples(
+    records: Iterable[RoundRecord] | pd.DataFrame, modes: Sequence[str] | None = None, tested_only: bool = False
+) -> pd.DataFrame:
     """One row per submitted draft: (mode, round_index, position i, q_i, accepted_i in {0, 1}).
 
     `records` are round records or their `records.records_to_frame` table. `modes` defaults
     to every mode except AR (no drafts) and the oracle, whose d* is chosen from the realised
     acceptance and would bias the sample. Rounds with d = 0 contribute nothing.
     """
+
     def wanted(mode: str) -> bool:
         return mode in modes if modes is not None else mode not in EXCLUDED_MODES
 
@@ -89,8 +93,7 @@ def bin_index(q, bins: int = BINS) -> np.ndarray:
     q (N,) -> (N,) integers in 0..bins - 1, consistent with `bin_edges` (the table's lo / hi).
     """
     edges = bin_edges(bins)
-    return np.minimum(np.searchsorted(edges, np.asarray(q, dtype=np.float64), side="right") - 1,
-                      len(edges) - 2)  # (N,)
+    return np.minimum(np.searchsorted(edges, np.asarray(q, dtype=np.float64), side="right") - 1, len(edges) - 2)  # (N,)
 
 
 def _check(q, accepted, bins: int) -> tuple[np.ndarray, np.ndarray]:
@@ -116,8 +119,15 @@ def reliability_table(q, accepted, bins: int = BINS) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         confidence = np.bincount(index, weights=q, minlength=bins) / count  # (bins,), NaN where empty
         acceptance = np.bincount(index, weights=accepted, minlength=bins) / count  # (bins,)
-    return pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "count": count.astype(int),
-                         "confidence": confidence, "acceptance": acceptance})
+    return pd.DataFrame(
+        {
+            "lo": edges[:-1],
+            "hi": edges[1:],
+            "count": count.astype(int),
+            "confidence": confidence,
+            "acceptance": acceptance,
+        }
+    )
 
 
 def expected_calibration_error(q, accepted, bins: int = BINS) -> float:
@@ -141,6 +151,11 @@ def acceptance_by_position(samples: pd.DataFrame) -> pd.DataFrame:
     if samples.empty:
         return pd.DataFrame(columns=["position", "count", "acceptance", "confidence"])
     grouped = samples.groupby("position", sort=True)
-    return pd.DataFrame({"position": grouped.size().index.astype(int), "count": grouped.size().to_numpy(),
-                         "acceptance": grouped["accepted"].mean().to_numpy(dtype=float),
-                         "confidence": grouped["q"].mean().to_numpy(dtype=float)})
+    return pd.DataFrame(
+        {
+            "position": grouped.size().index.astype(int),
+            "count": grouped.size().to_numpy(),
+            "acceptance": grouped["accepted"].mean().to_numpy(dtype=float),
+            "confidence": grouped["q"].mean().to_numpy(dtype=float),
+        }
+    )

@@ -13,6 +13,7 @@ and their modeled times come from the given latency profile, as the engine's do.
 where the text ends at an end-of-sequence token, the engine may also accept drafts beyond it
 (which it then cuts), so its last round can count more accepted drafts than the replay's.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,15 @@ from ..verify import SamplingConfig
 NOT_MEASURED = math.nan  # a replay times nothing
 
 
-def replay_greedy(drafter, policy: LengthPolicy, prompt: list[int], output: list[int], max_new_tokens: int,
-                  profile: LatencyProfile, lookahead: int | None = None) -> list[RoundRecord]:
+def replay_greedy(
+    drafter,
+    policy: LengthPolicy,
+    prompt: list[int],
+    output: list[int],
+    max_new_tokens: int,
+    profile: LatencyProfile,
+    lookahead: int | None = None,
+) -> list[RoundRecord]:
     """The rounds greedy speculative decoding of `prompt` with `drafter` and `policy` runs, given the
     target's greedy `output` (what AR decoding of at most `max_new_tokens` tokens produced).
     With `lookahead`, each round with a draft also carries the oracle length d* over that many
@@ -34,8 +42,10 @@ def replay_greedy(drafter, policy: LengthPolicy, prompt: list[int], output: list
     if drafter.needs_features:
         raise ValueError(f"the {drafter.name} drafter reads the target's features, so only the engine can run it")
     if not prompt or len(output) > max_new_tokens:
-        raise ValueError(f"replay needs a prompt and at most max_new_tokens = {max_new_tokens} output tokens, "
-                         f"got {len(prompt)} and {len(output)}")
+        raise ValueError(
+            f"replay needs a prompt and at most max_new_tokens = {max_new_tokens} output tokens, "
+            f"got {len(prompt)} and {len(output)}"
+        )
     policy.reset()
     ids, context, records, modeled = list(prompt), drafter.new_context(), [], 0.0
     while (generated := len(ids) - len(prompt)) < len(output):
@@ -48,24 +58,41 @@ def replay_greedy(drafter, policy: LengthPolicy, prompt: list[int], output: list
         d = decision.d
         accepted = _accepted(buffer.tokens[:d], output[generated:])
         blocks = buffer.blocks  # the annotation's look-ahead drafts further; this round drafted these
-        oracle_d = _oracle_length(buffer, output[generated:], min(lookahead, cap), profile) \
-            if lookahead and cap and not buffer.empty else None
-        committed = output[generated: generated + accepted + 1]
+        oracle_d = (
+            _oracle_length(buffer, output[generated:], min(lookahead, cap), profile)
+            if lookahead and cap and not buffer.empty
+            else None
+        )
+        committed = output[generated : generated + accepted + 1]
         ids += committed
         step_s = buffer.modeled_round_s(profile, d, blocks)  # a look-up drafter has no context upkeep
         modeled += step_s
         shown = blocks * buffer.n
         record = RoundRecord(
-            mode=policy.name, round_index=len(records), start_position=len(ids) - len(committed),
-            draft_tokens=tuple(buffer.tokens[:shown]), confidences=tuple(float(q) for q in buffer.confidences[:shown]),
-            draft_sources=tuple(buffer.sources[:shown]), blocks_drafted=blocks,
-            policy_steps=decision.steps, eps_bounds=decision.eps_bounds, chosen_length=d,
-            accepted=accepted, committed_tokens=tuple(committed),
+            mode=policy.name,
+            round_index=len(records),
+            start_position=len(ids) - len(committed),
+            draft_tokens=tuple(buffer.tokens[:shown]),
+            confidences=tuple(float(q) for q in buffer.confidences[:shown]),
+            draft_sources=tuple(buffer.sources[:shown]),
+            blocks_drafted=blocks,
+            policy_steps=decision.steps,
+            eps_bounds=decision.eps_bounds,
+            chosen_length=d,
+            accepted=accepted,
+            committed_tokens=tuple(committed),
             bonus_token=output[generated + accepted] if generated + accepted < len(output) else None,
-            oracle_length=oracle_d, draft_s=NOT_MEASURED, policy_s=NOT_MEASURED, verify_s=NOT_MEASURED,
-            modeled_s=step_s, cumulative_tokens=len(ids) - len(prompt), cumulative_s=NOT_MEASURED,
-            cumulative_modeled_s=modeled, finished=len(ids) - len(prompt) >= len(output),
-            alpha=decision.alpha)
+            oracle_length=oracle_d,
+            draft_s=NOT_MEASURED,
+            policy_s=NOT_MEASURED,
+            verify_s=NOT_MEASURED,
+            modeled_s=step_s,
+            cumulative_tokens=len(ids) - len(prompt),
+            cumulative_s=NOT_MEASURED,
+            cumulative_modeled_s=modeled,
+            finished=len(ids) - len(prompt) >= len(output),
+            alpha=decision.alpha,
+        )
         policy.update(record)
         records.append(record)
     return records

@@ -10,6 +10,7 @@ pictures teach exactly the rule the engine runs.
 Paper symbols: n block size, d speculative length, d_max its cap, q_i drafter confidence
 of draft i, alpha trade-off, B draft budget (drafted tokens not yet inside d).
 """
+
 from __future__ import annotations
 
 import math
@@ -53,21 +54,27 @@ def _bounds(q: np.ndarray, d: int, alpha: float) -> tuple[tuple[int, ...], int, 
     return eps, star, eps.index(star) + 1
 
 
-def _extend_message(k: int, d: int, star: int, at: int, d_new: int, d_max: int, before: int,
-                    budget: int, blocks: int, n: int) -> str:
+def _extend_message(
+    k: int, d: int, star: int, at: int, d_new: int, d_max: int, before: int, budget: int, blocks: int, n: int
+) -> str:
     capped = f" (capped at d_max = {d_max})" if d_new < star else ""
-    text = (f"Iteration {k}: eps* = min_i eps_i = {star} (at i = {at}) > d = {d}. Every position's bound "
-            f"lies above d, so growing d is a beneficial adjustment (Theorem 3.4): the expected tokens the "
-            f"drafts {d + 1}..{d_new} add, per extra verified position, beat the average of the current "
-            f"length (Theorem 3.2). d: {d} -> {d_new}{capped} (line 10).")
+    text = (
+        f"Iteration {k}: eps* = min_i eps_i = {star} (at i = {at}) > d = {d}. Every position's bound "
+        f"lies above d, so growing d is a beneficial adjustment (Theorem 3.4): the expected tokens the "
+        f"drafts {d + 1}..{d_new} add, per extra verified position, beat the average of the current "
+        f"length (Theorem 3.2). d: {d} -> {d_new}{capped} (line 10)."
+    )
     spent = before - (d_new - d)
     if blocks:
-        text += (f" B = {before} - {d_new - d} = {spent} < 0: the drafts made so far do not reach d, so "
-                 f"{blocks} more block{'s' if blocks > 1 else ''} of n = {n} "
-                 f"{'are' if blocks > 1 else 'is'} drafted (line 12), B = {budget}.")
+        text += (
+            f" B = {before} - {d_new - d} = {spent} < 0: the drafts made so far do not reach d, so "
+            f"{blocks} more block{'s' if blocks > 1 else ''} of n = {n} "
+            f"{'are' if blocks > 1 else 'is'} drafted (line 12), B = {budget}."
+        )
     else:
-        text += (f" B = {before} - {d_new - d} = {budget} >= 0: the drafts already made cover it, "
-                 "nothing new is drafted.")
+        text += (
+            f" B = {before} - {d_new - d} = {budget} >= 0: the drafts already made cover it, nothing new is drafted."
+        )
     return text
 
 
@@ -76,9 +83,11 @@ def _stop_message(k: int, d: int, star: int, at: int) -> str:
         outcome = f"d stays at {d}"
     else:
         outcome = f"d rolls back to eps* = {star} (the drafts after it cost more than they are expected to bring)"
-    return (f"Iteration {k}: eps* = {star} (at i = {at}) <= d = {d}: the bound of position {at} falls at or "
-            f"below d, so no longer length is a beneficial adjustment. {outcome} and the loop stops (line 8); "
-            f"LibraSpec submits d = {star} drafts.")
+    return (
+        f"Iteration {k}: eps* = {star} (at i = {at}) <= d = {d}: the bound of position {at} falls at or "
+        f"below d, so no longer length is a beneficial adjustment. {outcome} and the loop stops (line 8); "
+        f"LibraSpec submits d = {star} drafts."
+    )
 
 
 def algorithm_states(q, n: int, alpha: float, d_max: int, initial_blocks: int = 1) -> list[StepState]:
@@ -105,28 +114,71 @@ def algorithm_states(q, n: int, alpha: float, d_max: int, initial_blocks: int = 
     blocks, budget = initial_blocks, (initial_blocks - 1) * n  # line 4: d <- n; B <- 0 (+ blocks drafted ahead)
     eps, star, at = _bounds(q, n, alpha)
     if not steps:
-        message = (f"Start: one block of n = {n} drafts, d = n = d_max = {d_max}. The loop (line 5) never runs; "
-                   f"LibraSpec submits d = {n}.")
+        message = (
+            f"Start: one block of n = {n} drafts, d = n = d_max = {d_max}. The loop (line 5) never runs; "
+            f"LibraSpec submits d = {n}."
+        )
         return [StepState(0, n, budget, blocks, blocks * n, eps, star, at, None, True, "cap", message)]
-    states = [StepState(0, n, budget, blocks, blocks * n, eps, star, at, None, False, "start",
-                        f"Start (lines 3-4): one block of n = {n} drafts is made, d = n = {n}, B = {budget}. "
-                        f"Each iteration compares eps* = min_i eps_i with d (alpha = {alpha:g}, d_max = {d_max}).")]
+    states = [
+        StepState(
+            0,
+            n,
+            budget,
+            blocks,
+            blocks * n,
+            eps,
+            star,
+            at,
+            None,
+            False,
+            "start",
+            f"Start (lines 3-4): one block of n = {n} drafts is made, d = n = {n}, B = {budget}. "
+            f"Each iteration compares eps* = min_i eps_i with d (alpha = {alpha:g}, d_max = {d_max}).",
+        )
+    ]
     for k, step in enumerate(steps, start=1):
         d = step.d_before
         eps, star, at = _bounds(q, d, alpha)  # what line 6 compared
         blocks += step.blocks_requested
         if step.rollback:
-            states.append(StepState(k, step.d_after, step.budget, blocks, blocks * n, eps, star, at, step, True,
-                                    "stop", _stop_message(k, d, star, at)))
+            states.append(
+                StepState(
+                    k,
+                    step.d_after,
+                    step.budget,
+                    blocks,
+                    blocks * n,
+                    eps,
+                    star,
+                    at,
+                    step,
+                    True,
+                    "stop",
+                    _stop_message(k, d, star, at),
+                )
+            )
             break
-        message = _extend_message(k, d, star, at, step.d_after, d_max, budget, step.budget,
-                                  step.blocks_requested, n)
+        message = _extend_message(k, d, star, at, step.d_after, d_max, budget, step.budget, step.blocks_requested, n)
         budget = step.budget
         done = k == len(steps)
         if done:
             message += f" d = d_max = {d_max}: the loop ends (line 5); LibraSpec submits d = {step.d_after} drafts."
-        states.append(StepState(k, step.d_after, budget, blocks, blocks * n, eps, star, at, step, done,
-                                "cap" if done else "extend", message))
+        states.append(
+            StepState(
+                k,
+                step.d_after,
+                budget,
+                blocks,
+                blocks * n,
+                eps,
+                star,
+                at,
+                step,
+                done,
+                "cap" if done else "extend",
+                message,
+            )
+        )
     return states
 
 
@@ -138,8 +190,7 @@ def synthetic_confidences(length: int, start: float, decay: float, noise: float,
     Returns (length,) float64. Synthetic, for the step-through only; never shown as measured.
     """
     length = _check_int(length, "length")
-    for name, value, low, high in (("start", start, 0.0, 1.0), ("decay", decay, 0.0, 1.0),
-                                   ("noise", noise, 0.0, 1.0)):
+    for name, value, low, high in (("start", start, 0.0, 1.0), ("decay", decay, 0.0, 1.0), ("noise", noise, 0.0, 1.0)):
         if not (isinstance(value, (int, float, np.floating)) and math.isfinite(value) and low <= value <= high):
             raise ValueError(f"{name} must be a number within [{low:g}, {high:g}], got {value!r}")
     rng = np.random.default_rng(_check_int(seed, "seed", 0))
@@ -207,8 +258,9 @@ class ArrayBuffer:
         num_blocks = _check_int(num_blocks, "num_blocks")
         end = self._drafted + num_blocks * self.n
         if end > self._all.size:
-            raise ValueError(f"cannot draft {num_blocks} more blocks: only "
-                             f"{(self._all.size - self._drafted) // self.n} left")
+            raise ValueError(
+                f"cannot draft {num_blocks} more blocks: only {(self._all.size - self._drafted) // self.n} left"
+            )
         self._drafted = end
         self.extend_calls += 1
         self.blocks_extended += num_blocks

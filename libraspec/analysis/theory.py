@@ -24,6 +24,7 @@ every d <= d_max (block_size >= d_max) and verification is convex; a concave ver
 curve (as measured on CPUs) or per-block drafting steps can break unimodality, and the
 iteration can then stop at a local maximum.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Union

@@ -1,4 +1,5 @@
 """Drafters behind one interface (`base.Drafter`), and the registry of their names."""
+
 from __future__ import annotations
 
 import functools

@@ -13,6 +13,7 @@ verifies from the stored proposal distributions only after the length is chosen 
 neither the length nor a proposal can depend on a draft's own sampled value
 (docs/ARCHITECTURE.md, "Lossless verification").
 """
+
 from __future__ import annotations
 
 import time
@@ -121,8 +122,10 @@ class DraftBuffer:
         """d* over d = 0..len(accepted_prefix) for this round's drafts (`oracle.oracle_length`), each
         length priced as a round that drafts just enough steps; the first step is drafted in every
         round, d = 0 included."""
+
         def round_time(d: int) -> float:
             return self.modeled_round_s(profile, d, max(1, self.steps_for(d)), upkeep_s)
+
         return oracle_length(accepted_prefix, round_time, zero_time=round_time(0))
 
 

@@ -7,6 +7,7 @@ sampling: drafts are drawn from these distributions after d is chosen, `DraftBuf
 is the probability of the chain's token, the distribution's peak. The context is the drafter's
 K/V cache over the target's hidden-state features of every committed token but the newest.
 """
+
 from __future__ import annotations
 
 import torch
@@ -18,8 +19,7 @@ from .base import DraftBuffer
 class BlockDraft(DraftBuffer):
     """One round of block-diffusion drafting."""
 
-    def __init__(self, module, cache, anchor: int, anchor_position: int, vocab_size: int,
-                 sampling: SamplingConfig):
+    def __init__(self, module, cache, anchor: int, anchor_position: int, vocab_size: int, sampling: SamplingConfig):
         super().__init__(module.n, vocab_size, sampling)
         self.module = module
         self.cache = cache

@@ -9,6 +9,7 @@ block-diffusion passes conditioned on the chain so far. A
 proposal not kept is part of its step's time and is modeled as a step of its drafter
 (`DraftBuffer.discarded`). Every token records its source.
 """
+
 from __future__ import annotations
 
 from ..analysis.theory import expected_accepted
@@ -66,5 +67,6 @@ class HybridDrafter:
         self.lookup.fit_context(context[1], ids, None, first_position)
 
     def start_round(self, context, ids, sampling) -> HybridDraft:
-        return HybridDraft(self.block.start_round(context[0], ids, sampling),
-                           self.lookup.start_round(context[1], ids, sampling))
+        return HybridDraft(
+            self.block.start_round(context[0], ids, sampling), self.lookup.start_round(context[1], ids, sampling)
+        )

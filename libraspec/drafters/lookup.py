@@ -19,6 +19,7 @@ evaluated on). Drafts are deterministic: their proposal distribution is one-hot,
 accepts x_j with probability p(x_j) and otherwise resamples from p without x_j, as the standard
 rule does with q(x_j) = 1 (docs/ARCHITECTURE.md, "Lossless verification").
 """
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,10 @@ class LookupCalibration:
         """Read a fitted calibration (default: the shipped one); a missing or damaged file raises
         LookupCalibrationError saying how to repair it."""
         path = DEFAULT_CALIBRATION if path is None else path
-        repair = (f"restore it with `git checkout -- {Path(path).name}` in assets/, or refit it with "
-                  "`python -m libraspec.drafters.lookup_fit`")
+        repair = (
+            f"restore it with `git checkout -- {Path(path).name}` in assets/, or refit it with "
+            "`python -m libraspec.drafters.lookup_fit`"
+        )
         try:
             data = json.loads(Path(path).read_text())
             return cls(tuple(float(w) for w in data["weights"]), dict(data.get("meta", {})))
@@ -88,8 +91,10 @@ class LookupCalibration:
 
     def save(self, path: str | Path) -> None:
         from ..files import atomic_write_text
-        atomic_write_text(str(path), json.dumps({"features": FEATURES, "weights": list(self.weights),
-                                                 "meta": self.meta}, indent=1))
+
+        atomic_write_text(
+            str(path), json.dumps({"features": FEATURES, "weights": list(self.weights), "meta": self.meta}, indent=1)
+        )
 
 
 def feature_vector(features: tuple) -> tuple[float, ...]:
@@ -100,8 +105,10 @@ def feature_vector(features: tuple) -> tuple[float, ...]:
 def load_corpus(path: str | Path | None = None, vocab_size: int | None = None) -> "CorpusIndex":
     """The corpus index over a corpus file (`save_corpus`); errors say how to repair it."""
     path = DEFAULT_CORPUS if path is None else path
-    repair = ("restore it with `git checkout -- assets/lookup_corpus.npz`, or rebuild it with "
-              "`python -m libraspec.drafters.lookup_corpus`")
+    repair = (
+        "restore it with `git checkout -- assets/lookup_corpus.npz`, or rebuild it with "
+        "`python -m libraspec.drafters.lookup_corpus`"
+    )
     try:
         with np.load(Path(path), allow_pickle=False) as data:
             ids = np.asarray(data["ids"])
@@ -121,11 +128,13 @@ def save_corpus(path: str | Path, sequences, meta: dict) -> None:
     """Write sequences of token ids as one corpus file: `ids` (int32, SEPARATOR between sequences)
     and `meta` (JSON text), atomically."""
     from ..files import atomic_write
+
     flat = np.asarray([t for seq in sequences for t in [*map(int, seq), SEPARATOR]], dtype=np.int32)
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as handle:
             np.savez_compressed(handle, ids=flat, meta=np.asarray(json.dumps(meta)))
+
     atomic_write(str(path), write)
 
 
@@ -162,8 +171,11 @@ class CorpusIndex:
             lo, hi, k = new_lo, new_hi, k + 1
         if k < MIN_MATCH:
             return 0, []
-        rows = range(lo, hi) if hi - lo <= MAX_OCCURRENCES else \
-            [lo + (hi - lo) * j // MAX_OCCURRENCES for j in range(MAX_OCCURRENCES)]
+        rows = (
+            range(lo, hi)
+            if hi - lo <= MAX_OCCURRENCES
+            else [lo + (hi - lo) * j // MAX_OCCURRENCES for j in range(MAX_OCCURRENCES)]
+        )
         return k, sorted(len(self.ids) - order[r] for r in rows)
 
 
@@ -202,7 +214,7 @@ class SuffixIndex:
             self.ids.append(int(token))
             end = len(self.ids)
             for k in range(MIN_MATCH, min(MAX_MATCH, end) + 1):
-                self._ends.setdefault(tuple(self.ids[end - k:end]), []).append(end)
+                self._ends.setdefault(tuple(self.ids[end - k : end]), []).append(end)
 
     def truncate(self, length: int) -> None:
         """Forget tokens from `length` on (the index is rebuilt; rollbacks of committed text are rare)."""
@@ -224,8 +236,16 @@ class SuffixIndex:
 class LookupDraft(DraftBuffer):
     """One round of look-up drafting over the committed sequence and the drafts so far."""
 
-    def __init__(self, index: SuffixIndex, anchor: int, n: int, vocab_size: int, sampling: SamplingConfig,
-                 calibration: LookupCalibration, corpus: "CorpusIndex | None" = None):
+    def __init__(
+        self,
+        index: SuffixIndex,
+        anchor: int,
+        n: int,
+        vocab_size: int,
+        sampling: SamplingConfig,
+        calibration: LookupCalibration,
+        corpus: "CorpusIndex | None" = None,
+    ):
         super().__init__(n, vocab_size, sampling)
         self.index = index
         self.corpus = corpus
@@ -290,7 +310,7 @@ class LookupDraft(DraftBuffer):
             q.append(self.calibration.confidence(proposal[1]))
             self.features.append(proposal[1])
             self.tokens.append(proposal[0])  # later tokens of this step condition on it
-        del self.tokens[len(self.tokens) - len(tokens):]  # `extend` appends the step's tokens
+        del self.tokens[len(self.tokens) - len(tokens) :]  # `extend` appends the step's tokens
         if not tokens and not self.blocks:
             self.empty = True
         pad = self.n - len(tokens)  # nothing more to look up: placeholders no policy should verify
@@ -306,8 +326,9 @@ class LookupDrafter:
     name = "lookup"
     needs_features = False
 
-    def __init__(self, n: int, vocab_size: int, calibration: LookupCalibration | None = None,
-                 corpus: CorpusIndex | None = None):
+    def __init__(
+        self, n: int, vocab_size: int, calibration: LookupCalibration | None = None, corpus: CorpusIndex | None = None
+    ):
         self.n = int(n)
         self.vocab_size = int(vocab_size)
         self.calibration = calibration or LookupCalibration.load()
@@ -322,7 +343,7 @@ class LookupDrafter:
     def fit_context(self, context: SuffixIndex, ids, hidden_states, first_position) -> None:
         keep = len(ids) - 1
         context.truncate(keep)
-        context.append(ids[len(context):keep])
+        context.append(ids[len(context) : keep])
 
     def start_round(self, context: SuffixIndex, ids, sampling) -> LookupDraft:
         return LookupDraft(context, ids[-1], self.n, self.vocab_size, sampling, self.calibration, self.corpus)

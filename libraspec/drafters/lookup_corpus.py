@@ -10,6 +10,7 @@ sequence's own text, so phrasing the target repeats across answers ("To find the
 idioms, list layouts) is drafted the first time it appears. Writes `assets/lookup_corpus.npz`
 (`lookup.save_corpus`); a rerun rebuilds it from the shards in seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,10 @@ def sequences(source: str, folder: Path = SELFGEN) -> list[tuple[int, list[int],
 
     paths = shard_paths(folder / source)
     if not paths:
-        raise FileNotFoundError(f"no shards in {folder / source}: the committed self-generated responses are "
-                                "missing (`git checkout -- assets/selfgen`)")
+        raise FileNotFoundError(
+            f"no shards in {folder / source}: the committed self-generated responses are "
+            "missing (`git checkout -- assets/selfgen`)"
+        )
     out = []
     for path in paths:
         shard = torch.load(path, map_location="cpu", weights_only=False)
@@ -44,8 +47,11 @@ def corpus_sequences(folder: Path = SELFGEN) -> tuple[list[list[int]], dict]:
     """The corpus's responses (everything not held apart) and how many came from each source."""
     responses, counts = [], {}
     for source in SOURCES:
-        kept = [ids[start:] for index, ids, start in sequences(source, folder)
-                if not held_apart(source, index) and len(ids) > start]
+        kept = [
+            ids[start:]
+            for index, ids, start in sequences(source, folder)
+            if not held_apart(source, index) and len(ids) > start
+        ]
         responses += kept
         counts[source] = {"responses": len(kept), "tokens": sum(map(len, kept))}
     return responses, counts
@@ -57,10 +63,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(DEFAULT_CORPUS))
     args = parser.parse_args(argv)
     responses, counts = corpus_sequences(Path(args.selfgen))
-    meta = {"pair": "smollm2-135m", "sources": counts, "tokens": sum(map(len, responses)),
-            "source": "greedy responses of the target to Magpie and training-template prompts (assets/selfgen), "
-                      f"every {HELD_APART_EVERY}th Magpie response held apart for the confidence model",
-            "command": "python -m libraspec.drafters.lookup_corpus " + " ".join(argv or sys.argv[1:])}
+    meta = {
+        "pair": "smollm2-135m",
+        "sources": counts,
+        "tokens": sum(map(len, responses)),
+        "source": "greedy responses of the target to Magpie and training-template prompts (assets/selfgen), "
+        f"every {HELD_APART_EVERY}th Magpie response held apart for the confidence model",
+        "command": "python -m libraspec.drafters.lookup_corpus " + " ".join(argv or sys.argv[1:]),
+    }
     save_corpus(args.out, responses, meta)
     print(meta, file=sys.stderr)
     return 0

@@ -12,6 +12,7 @@ accepted), the quantity Algorithm 1's products assume. A logistic model of those
 last quarter; the check's ECE and reliability are stored with it in
 `assets/lookup_calibration.json`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,15 +22,24 @@ from pathlib import Path
 import numpy as np
 
 from .lookup_corpus import SELFGEN, held_apart, sequences
-from .lookup import (DEFAULT_CALIBRATION, DEFAULT_CORPUS, CorpusIndex, LookupCalibration, LookupDraft, SuffixIndex,
-                     feature_vector, load_corpus)
+from .lookup import (
+    DEFAULT_CALIBRATION,
+    DEFAULT_CORPUS,
+    CorpusIndex,
+    LookupCalibration,
+    LookupDraft,
+    SuffixIndex,
+    feature_vector,
+    load_corpus,
+)
 from ..verify import SamplingConfig
 
 UNFITTED = LookupCalibration.neutral()
 
 
-def trajectory_samples(ids: list[int], prompt_len: int, depth: int,
-                       corpus: CorpusIndex | None = None) -> tuple[list[tuple], list[int]]:
+def trajectory_samples(
+    ids: list[int], prompt_len: int, depth: int, corpus: CorpusIndex | None = None
+) -> tuple[list[tuple], list[int]]:
     """(features, accepted) of look-up drafts at every generated position of one greedy sequence."""
     features, labels = [], []
     index = SuffixIndex()
@@ -37,7 +47,7 @@ def trajectory_samples(ids: list[int], prompt_len: int, depth: int,
     for t in range(prompt_len, len(ids)):  # the anchor is ids[t - 1]; the target then wrote ids[t:]
         draft = LookupDraft(index, ids[t - 1], depth, 1, SamplingConfig(), UNFITTED, corpus)
         draft.extend(1)
-        truth = ids[t:t + depth]
+        truth = ids[t : t + depth]
         for j, feats in enumerate(draft.features[: len(truth)]):
             ok = draft.tokens[j] == truth[j]
             features.append(feats)
@@ -72,8 +82,11 @@ def main(argv=None) -> int:
     from ..analysis.calibration import expected_calibration_error, reliability_table
 
     corpus = load_corpus(args.corpus)
-    data = [(ids, start) for index, ids, start in sequences("magpie_ids", Path(args.selfgen))
-            if held_apart("magpie_ids", index)]
+    data = [
+        (ids, start)
+        for index, ids, start in sequences("magpie_ids", Path(args.selfgen))
+        if held_apart("magpie_ids", index)
+    ]
     split = len(data) * 3 // 4
     parts = {"fit": ([], []), "check": ([], [])}
     for i, (ids, start) in enumerate(data):
@@ -86,14 +99,23 @@ def main(argv=None) -> int:
     calibration = LookupCalibration(tuple(float(v) for v in w), {})
     q = np.array([calibration.confidence(f) for f in parts["check"][0]])
     y = np.array(parts["check"][1], dtype=np.float64)
-    meta = {"pair": "smollm2-135m", "responses": len(data), "fit_responses": split,
-            "fit_drafts": len(parts["fit"][1]), "check_drafts": int(y.size),
-            "check_ece": float(expected_calibration_error(q, y)), "check_mean_q": float(q.mean()),
-            "check_accept_rate": float(y.mean()), "depth": args.depth,
-            "check_reliability": {column: [None if v != v else v for v in values]  # an empty bin has no rate
-                                  for column, values in reliability_table(q, y).to_dict("list").items()},
-            "data": "greedy responses to the Magpie prompts held apart from the look-up corpus (assets/selfgen)",
-            "command": "python -m libraspec.drafters.lookup_fit " + " ".join(argv or sys.argv[1:])}
+    meta = {
+        "pair": "smollm2-135m",
+        "responses": len(data),
+        "fit_responses": split,
+        "fit_drafts": len(parts["fit"][1]),
+        "check_drafts": int(y.size),
+        "check_ece": float(expected_calibration_error(q, y)),
+        "check_mean_q": float(q.mean()),
+        "check_accept_rate": float(y.mean()),
+        "depth": args.depth,
+        "check_reliability": {
+            column: [None if v != v else v for v in values]  # an empty bin has no rate
+            for column, values in reliability_table(q, y).to_dict("list").items()
+        },
+        "data": "greedy responses to the Magpie prompts held apart from the look-up corpus (assets/selfgen)",
+        "command": "python -m libraspec.drafters.lookup_fit " + " ".join(argv or sys.argv[1:]),
+    }
     LookupCalibration(calibration.weights, meta).save(args.out)
     print({k: v for k, v in meta.items() if k != "check_reliability"}, file=sys.stderr)
     return 0

@@ -15,6 +15,7 @@ is mean |d - d*| over a mode's own rounds, d* from the untimed oracle annotation
 schedules on the same rounds and how often Algorithm 1 extends, rolls back, drafts further or meets d_max.
 The config carries the run's provenance (provenance.py).
 """
+
 from __future__ import annotations
 
 import functools
@@ -95,7 +96,7 @@ def parse_modes(text: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def parse_lengths(text: str | Sequence[int] | None, what: str = "static lengths") -> tuple[int, ...] | None:
-    """"4,8,15" -> (4, 8, 15): distinct integers >= 1 (static lengths, node budgets); None stays None."""
+    """ "4,8,15" -> (4, 8, 15): distinct integers >= 1 (static lengths, node budgets); None stays None."""
     if text is None:
         return None
     items = text.split(",") if isinstance(text, str) else list(text)
@@ -147,10 +148,13 @@ class BenchSpec:
             object.__setattr__(self, "annotate", tuple(self.annotate))
             unknown = set(self.annotate) - set(ANNOTATED_MODES)
             if unknown:
-                raise ValueError(f"only policy and tree modes can be annotated ({', '.join(ANNOTATED_MODES)}), "
-                                 f"got {', '.join(sorted(unknown))}")
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
-                and self.temperature >= 0):
+                raise ValueError(
+                    f"only policy and tree modes can be annotated ({', '.join(ANNOTATED_MODES)}), "
+                    f"got {', '.join(sorted(unknown))}"
+                )
+        if not (
+            isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature) and self.temperature >= 0
+        ):
             raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
         DecodeConfig(max_new_tokens=self.max_new_tokens, lookahead=self.d_max)  # validates both
 
@@ -214,8 +218,12 @@ def bench_profile(pair, spec: BenchSpec) -> LatencyProfile:
     return cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)), check=True)
 
 
-def mode_summary(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequence[RoundRecord]] | None,
-                 profile: LatencyProfile, strata: Sequence | None = None) -> dict:
+def mode_summary(
+    runs: Sequence[Sequence[RoundRecord]],
+    ar_runs: Sequence[Sequence[RoundRecord]] | None,
+    profile: LatencyProfile,
+    strata: Sequence | None = None,
+) -> dict:
     """The per-mode entry of OUT.json, from totals over prompts (records.summarize); `ar_runs`
     are AR's runs of the same prompts in the same order (the intervals pair them by prompt);
     `strata` labels each run's suite when runs of several suites are pooled (stratified intervals)."""
@@ -228,24 +236,41 @@ def mode_summary(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequen
     rows = per_prompt(runs, ar_runs)
     policy_s = sum(r.policy_s for r in records)
     kind = MODES[s.mode].kind
-    return {"mode": s.mode, "tokens": s.tokens, "rounds": s.rounds, "prompts": len(runs), "tau": s.tau,
-            "wall_s": s.seconds, "modeled_s": s.modeled_seconds,
-            "tokens_per_s": s.tokens / s.seconds if s.seconds > 0 else None,
-            "speedup_measured": s.speedup_measured, "speedup_modeled": modeled,
-            "speedup_measured_ci": speedup_interval(rows, "wall_s", strata=strata),
-            "speedup_modeled_ci": speedup_interval(rows, "modeled_s", None if ar_runs else profile.ar_token_time(),
-                                                   strata=strata),
-            "mad_vs_oracle": s.mad_vs_oracle if kind in ("policy", "tree") else None,
-            "mean_length": sum(r.chosen_length for r in records) / len(records) if kind != "ar" else None,
-            "mean_tree_size": sum(r.tree_size for r in records) / len(records) if kind == "tree" else None,
-            "mean_oracle_tree_size": _mean([r.oracle_tree_size for r in records]) if kind == "tree" else None,
-            "policy_s": policy_s, "policy_share": policy_s / s.seconds if s.seconds > 0 else None,
-            "regime": regime_stats(records_to_frame(records), profile.n) if kind in ("policy", "tree") else None,
-            "per_prompt": rows}
+    return {
+        "mode": s.mode,
+        "tokens": s.tokens,
+        "rounds": s.rounds,
+        "prompts": len(runs),
+        "tau": s.tau,
+        "wall_s": s.seconds,
+        "modeled_s": s.modeled_seconds,
+        "tokens_per_s": s.tokens / s.seconds if s.seconds > 0 else None,
+        "speedup_measured": s.speedup_measured,
+        "speedup_modeled": modeled,
+        "speedup_measured_ci": speedup_interval(rows, "wall_s", strata=strata),
+        "speedup_modeled_ci": speedup_interval(
+            rows, "modeled_s", None if ar_runs else profile.ar_token_time(), strata=strata
+        ),
+        "mad_vs_oracle": s.mad_vs_oracle if kind in ("policy", "tree") else None,
+        "mean_length": sum(r.chosen_length for r in records) / len(records) if kind != "ar" else None,
+        "mean_tree_size": sum(r.tree_size for r in records) / len(records) if kind == "tree" else None,
+        "mean_oracle_tree_size": _mean([r.oracle_tree_size for r in records]) if kind == "tree" else None,
+        "policy_s": policy_s,
+        "policy_share": policy_s / s.seconds if s.seconds > 0 else None,
+        "regime": regime_stats(records_to_frame(records), profile.n) if kind in ("policy", "tree") else None,
+        "per_prompt": rows,
+    }
 
 
-def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: LatencyProfile | None = None,
-              progress: bool = False, source: str = "") -> BenchResult:
+def run_bench(
+    pair,
+    prompts: Sequence[str],
+    spec: BenchSpec,
+    *,
+    profile: LatencyProfile | None = None,
+    progress: bool = False,
+    source: str = "",
+) -> BenchResult:
     """Decode every prompt in every mode of `spec`; returns the summary and every round."""
     if not prompts:
         raise ValueError("no prompts to benchmark")
@@ -255,12 +280,24 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
     profile = profile or bench_profile(pair, spec)
     decoder = SpeculativeDecoder(pair, profile, drafter=spec.drafter)
     labels = spec.labels(n)
-    jobs = [Job(label, mode, functools.partial(libraspec_policy, spec.alpha, spec.d_max, decoder),
-                functools.partial(_config, spec, mode)) if mode == "libraspec" else
-            Job(label, mode, functools.partial(_libraspec_tree, spec, decoder, value),
-                functools.partial(_config, spec, mode)) if mode == "ddtree-libraspec" else
-            mode_job(label, mode, _settings(spec, n, label, mode, value), functools.partial(_config, spec, mode))
-            for label, mode, value in labels]
+    jobs = [
+        Job(
+            label,
+            mode,
+            functools.partial(libraspec_policy, spec.alpha, spec.d_max, decoder),
+            functools.partial(_config, spec, mode),
+        )
+        if mode == "libraspec"
+        else Job(
+            label,
+            mode,
+            functools.partial(_libraspec_tree, spec, decoder, value),
+            functools.partial(_config, spec, mode),
+        )
+        if mode == "ddtree-libraspec"
+        else mode_job(label, mode, _settings(spec, n, label, mode, value), functools.partial(_config, spec, mode))
+        for label, mode, value in labels
+    ]
     records = {label: [] for label, _, _ in labels}
     load_before, clock_before = load_average(), cpu_clock()
     bar = _progress(len(prompts) * len(labels), progress)
@@ -270,8 +307,7 @@ def run_bench(pair, prompts: Sequence[str], spec: BenchSpec, *, profile: Latency
         bar.update(1)
     bar.close()
     summary = _summary(pair, prompts, spec, profile, records, labels, source)
-    summary["config"]["provenance"] = provenance(pair, spec.drafter or pair.default_drafter, load_before,
-                                                   clock_before)
+    summary["config"]["provenance"] = provenance(pair, spec.drafter or pair.default_drafter, load_before, clock_before)
     return BenchResult(summary, records)
 
 
@@ -285,23 +321,37 @@ def _settings(spec: BenchSpec, n: int, label: str, mode: str, value: int | None)
     static length (n when unset), FailFast's recorded settings (the paper's for failfast-paper),
     ddtree's depth (n when unset) and a tree mode's node budget (`value`)."""
     if label == "failfast-paper":
-        return PolicySettings(d_max=FAILFAST_PAPER["d_max"], failfast_threshold=FAILFAST_PAPER["threshold"],
-                              failfast_step=FAILFAST_PAPER["step"])
+        return PolicySettings(
+            d_max=FAILFAST_PAPER["d_max"],
+            failfast_threshold=FAILFAST_PAPER["threshold"],
+            failfast_step=FAILFAST_PAPER["step"],
+        )
     tree = MODES[mode].kind == "tree"
-    return PolicySettings(d_max=spec.d_max, static_length=n if tree else value or n,
-                          g4_initial=min(n, spec.d_max), failfast_threshold=FAILFAST["threshold"],
-                          failfast_step=FAILFAST["step"], tree_depth=spec.tree_depth or n,
-                          node_budget=value if tree else spec.node_budgets[0])
+    return PolicySettings(
+        d_max=spec.d_max,
+        static_length=n if tree else value or n,
+        g4_initial=min(n, spec.d_max),
+        failfast_threshold=FAILFAST["threshold"],
+        failfast_step=FAILFAST["step"],
+        tree_depth=spec.tree_depth or n,
+        node_budget=value if tree else spec.node_budgets[0],
+    )
 
 
 def _config(spec: BenchSpec, mode: str, index: int) -> DecodeConfig:
     """Prompt `index`'s config: seed + index in every mode, the oracle annotation where asked."""
-    return DecodeConfig(max_new_tokens=spec.max_new_tokens, temperature=spec.temperature, seed=spec.seed + index,
-                        lookahead=spec.d_max, annotate_oracle=mode in spec.annotated())
+    return DecodeConfig(
+        max_new_tokens=spec.max_new_tokens,
+        temperature=spec.temperature,
+        seed=spec.seed + index,
+        lookahead=spec.d_max,
+        annotate_oracle=mode in spec.annotated(),
+    )
 
 
 def _progress(total: int, enabled: bool):
     from tqdm import tqdm
+
     return tqdm(total=total, desc="bench", unit="run", file=sys.stderr, disable=not enabled)
 
 
@@ -317,27 +367,53 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
         for label, _ in statics:
             modes[label]["best"] = label == best[0]
     n = pair.n
-    runs = [{"prompt_index": i, "mode": label, "output_ids": [t for r in rounds for t in r.committed_tokens],
-             "text": pair.decode([t for r in rounds for t in r.committed_tokens]),
-             "tokens": sum(r.tau for r in rounds), "rounds": len(rounds),
-             "wall_s": sum(r.measured_s for r in rounds)}
-            for label, _, _ in labels for i, rounds in enumerate(records[label])]
+    runs = [
+        {
+            "prompt_index": i,
+            "mode": label,
+            "output_ids": [t for r in rounds for t in r.committed_tokens],
+            "text": pair.decode([t for r in rounds for t in r.committed_tokens]),
+            "tokens": sum(r.tau for r in rounds),
+            "rounds": len(rounds),
+            "wall_s": sum(r.measured_s for r in rounds),
+        }
+        for label, _, _ in labels
+        for i, rounds in enumerate(records[label])
+    ]
     runs.sort(key=lambda run: run["prompt_index"])
     target_name = getattr(pair.target.config, "name_or_path", "") or type(pair.target.model).__name__
     config = {
-        "models": {"pair": pair.name, "description": pair.description, "target": target_name,
-                   "drafter_id": pair.drafter_id, "drafter": spec.drafter or pair.default_drafter},
-        "alpha": spec.alpha, "d_max": spec.d_max, "n": n,
-        "static_length": best[1] if best else spec.lengths(n)[0], "static_lengths": list(spec.lengths(n)),
-        "best_static": best[0] if best else None, "g4_initial": min(n, spec.d_max), "failfast": dict(FAILFAST),
+        "models": {
+            "pair": pair.name,
+            "description": pair.description,
+            "target": target_name,
+            "drafter_id": pair.drafter_id,
+            "drafter": spec.drafter or pair.default_drafter,
+        },
+        "alpha": spec.alpha,
+        "d_max": spec.d_max,
+        "n": n,
+        "static_length": best[1] if best else spec.lengths(n)[0],
+        "static_lengths": list(spec.lengths(n)),
+        "best_static": best[0] if best else None,
+        "g4_initial": min(n, spec.d_max),
+        "failfast": dict(FAILFAST),
         "failfast_paper": dict(FAILFAST_PAPER) if spec.failfast_paper and "failfast" in spec.modes else None,
-        "node_budgets": list(spec.node_budgets), "tree_depth": spec.tree_depth or n,
-        "modes": list(spec.modes), "max_new_tokens": spec.max_new_tokens, "temperature": spec.temperature,
-        "seed": spec.seed, "prompts": source, "num_prompts": len(prompts),
+        "node_budgets": list(spec.node_budgets),
+        "tree_depth": spec.tree_depth or n,
+        "modes": list(spec.modes),
+        "max_new_tokens": spec.max_new_tokens,
+        "temperature": spec.temperature,
+        "seed": spec.seed,
+        "prompts": source,
+        "num_prompts": len(prompts),
         "oracle_annotation": list(spec.annotated()),
-        "profile": profile.to_dict(), "machine": machine_description(), "threads": torch.get_num_threads(),
+        "profile": profile.to_dict(),
+        "machine": machine_description(),
+        "threads": torch.get_num_threads(),
         "profile_check": profile_check(profile, [r for run in ar_runs for r in run]) if ar_runs else None,
-        "versions": versions(), "bootstrap": {"resamples": RESAMPLES, "level": LEVEL, "seed": SEED},
+        "versions": versions(),
+        "bootstrap": {"resamples": RESAMPLES, "level": LEVEL, "seed": SEED},
     }
     return {"config": config, "modes": modes, "runs": runs}
 
@@ -367,8 +443,10 @@ def read_result(out: str | os.PathLike) -> BenchResult:
     records = {}
     for label in summary["modes"]:
         mine = frame[frame["label"] == label]
-        records[label] = [frame_to_records(mine[mine["prompt_index"] == i].drop(columns=["label", "prompt_index"]))
-                          for i in range(summary["config"]["num_prompts"])]
+        records[label] = [
+            frame_to_records(mine[mine["prompt_index"] == i].drop(columns=["label", "prompt_index"]))
+            for i in range(summary["config"]["num_prompts"])
+        ]
     return BenchResult(summary, records)
 
 
@@ -390,21 +468,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
     parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
     parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
-    parser.add_argument("--failfast-paper", action="store_true",
-                        help="with failfast: also FailFast with the paper's settings (threshold 0.45, start and "
-                             "step 10, at most 60), labelled failfast-paper")
-    parser.add_argument("--node-budget", default="32",
-                        help="tree modes' node budget, or a comma list (labels MODE-bB), e.g. 16,32,64")
+    parser.add_argument(
+        "--failfast-paper",
+        action="store_true",
+        help="with failfast: also FailFast with the paper's settings (threshold 0.45, start and "
+        "step 10, at most 60), labelled failfast-paper",
+    )
+    parser.add_argument(
+        "--node-budget", default="32", help="tree modes' node budget, or a comma list (labels MODE-bB), e.g. 16,32,64"
+    )
     parser.add_argument("--tree-depth", type=int, default=None, help="ddtree's depth (default: n)")
-    parser.add_argument("--annotate", default=",".join(ANNOTATED_MODES),
-                        help="policy and tree modes to annotate with the oracle d* (for MAD); 'none' for none")
+    parser.add_argument(
+        "--annotate",
+        default=",".join(ANNOTATED_MODES),
+        help="policy and tree modes to annotate with the oracle d* (for MAD); 'none' for none",
+    )
     add_drafter_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def add_drafter_argument(parser) -> None:
-    parser.add_argument("--drafter", choices=DRAFTERS, default=None,
-                        help="drafter (default: the model pair's default)")
+    parser.add_argument("--drafter", choices=DRAFTERS, default=None, help="drafter (default: the model pair's default)")
 
 
 def set_threads(threads: int | None) -> None:
@@ -416,17 +500,27 @@ def set_threads(threads: int | None) -> None:
 
 def run(args) -> int:
     from ..models.registry import load_pair
+
     set_threads(args.threads)
     prompts = read_prompts(args.prompts)
     if args.limit is not None:
         if args.limit < 1:
             raise ValueError(f"--limit must be >= 1, got {args.limit}")
         prompts = prompts[: args.limit]
-    spec = BenchSpec(modes=parse_modes(args.modes), max_new_tokens=args.max_new_tokens,
-                     temperature=args.temperature, seed=args.seed, alpha=args.alpha, d_max=args.d_max,
-                     static_lengths=parse_lengths(args.static_lengths), annotate=parse_annotate(args.annotate),
-                     drafter=args.drafter, failfast_paper=args.failfast_paper,
-                     node_budgets=parse_lengths(args.node_budget, "node budgets"), tree_depth=args.tree_depth)
+    spec = BenchSpec(
+        modes=parse_modes(args.modes),
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        alpha=args.alpha,
+        d_max=args.d_max,
+        static_lengths=parse_lengths(args.static_lengths),
+        annotate=parse_annotate(args.annotate),
+        drafter=args.drafter,
+        failfast_paper=args.failfast_paper,
+        node_budgets=parse_lengths(args.node_budget, "node budgets"),
+        tree_depth=args.tree_depth,
+    )
     pair = load_pair(args.model)
     result = run_bench(pair, prompts, spec, progress=not args.quiet, source=str(args.prompts))
     write_result(result, args.out)

@@ -15,6 +15,7 @@ section "Modes"); `mode_job` builds a job whose policy is `MODES[mode].policy(se
 `libraspec_policy` makes LibraSpec with a fixed alpha or "auto" (autoalpha.py), for the
 benchmarks and the sweep alike.
 """
+
 from __future__ import annotations
 
 import functools
@@ -50,14 +51,15 @@ class Job:
         return None if self.policy is None else self.policy()
 
 
-def mode_job(label: str, mode: str, settings: PolicySettings,
-             config: DecodeConfig | Callable[[int], DecodeConfig]) -> Job:
+def mode_job(
+    label: str, mode: str, settings: PolicySettings, config: DecodeConfig | Callable[[int], DecodeConfig]
+) -> Job:
     """A job whose policy is the registry's: `MODES[mode].policy(settings)`, fresh for every run."""
     return Job(label, mode, functools.partial(MODES[mode].policy, settings), config)
 
 
 def parse_alphas(text: str | Sequence) -> tuple:
-    """"1.6, 2.2, auto" -> (1.6, 2.2, "auto"); values must be finite and > 0, no repeats."""
+    """ "1.6, 2.2, auto" -> (1.6, 2.2, "auto"); values must be finite and > 0, no repeats."""
     items = [str(x).strip() for x in (text.split(",") if isinstance(text, str) else text)]
     out = []
     for item in filter(None, items):
@@ -130,8 +132,15 @@ def grid_order(prompts: int, jobs: Sequence[Job], outer: str = "prompts") -> lis
     return [(index, job) for job in jobs for index in range(prompts)]
 
 
-def decode_grid(decoder: SpeculativeDecoder, prompt_ids: Sequence[Sequence[int]], jobs: Sequence[Job], *,
-                outer: str = "prompts", cancel=None, rounds: bool = False) -> Iterator[RunDone | RoundDone | Cancelled]:
+def decode_grid(
+    decoder: SpeculativeDecoder,
+    prompt_ids: Sequence[Sequence[int]],
+    jobs: Sequence[Job],
+    *,
+    outer: str = "prompts",
+    cancel=None,
+    rounds: bool = False,
+) -> Iterator[RunDone | RoundDone | Cancelled]:
     """Decode every prompt with every job; yields a `RunDone` after each run.
 
     `outer="prompts"` runs every job on prompt 0, then on prompt 1, ... (load on the machine

@@ -11,6 +11,7 @@ means other processes competed for the CPU; a load above `BUSY_LOAD` before a re
 means the same.
 Digests of large files are cached by path, size and modification time.
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,8 +39,14 @@ def versions() -> dict:
     import torch
     import transformers
     from importlib.metadata import PackageNotFoundError, version
-    out = {"python": platform.python_version(), "torch": torch.__version__,
-           "transformers": transformers.__version__, "numpy": numpy.__version__, "pandas": pandas.__version__}
+
+    out = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "numpy": numpy.__version__,
+        "pandas": pandas.__version__,
+    }
     try:
         out["libraspec"] = version("libraspec")
     except PackageNotFoundError:
@@ -49,9 +56,12 @@ def versions() -> dict:
 
 def git_state(root: str | os.PathLike = ROOT) -> dict:
     """{"commit": full hash or None, "dirty": uncommitted changes to tracked files (None without git)}."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30, check=True
+        ).stdout.strip()
+
     try:
         return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.SubprocessError):
@@ -128,14 +138,20 @@ def model_files(pair, drafter: str) -> list[dict]:
         roles.append(("drafter", DEFAULT_CALIBRATION))
         if pair.lookup_corpus is not None:
             roles.append(("drafter", Path(pair.lookup_corpus)))
-    return [{"role": role, "path": shown_path(path), "bytes": path.stat().st_size, "sha256": cached_sha256(path)}
-            for role, path in roles if path.is_file()]
+    return [
+        {"role": role, "path": shown_path(path), "bytes": path.stat().st_size, "sha256": cached_sha256(path)}
+        for role, path in roles
+        if path.is_file()
+    ]
 
 
 def provenance(pair, drafter: str, load_before: float | None, clock_before=None) -> dict:
     """The config's "provenance" entry, taken after a run that began at `load_before` and
     `clock_before` (a `cpu_clock` reading)."""
-    return {**{f"git_{k}": v for k, v in git_state().items()}, "source_sha256": source_digest(),
-            "files": model_files(pair, drafter),
-            "load_1min": {"before": load_before, "after": load_average()},
-            "others_cpu_share": others_share(clock_before, cpu_clock())}
+    return {
+        **{f"git_{k}": v for k, v in git_state().items()},
+        "source_sha256": source_digest(),
+        "files": model_files(pair, drafter),
+        "load_1min": {"before": load_before, "after": load_average()},
+        "others_cpu_share": others_share(clock_before, cpu_clock()),
+    }

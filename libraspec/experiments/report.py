@@ -11,6 +11,7 @@ One latency profile, measured up to the largest d_max, serves every run.
 The markdown itself (tables, goals, the paper comparison) is `report_md.render`; this
 module plans, runs, saves the per-run JSON / parquet files and the figures.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,19 @@ from typing import Callable
 
 import torch
 
-from .bench import (FAILFAST_PAPER, BenchSpec, add_drafter_argument, parse_annotate, read_prompts, read_result,
-                    records_path, run_bench, set_threads, static_grid, write_result)
+from .bench import (
+    FAILFAST_PAPER,
+    BenchSpec,
+    add_drafter_argument,
+    parse_annotate,
+    read_prompts,
+    read_result,
+    records_path,
+    run_bench,
+    set_threads,
+    static_grid,
+    write_result,
+)
 from ..cost import LatencyProfile
 from ..files import atomic_write_text
 from ..models.registry import ASSETS
@@ -42,8 +54,12 @@ PROMPTS_DIR = ASSETS / "prompts"
 # public prompt sets, read at run time from the shared data folder beside the repository and never
 # committed; choose them with --suites (each adds a main run and the sensitivity runs)
 PUBLIC_DATA = ASSETS.parents[1] / "shared" / "data"
-PUBLIC_SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "math500": "math500.jsonl",
-                 "mtbench": "mt_bench_questions.jsonl"}
+PUBLIC_SUITES = {
+    "gsm8k": "gsm8k_test.jsonl",
+    "humaneval": "humaneval.jsonl",
+    "math500": "math500.jsonl",
+    "mtbench": "mt_bench_questions.jsonl",
+}
 ALL_MODES = tuple(name for name, m in MODES.items() if m.kind != "tree")  # trees have their own runs (tree_spec)
 TREE_RUN_MODES = ("ar", "static", "libraspec") + tuple(name for name, m in MODES.items() if m.kind == "tree")
 
@@ -73,21 +89,47 @@ class ReportPlan:
         return self.static_lengths or static_grid(n, self.d_max)
 
     def main_spec(self, n: int, temperature: float) -> BenchSpec:
-        return BenchSpec(modes=ALL_MODES, max_new_tokens=self.max_new_tokens, temperature=temperature,
-                         seed=self.seed, alpha=self.alpha, d_max=self.d_max, static_lengths=self.lengths(n),
-                         annotate=self.annotate, drafter=self.drafter, failfast_paper=True)
+        return BenchSpec(
+            modes=ALL_MODES,
+            max_new_tokens=self.max_new_tokens,
+            temperature=temperature,
+            seed=self.seed,
+            alpha=self.alpha,
+            d_max=self.d_max,
+            static_lengths=self.lengths(n),
+            annotate=self.annotate,
+            drafter=self.drafter,
+            failfast_paper=True,
+        )
 
     def tree_spec(self, n: int, temperature: float) -> BenchSpec:
         """Chains against trees on one drafter: AR, static d = n, LibraSpec, ddtree (depth n) and
         ddtree-libraspec at every node budget, none annotated (all timed alike)."""
-        return BenchSpec(modes=TREE_RUN_MODES, max_new_tokens=self.max_new_tokens, temperature=temperature,
-                         seed=self.seed, alpha=self.alpha, d_max=self.d_max, static_lengths=(n,), annotate=False,
-                         drafter=self.tree_drafter, node_budgets=self.node_budgets)
+        return BenchSpec(
+            modes=TREE_RUN_MODES,
+            max_new_tokens=self.max_new_tokens,
+            temperature=temperature,
+            seed=self.seed,
+            alpha=self.alpha,
+            d_max=self.d_max,
+            static_lengths=(n,),
+            annotate=False,
+            drafter=self.tree_drafter,
+            node_budgets=self.node_budgets,
+        )
 
     def sweep_specs(self, n: int) -> list[tuple[str, float, BenchSpec]]:
         """(kind, value, spec) for each sensitivity run not already covered by the main run."""
-        base = BenchSpec(modes=("ar", "libraspec"), max_new_tokens=self.max_new_tokens, temperature=0.0,
-                         seed=self.seed, alpha=self.alpha, d_max=self.d_max, annotate=False, drafter=self.drafter)
+        base = BenchSpec(
+            modes=("ar", "libraspec"),
+            max_new_tokens=self.max_new_tokens,
+            temperature=0.0,
+            seed=self.seed,
+            alpha=self.alpha,
+            d_max=self.d_max,
+            annotate=False,
+            drafter=self.drafter,
+        )
         out = [("alpha", a, replace(base, alpha=a)) for a in self.alphas if a != self.alpha]
         out += [("d_max", d, replace(base, d_max=d)) for d in self.d_maxes if d != self.d_max and d >= n]
         return out
@@ -156,13 +198,14 @@ def suite_path(suite: str, folder: Path = PROMPTS_DIR, data: Path = PUBLIC_DATA)
     if suite in PUBLIC_SUITES:
         path = Path(data) / PUBLIC_SUITES[suite]
         if not path.is_file():
-            raise FileNotFoundError(f"public prompt suite {suite!r} needs {path} (the shared data folder beside "
-                                    "the repository; its files are read at run time, never copied in)")
+            raise FileNotFoundError(
+                f"public prompt suite {suite!r} needs {path} (the shared data folder beside "
+                "the repository; its files are read at run time, never copied in)"
+            )
         return path
     path = Path(folder) / f"{suite}.jsonl"
     if not path.is_file():
-        raise FileNotFoundError(f"prompt suite {suite!r} not found: {path} (public suites: "
-                                f"{', '.join(PUBLIC_SUITES)})")
+        raise FileNotFoundError(f"prompt suite {suite!r} not found: {path} (public suites: {', '.join(PUBLIC_SUITES)})")
     return path
 
 
@@ -174,14 +217,28 @@ def suite_prompts(suite: str, limit: int, folder: Path = PROMPTS_DIR) -> tuple[s
 def job_key(pair, prompts: list[str], spec: BenchSpec, profile: LatencyProfile) -> str:
     """What makes two runs of one job interchangeable: the spec, the prompts, the pair and its files,
     the library's source, the latency profile, the software, the machine and its thread count (SHA-256)."""
-    doc = {"spec": asdict(spec), "prompts": prompts, "model": pair.name, "source": source_digest(),
-           "files": [f["sha256"] for f in model_files(pair, spec.drafter or pair.default_drafter)],
-           "profile": profile.to_dict(), "versions": versions(), "machine": machine_description()}
+    doc = {
+        "spec": asdict(spec),
+        "prompts": prompts,
+        "model": pair.name,
+        "source": source_digest(),
+        "files": [f["sha256"] for f in model_files(pair, spec.drafter or pair.default_drafter)],
+        "profile": profile.to_dict(),
+        "versions": versions(),
+        "machine": machine_description(),
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None] = lambda s: None,
-               progress: bool = False, profile: LatencyProfile | None = None, resume: bool = False) -> ReportData:
+def run_report(
+    pair,
+    plan: ReportPlan,
+    data_dir: str,
+    log: Callable[[str], None] = lambda s: None,
+    progress: bool = False,
+    profile: LatencyProfile | None = None,
+    resume: bool = False,
+) -> ReportData:
     """Run every main and sensitivity bench of `plan`; JSON and parquet go to `data_dir`.
 
     Every result carries its `job_key`. With `resume`, a job whose result file exists with the same
@@ -190,8 +247,7 @@ def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None]
     """
     n = pair.n
     longest = plan.longest(n)
-    profile = profile or cached_profile(pair, max_tokens=max(25, longest + 1),
-                                        max_blocks=max(2, -(-longest // n)))
+    profile = profile or cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
     data = ReportData(plan=plan, profile=profile)
     start = time.perf_counter()
     jobs = [(s, t, plan.main_spec(n, t)) for s in plan.suites for t in plan.temperatures]
@@ -200,8 +256,13 @@ def run_report(pair, plan: ReportPlan, data_dir: str, log: Callable[[str], None]
     for step, (suite, key, spec) in enumerate(jobs, start=1):
         path, prompts = suite_prompts(suite, plan.prompts_per_suite)
         what = f"T={key:g}" if isinstance(key, float) else f"{key[0]}={alpha_label(key[1])}"
-        name = f"{suite}-T{key:g}" if isinstance(key, float) else f"{suite}-trees-T{key[1]:g}" \
-            if key[0] == "trees" else f"{suite}-{key[0]}{alpha_label(key[1])}"
+        name = (
+            f"{suite}-T{key:g}"
+            if isinstance(key, float)
+            else f"{suite}-trees-T{key[1]:g}"
+            if key[0] == "trees"
+            else f"{suite}-{key[0]}{alpha_label(key[1])}"
+        )
         out = os.path.join(data_dir, f"{name}.json")
         wanted = job_key(pair, prompts, spec, profile)
         if resume and stored_key(out) == wanted:
@@ -233,8 +294,9 @@ def saved_profile(path: Path, pair, longest: int) -> LatencyProfile | None:
         profile = LatencyProfile.from_dict(json.loads(path.read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    same = profile.meta.get("pair") == pair.name and all(profile.meta.get(k) == v
-                                                         for k, v in machine_description().items())
+    same = profile.meta.get("pair") == pair.name and all(
+        profile.meta.get(k) == v for k, v in machine_description().items()
+    )
     reaches = len(profile.verify_s) >= longest + 1 and len(profile.draft_s) >= -(-longest // pair.n)
     return profile if same and reaches else None
 
@@ -254,17 +316,20 @@ def bench_command(prompts: str, spec: BenchSpec, model: str, out: str, limit: in
     """The `bench` command line that reproduces one main run on its own."""
     prompts, out = shown_path(prompts), shown_path(out)
     lengths = ",".join(str(L) for L in spec.static_lengths or ())
-    return (f"python -m libraspec bench --prompts {prompts} --modes {','.join(spec.modes)} "
-            f"--static-lengths {lengths} --alpha {alpha_label(spec.alpha)} --d-max {spec.d_max} "
-            f"--annotate {','.join(spec.annotated()) or 'none'} {'--failfast-paper ' if spec.failfast_paper else ''}"
-            + (f"--drafter {spec.drafter} " if spec.drafter else "")
-            + (f"--node-budget {','.join(map(str, spec.node_budgets))} " if "ddtree" in spec.modes else "") +
-            f"--max-new-tokens {spec.max_new_tokens} --temperature {spec.temperature:g} "
-            f"--seed {spec.seed} --limit {limit} --model {model} --threads {torch.get_num_threads()} "
-            f"--out {out}")
+    return (
+        f"python -m libraspec bench --prompts {prompts} --modes {','.join(spec.modes)} "
+        f"--static-lengths {lengths} --alpha {alpha_label(spec.alpha)} --d-max {spec.d_max} "
+        f"--annotate {','.join(spec.annotated()) or 'none'} {'--failfast-paper ' if spec.failfast_paper else ''}"
+        + (f"--drafter {spec.drafter} " if spec.drafter else "")
+        + (f"--node-budget {','.join(map(str, spec.node_budgets))} " if "ddtree" in spec.modes else "")
+        + f"--max-new-tokens {spec.max_new_tokens} --temperature {spec.temperature:g} "
+        f"--seed {spec.seed} --limit {limit} --model {model} --threads {torch.get_num_threads()} "
+        f"--out {out}"
+    )
 
 
 # -- figures -------------------------------------------------------------------------------
+
 
 def can_export_png() -> bool:
     return importlib.util.find_spec("kaleido") is not None
@@ -279,11 +344,13 @@ def save_figures(figures: dict, folder: str, markdown_dir: str, fmt: str = "auto
     names = list(figures)
     if fmt in ("auto", "png") and can_export_png():
         import plotly.io as pio
+
         paths = [os.path.join(folder, f"{name}.png") for name in names]
         try:
             pio.write_images([figures[k] for k in names], paths, width=900, scale=1)
-            return {k: os.path.relpath(p, markdown_dir) for k, p in zip(names, paths)}, \
-                "Figures are PNG files exported with kaleido through the system Chromium."
+            return {
+                k: os.path.relpath(p, markdown_dir) for k, p in zip(names, paths)
+            }, "Figures are PNG files exported with kaleido through the system Chromium."
         except (ValueError, RuntimeError, OSError) as err:
             if fmt == "png":
                 raise ValueError(f"PNG export failed: {err}") from err
@@ -303,10 +370,10 @@ def save_figures(figures: dict, folder: str, markdown_dir: str, fmt: str = "auto
 def build_figures(data: ReportData) -> dict:
     """One length trajectory per suite (prompt 0, temperature 0) and the latency profile."""
     from ..views.plots import length_figure, profile_figure
+
     figures = {"profile": profile_figure(data.profile)}
     for suite in data.plan.suites:
-        result = data.main.get((suite, 0.0)) or next(
-            (r for (s, _), r in data.main.items() if s == suite), None)
+        result = data.main.get((suite, 0.0)) or next((r for (s, _), r in data.main.items() if s == suite), None)
         if result is None:
             continue
         best = result.summary["config"]["best_static"]
@@ -333,42 +400,61 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--out", default="BENCHMARKS.md")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"{QUICK.prompts_per_suite} prompts x {QUICK.max_new_tokens} tokens per suite "
-                             f"(default {DEFAULT.prompts_per_suite} x {DEFAULT.max_new_tokens})")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{QUICK.prompts_per_suite} prompts x {QUICK.max_new_tokens} tokens per suite "
+        f"(default {DEFAULT.prompts_per_suite} x {DEFAULT.max_new_tokens})",
+    )
     parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
     parser.add_argument("--prompts-per-suite", type=int, default=None)
     parser.add_argument("--max-new-tokens", type=int, default=None)
-    parser.add_argument("--suites", default=",".join(SUITES),
-                        help=f"assets/prompts suites or public ones read from {shown_path(PUBLIC_DATA)}: "
-                             f"{', '.join(PUBLIC_SUITES)}")
+    parser.add_argument(
+        "--suites",
+        default=",".join(SUITES),
+        help=f"assets/prompts suites or public ones read from {shown_path(PUBLIC_DATA)}: {', '.join(PUBLIC_SUITES)}",
+    )
     parser.add_argument("--temperatures", default="0,1")
     parser.add_argument("--static-lengths", default=None, help="default: 1..n, 2n and d_max")
-    parser.add_argument("--annotate", default=None, help="policy modes whose rounds get the oracle d* (MAD); "
-                                                         "'none' for none (default: the plan's)")
-    parser.add_argument("--alphas", default=",".join(alpha_label(a) for a in DEFAULT.alphas),
-                        help="LibraSpec alphas of the sensitivity runs: numbers and auto")
+    parser.add_argument(
+        "--annotate",
+        default=None,
+        help="policy modes whose rounds get the oracle d* (MAD); 'none' for none (default: the plan's)",
+    )
+    parser.add_argument(
+        "--alphas",
+        default=",".join(alpha_label(a) for a in DEFAULT.alphas),
+        help="LibraSpec alphas of the sensitivity runs: numbers and auto",
+    )
     parser.add_argument("--d-maxes", default=",".join(str(d) for d in DEFAULT.d_maxes))
-    parser.add_argument("--data-dir", default=None, help="per-run JSON/parquet (default: benchmarks/results "
-                                                         "beside --out)")
+    parser.add_argument(
+        "--data-dir", default=None, help="per-run JSON/parquet (default: benchmarks/results beside --out)"
+    )
     parser.add_argument("--figures", choices=("auto", "png", "html"), default="auto")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--note", default="", help="a sentence to print in the report's setup section")
-    parser.add_argument("--resume", action="store_true",
-                        help="read back runs whose result files carry the same job key (same code, files, profile, "
-                             "prompts and settings) and use the profile saved in the data folder: a report longer "
-                             "than a session is finished by running the same command again")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="read back runs whose result files carry the same job key (same code, files, profile, "
+        "prompts and settings) and use the profile saved in the data folder: a report longer "
+        "than a session is finished by running the same command again",
+    )
     add_drafter_argument(parser)
 
 
 def plan_from_args(args) -> ReportPlan:
     base = QUICK if args.quick else DEFAULT
-    plan = replace(base, suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
-                   temperatures=_floats(args.temperatures), alphas=parse_alphas(args.alphas),
-                   d_maxes=_ints(args.d_maxes),
-                   static_lengths=_ints(args.static_lengths) if args.static_lengths else None,
-                   drafter=args.drafter)
+    plan = replace(
+        base,
+        suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
+        temperatures=_floats(args.temperatures),
+        alphas=parse_alphas(args.alphas),
+        d_maxes=_ints(args.d_maxes),
+        static_lengths=_ints(args.static_lengths) if args.static_lengths else None,
+        drafter=args.drafter,
+    )
     if args.annotate is not None:
         plan = replace(plan, annotate=parse_annotate(args.annotate))
     if args.prompts_per_suite is not None:
@@ -382,6 +468,7 @@ def plan_from_args(args) -> ReportPlan:
 
 def run(args) -> int:
     from ..models.registry import load_pair
+
     set_threads(args.threads)
     plan = plan_from_args(args)
     markdown_dir = os.path.dirname(os.path.abspath(args.out))
@@ -393,8 +480,10 @@ def run(args) -> int:
 
     load = load_average()
     if load is not None and load > BUSY_LOAD:
-        log(f"warning: the 1-minute load average is {load:.2f} (> {BUSY_LOAD:g}): other processes are running, "
-            f"so measured times will carry their load (the report's header will say so)")
+        log(
+            f"warning: the 1-minute load average is {load:.2f} (> {BUSY_LOAD:g}): other processes are running, "
+            f"so measured times will carry their load (the report's header will say so)"
+        )
     pair = load_pair(args.model)
     n = pair.n
     longest = plan.longest(n)
@@ -407,8 +496,10 @@ def run(args) -> int:
         profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
         atomic_write_text(saved, json.dumps(profile.to_dict(), indent=1))
     low, high = estimate_seconds(plan, profile, n)
-    log(f"estimated decode time: {low / 60:.1f} min (tau = 3) to {high / 60:.1f} min (tau = 1), "
-        f"{torch.get_num_threads()} thread(s)")
+    log(
+        f"estimated decode time: {low / 60:.1f} min (tau = 3) to {high / 60:.1f} min (tau = 1), "
+        f"{torch.get_num_threads()} thread(s)"
+    )
     data = run_report(pair, plan, data_dir, log, progress=not args.quiet, profile=profile, resume=args.resume)
     data.estimate_s = (low, high)
     data.default_estimate_s = estimate_seconds(DEFAULT, profile, n)

@@ -15,6 +15,7 @@ before it was accepted (a >= i - 1); it is accepted when a >= i. The oracle mode
 of both, since it picks d knowing where the first mismatch is. The expected tau of the limits
 section is `theory`'s.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -25,13 +26,30 @@ from .bench import mode_summary
 from .provenance import BUSY_SHARE, shown_path
 from .stats import DSTAR_BINS, distinguishable
 from .driver import alpha_label
-from ..analysis.calibration import acceptance_by_position, acceptance_samples, expected_calibration_error, reliability_table
+from ..analysis.calibration import (
+    acceptance_by_position,
+    acceptance_samples,
+    expected_calibration_error,
+    reliability_table,
+)
 from ..analysis.theory import expected_tau_curve
 
-NAMES = {"ar": "AR", "libraspec": "LibraSpec", "g4": "G4", "failfast": "FailFast", "failfast-paper": "FailFast (paper)",
-         "oracle": "oracle"}
-GOALS = {"oracle_ratio": 0.90, "static_ratio": 1.10, "mad": 2.0, "mad_ratio": 0.3, "measured": 2.0,
-         "policy_share": 0.01}
+NAMES = {
+    "ar": "AR",
+    "libraspec": "LibraSpec",
+    "g4": "G4",
+    "failfast": "FailFast",
+    "failfast-paper": "FailFast (paper)",
+    "oracle": "oracle",
+}
+GOALS = {
+    "oracle_ratio": 0.90,
+    "static_ratio": 1.10,
+    "mad": 2.0,
+    "mad_ratio": 0.3,
+    "measured": 2.0,
+    "policy_share": 0.01,
+}
 PAPER_MAD = (2.78, 9.48)  # LibraSpec vs static, paper section 5
 QUICK_NOTE = "**Quick run** (`--quick`): too small a sample for the conclusions of a full run. "
 
@@ -78,17 +96,38 @@ def _table(header: list[str], rows: list[list[str]], tag: str) -> list[str]:
 
 
 def _modes_table(modes: dict, tag: str) -> list[str]:
-    header = ["mode", "speedup measured [95% CI]", "speedup modeled [95% CI]", "tau", "mean d", "MAD to d*",
-              "policy share", "tokens"]
-    rows = [[_label_name(label, e), _ci(e["speedup_measured"], e["speedup_measured_ci"]),
-             _ci(e["speedup_modeled"], e["speedup_modeled_ci"]), _f(e["tau"]), _f(e["mean_length"], 1),
-             _f(e["mad_vs_oracle"]), _pct(e["policy_share"]), str(e["tokens"])]
-            for label, e in modes.items()]
+    header = [
+        "mode",
+        "speedup measured [95% CI]",
+        "speedup modeled [95% CI]",
+        "tau",
+        "mean d",
+        "MAD to d*",
+        "policy share",
+        "tokens",
+    ]
+    rows = [
+        [
+            _label_name(label, e),
+            _ci(e["speedup_measured"], e["speedup_measured_ci"]),
+            _ci(e["speedup_modeled"], e["speedup_modeled_ci"]),
+            _f(e["tau"]),
+            _f(e["mean_length"], 1),
+            _f(e["mad_vs_oracle"]),
+            _pct(e["policy_share"]),
+            str(e["tokens"]),
+        ]
+        for label, e in modes.items()
+    ]
     return _table(header, rows, tag)
 
 
-PHRASES = {"faster": "faster than", "slower": "slower than", "not distinguishable": "not distinguishable from",
-           "without an interval": "no interval to compare with"}
+PHRASES = {
+    "faster": "faster than",
+    "slower": "slower than",
+    "not distinguishable": "not distinguishable from",
+    "without an interval": "no interval to compare with",
+}
 
 
 def compare(a: dict, b: dict, key: str) -> str:
@@ -111,16 +150,23 @@ def comparisons(modes: dict) -> list[str]:
         if "libraspec" in modes and others:
             verdicts: dict[str, list[str]] = {}
             for label in others:
-                verdicts.setdefault(compare(modes["libraspec"], modes[label], key), []).append(
-                    _plain(label, modes))
-            out.append(f"- LibraSpec, {what}: " + "; ".join(f"{PHRASES[verdict]} {', '.join(names)}"
-                                                            for verdict, names in verdicts.items()) + ".")
+                verdicts.setdefault(compare(modes["libraspec"], modes[label], key), []).append(_plain(label, modes))
+            out.append(
+                f"- LibraSpec, {what}: "
+                + "; ".join(f"{PHRASES[verdict]} {', '.join(names)}" for verdict, names in verdicts.items())
+                + "."
+            )
     best = best_static(modes)
-    ties = [_plain(k, modes) for k, e in modes.items() if e["mode"] == "static" and k != best
-            and compare(modes[best], e, "speedup_measured") == "not distinguishable"]
+    ties = [
+        _plain(k, modes)
+        for k, e in modes.items()
+        if e["mode"] == "static" and k != best and compare(modes[best], e, "speedup_measured") == "not distinguishable"
+    ]
     if best is not None and ties:
-        out.append(f"- The best static length ({_plain(best, modes)}, highest measured speedup) is not "
-                   f"distinguishable from {', '.join(ties)}.")
+        out.append(
+            f"- The best static length ({_plain(best, modes)}, highest measured speedup) is not "
+            f"distinguishable from {', '.join(ties)}."
+        )
     return out
 
 
@@ -183,8 +229,14 @@ def sweep_rows(data, kind: str) -> list[tuple[float, dict, dict]]:
 
 def acceptance_evidence(data, temperature: float = 0.0) -> pd.DataFrame:
     """The judged drafts of every policy mode at `temperature`, one row each (see module doc)."""
-    records = [record for suite in data.plan.suites if (suite, temperature) in data.main
-               for runs in data.main[(suite, temperature)].records.values() for run in runs for record in run]
+    records = [
+        record
+        for suite in data.plan.suites
+        if (suite, temperature) in data.main
+        for runs in data.main[(suite, temperature)].records.values()
+        for run in runs
+        for record in run
+    ]
     return acceptance_samples(records, tested_only=True)
 
 
@@ -203,14 +255,25 @@ def goal_rows(modes: dict) -> list[list[str]]:
         return None if a is None or not b else a / b
 
     checks = [
-        ("modeled speedup >= 0.90x oracle's", _x,
-         ratio(lib["speedup_modeled"], oracle and oracle["speedup_modeled"]), lambda v: v >= GOALS["oracle_ratio"]),
-        (f"modeled speedup >= 1.10x best static's ({_plain(best_m, modes)})", _x,
-         ratio(lib["speedup_modeled"], best_m and modes[best_m]["speedup_modeled"]),
-         lambda v: v >= GOALS["static_ratio"]),
+        (
+            "modeled speedup >= 0.90x oracle's",
+            _x,
+            ratio(lib["speedup_modeled"], oracle and oracle["speedup_modeled"]),
+            lambda v: v >= GOALS["oracle_ratio"],
+        ),
+        (
+            f"modeled speedup >= 1.10x best static's ({_plain(best_m, modes)})",
+            _x,
+            ratio(lib["speedup_modeled"], best_m and modes[best_m]["speedup_modeled"]),
+            lambda v: v >= GOALS["static_ratio"],
+        ),
         ("MAD to d* <= 2.0 tokens", _f, lib["mad_vs_oracle"], lambda v: v <= GOALS["mad"]),
-        (f"MAD <= 0.3x static's ({_plain(marked, modes)})", _x,
-         ratio(lib["mad_vs_oracle"], marked and modes[marked]["mad_vs_oracle"]), lambda v: v <= GOALS["mad_ratio"]),
+        (
+            f"MAD <= 0.3x static's ({_plain(marked, modes)})",
+            _x,
+            ratio(lib["mad_vs_oracle"], marked and modes[marked]["mad_vs_oracle"]),
+            lambda v: v <= GOALS["mad_ratio"],
+        ),
         ("measured speedup over AR >= 2.0x", _x, lib["speedup_measured"], lambda v: v >= GOALS["measured"]),
         ("policy time <= 1% of round time", _pct, lib["policy_share"], lambda v: v <= GOALS["policy_share"]),
     ]
@@ -229,79 +292,118 @@ def _limits(data, pooled0: dict, samples: pd.DataFrame) -> list[str]:
     if 1 in rate:
         later = [i for i in sorted({2, 4, 8, n}) if i in rate]
         tau = expected_tau_curve([rate.get(i, 0.0) for i in range(1, n + 1)], n)[-1]  # unseen positions: p = 0
-        out.append(f"- **Drafter accuracy.** At temperature 0 draft 1 is accepted in {100 * rate[1]:.0f}% of "
-                   f"rounds" + ("; given every earlier draft was accepted, " + ", ".join(
-                       f"draft {i} in {100 * rate[i]:.0f}%" for i in later) if later else "")
-                   + f". Under greedy verification tau = 1 + sum_i prod_(k<=i) p_k, so with these rates a "
-                   f"round at d = n commits about {tau:.2f} tokens on average.")
+        out.append(
+            f"- **Drafter accuracy.** At temperature 0 draft 1 is accepted in {100 * rate[1]:.0f}% of "
+            f"rounds"
+            + (
+                "; given every earlier draft was accepted, "
+                + ", ".join(f"draft {i} in {100 * rate[i]:.0f}%" for i in later)
+                if later
+                else ""
+            )
+            + f". Under greedy verification tau = 1 + sum_i prod_(k<=i) p_k, so with these rates a "
+            f"round at d = n commits about {tau:.2f} tokens on average."
+        )
     if not samples.empty:
         ece = expected_calibration_error(samples["q"], samples["accepted"])
         q, accepted = samples["q"].mean(), samples["accepted"].mean()
         side = "over-confident" if q > accepted else "under-confident"
-        out.append(f"- **Calibration.** Mean q_i of counted drafts is {q:.2f} against an acceptance rate of "
-                   f"{accepted:.2f} (expected calibration error {ece:.2f}): the drafter is {side}, so the eps_i "
-                   f"bounds, which read q_i as acceptance probabilities, "
-                   f"{'stretch d too far' if q > accepted else 'stop d too early'}.")
+        out.append(
+            f"- **Calibration.** Mean q_i of counted drafts is {q:.2f} against an acceptance rate of "
+            f"{accepted:.2f} (expected calibration error {ece:.2f}): the drafter is {side}, so the eps_i "
+            f"bounds, which read q_i as acceptance probabilities, "
+            f"{'stretch d too far' if q > accepted else 'stop d too early'}."
+        )
     even = profile.round_time(n) / ar
     lib = pooled0.get("libraspec")
     ks = sorted({2, 4, n + 1, data.plan.d_max + 1})
-    out.append("- **Cost curve.** On this machine a target forward over k new tokens costs "
-               + ", ".join(f"{profile.verify_time(k) / ar:.2f}x (k = {k})" for k in ks)
-               + f" one AR step; a round at d = n (drafting included) costs {even:.2f} AR "
-               f"steps, so it must commit tau >= {even:.2f} tokens to break even"
-               + (f"; LibraSpec's tau is {lib['tau']:.2f}." if lib else "."))
+    out.append(
+        "- **Cost curve.** On this machine a target forward over k new tokens costs "
+        + ", ".join(f"{profile.verify_time(k) / ar:.2f}x (k = {k})" for k in ks)
+        + f" one AR step; a round at d = n (drafting included) costs {even:.2f} AR "
+        f"steps, so it must commit tau >= {even:.2f} tokens to break even"
+        + (f"; LibraSpec's tau is {lib['tau']:.2f}." if lib else ".")
+    )
     return out
 
 
 def _paper_rows(data, pooled: dict) -> list[list[str]]:
     rows = []
-    libs = [(s, t, r.summary["modes"]["libraspec"]) for (s, t), r in data.main.items()
-            if "libraspec" in r.summary["modes"]]
+    libs = [
+        (s, t, r.summary["modes"]["libraspec"]) for (s, t), r in data.main.items() if "libraspec" in r.summary["modes"]
+    ]
     best = max(libs, key=lambda x: x[2]["speedup_measured"] or 0.0, default=None)
     if best:
-        rows.append(["speedup over AR up to 8.49x (GPUs)",
-                     f"up to {_x(best[2]['speedup_measured'])} measured ({best[0]}, T={best[1]:g}), "
-                     f"{_x(max(x[2]['speedup_modeled'] or 0 for x in libs))} modeled",
-                     "CPU, 135M target, self-trained drafter: see the limits below"])
+        rows.append(
+            [
+                "speedup over AR up to 8.49x (GPUs)",
+                f"up to {_x(best[2]['speedup_measured'])} measured ({best[0]}, T={best[1]:g}), "
+                f"{_x(max(x[2]['speedup_modeled'] or 0 for x in libs))} modeled",
+                "CPU, 135M target, self-trained drafter: see the limits below",
+            ]
+        )
     for t, modes in pooled.items():
         if "libraspec" in modes and best_static(modes):
             s = modes[best_static(modes)]
             lib = modes["libraspec"]
             gain_m = None if lib["speedup_measured"] is None else lib["speedup_measured"] - s["speedup_measured"]
-            rows.append([f"+0.5-1.5x over baselines (T={t:g})",
-                         f"{_x(gain_m, 2, 'x')} measured, {_x(lib['speedup_modeled'] - s['speedup_modeled'])} "
-                         f"modeled over {_plain(best_static(modes), modes)}",
-                         f"pooled over suites; LibraSpec against it: measured {compare(lib, s, 'speedup_measured')}, "
-                         f"modeled {compare(lib, s, 'speedup_modeled')} (95% intervals)"])
+            rows.append(
+                [
+                    f"+0.5-1.5x over baselines (T={t:g})",
+                    f"{_x(gain_m, 2, 'x')} measured, {_x(lib['speedup_modeled'] - s['speedup_modeled'])} "
+                    f"modeled over {_plain(best_static(modes), modes)}",
+                    f"pooled over suites; LibraSpec against it: measured {compare(lib, s, 'speedup_measured')}, "
+                    f"modeled {compare(lib, s, 'speedup_modeled')} (95% intervals)",
+                ]
+            )
     for kind, paper in (("alpha", "alpha 2.0-2.2 is robust"), ("d_max", "d_max = 24 for DFlash")):
         sweep = sweep_rows(data, kind)
         if sweep:
             top = max(sweep, key=lambda x: x[1]["speedup_modeled"] or 0.0)
             spread = [x[1]["speedup_modeled"] for x in sweep]
-            ties = [alpha_label(v) for v, p, _ in sweep if v != top[0]
-                    and compare(top[1], p, "speedup_modeled") != "faster"]
-            best = (f"highest modeled speedup at {kind} = {alpha_label(top[0])} ({_x(top[1]['speedup_modeled'])}), "
-                    + (f"not distinguishable from {kind} = {', '.join(ties)}" if ties else
-                       "ahead of every other value beyond the 95% intervals"))
+            ties = [
+                alpha_label(v) for v, p, _ in sweep if v != top[0] and compare(top[1], p, "speedup_modeled") != "faster"
+            ]
+            best = f"highest modeled speedup at {kind} = {alpha_label(top[0])} ({_x(top[1]['speedup_modeled'])}), " + (
+                f"not distinguishable from {kind} = {', '.join(ties)}"
+                if ties
+                else "ahead of every other value beyond the 95% intervals"
+            )
             rows.append([paper, f"{best}; range {_x(min(spread))}-{_x(max(spread))}", "T = 0, pooled over suites"])
     for t in data.plan.temperatures:
         trees = pooled_modes(data, t, data.trees)
-        pairs = [(label, label.replace("ddtree-libraspec", "ddtree", 1)) for label, e in trees.items()
-                 if e["mode"] == "ddtree-libraspec"]
+        pairs = [
+            (label, label.replace("ddtree-libraspec", "ddtree", 1))
+            for label, e in trees.items()
+            if e["mode"] == "ddtree-libraspec"
+        ]
         if pairs:
-            gains = [f"{_x(trees[lib]['speedup_measured'] - trees[dd]['speedup_measured'])} measured, "
-                     f"{_x(trees[lib]['speedup_modeled'] - trees[dd]['speedup_modeled'])} modeled ({dd}: "
-                     f"{compare(trees[lib], trees[dd], 'speedup_measured')})" for lib, dd in pairs if dd in trees]
-            rows.append([f"DDTree + LibraSpec: +0.39-0.69x (greedy), +0.45-0.56x (sampling) over DDTree (T={t:g})",
-                         "; ".join(gains), "pooled over suites, the chain-vs-tree runs; budgets as labelled"])
+            gains = [
+                f"{_x(trees[lib]['speedup_measured'] - trees[dd]['speedup_measured'])} measured, "
+                f"{_x(trees[lib]['speedup_modeled'] - trees[dd]['speedup_modeled'])} modeled ({dd}: "
+                f"{compare(trees[lib], trees[dd], 'speedup_measured')})"
+                for lib, dd in pairs
+                if dd in trees
+            ]
+            rows.append(
+                [
+                    f"DDTree + LibraSpec: +0.39-0.69x (greedy), +0.45-0.56x (sampling) over DDTree (T={t:g})",
+                    "; ".join(gains),
+                    "pooled over suites, the chain-vs-tree runs; budgets as labelled",
+                ]
+            )
     if 0.0 in pooled and "libraspec" in pooled[0.0] and best_static(pooled[0.0]):
         modes = pooled[0.0]
         regime = modes["libraspec"]["regime"] or {}
-        rows.append([f"MAD to oracle {PAPER_MAD[0]} (LibraSpec) vs {PAPER_MAD[1]} (static)",
-                     f"{_f(modes['libraspec']['mad_vs_oracle'])} vs {_f(modes[best_static(modes)]['mad_vs_oracle'])}",
-                     f"T = 0, best static, pooled; on LibraSpec's rounds constant d = 1 scores "
-                     f"{_f(regime.get('mad_constant_1'))} and static d = n {_f(regime.get('mad_static_n'))}: "
-                     f"a MAD means little unless it beats these"])
+        rows.append(
+            [
+                f"MAD to oracle {PAPER_MAD[0]} (LibraSpec) vs {PAPER_MAD[1]} (static)",
+                f"{_f(modes['libraspec']['mad_vs_oracle'])} vs {_f(modes[best_static(modes)]['mad_vs_oracle'])}",
+                f"T = 0, best static, pooled; on LibraSpec's rounds constant d = 1 scores "
+                f"{_f(regime.get('mad_constant_1'))} and static d = n {_f(regime.get('mad_static_n'))}: "
+                f"a MAD means little unless it beats these",
+            ]
+        )
     return rows
 
 
@@ -311,16 +413,27 @@ def provenance_lines(data, config: dict) -> list[str]:
     dirty = {True: " with uncommitted changes (dirty tree)", False: " (clean tree)"}.get(prov.get("git_dirty"), "")
     out = [f"- Code: commit `{prov.get('git_commit') or 'unknown'}`{dirty}"]
     files = prov.get("files", [])
-    out.append("- Files (sha256): " + ("; ".join(f"{f['role']} `{f['path']}` {f['sha256']}" for f in files)
-                                       if files else "none (random weights from a seed)"))
+    out.append(
+        "- Files (sha256): "
+        + (
+            "; ".join(f"{f['role']} `{f['path']}` {f['sha256']}" for f in files)
+            if files
+            else "none (random weights from a seed)"
+        )
+    )
     before, after = _loads(data)
     if before:
-        out.append(f"- Load average (1 min) before the {len(before)} runs: {_span(before, '{:.2f}')}; "
-                   f"after them: {_span(after, '{:.2f}')} (this process's own threads included)")
+        out.append(
+            f"- Load average (1 min) before the {len(before)} runs: {_span(before, '{:.2f}')}; "
+            f"after them: {_span(after, '{:.2f}')} (this process's own threads included)"
+        )
     shares = _shares(data)
-    out.append("- Share of the machine's CPU time other processes used during each run: "
-               f"{_span([100 * s for s in shares], '{:.0f}')}%" if shares else
-               "- Other processes' share of the CPU: not recorded")
+    out.append(
+        "- Share of the machine's CPU time other processes used during each run: "
+        f"{_span([100 * s for s in shares], '{:.0f}')}%"
+        if shares
+        else "- Other processes' share of the CPU: not recorded"
+    )
     return out
 
 
@@ -338,8 +451,10 @@ def _provenances(data) -> list[dict]:
 def _loads(data) -> tuple[list[float], list[float]]:
     """1-minute load averages before and after every bench run of the report (where recorded)."""
     loads = [p.get("load_1min", {}) for p in _provenances(data)]
-    return ([x["before"] for x in loads if x.get("before") is not None],
-            [x["after"] for x in loads if x.get("after") is not None])
+    return (
+        [x["before"] for x in loads if x.get("before") is not None],
+        [x["after"] for x in loads if x.get("after") is not None],
+    )
 
 
 def _shares(data) -> list[float]:
@@ -350,8 +465,10 @@ def _shares(data) -> list[float]:
 def _sources(data) -> dict[str, str]:
     """suite -> the prompt file its main runs read (assets/prompts, written for this project, or a
     public set read at run time)."""
-    return {suite: shown_path(result.summary["config"]["prompts"]) if result.summary["config"].get("prompts") else "?"
-            for (suite, _), result in data.main.items()}
+    return {
+        suite: shown_path(result.summary["config"]["prompts"]) if result.summary["config"].get("prompts") else "?"
+        for (suite, _), result in data.main.items()
+    }
 
 
 def busy_warning(data) -> list[str]:
@@ -360,9 +477,12 @@ def busy_warning(data) -> list[str]:
     busy = sum(x > BUSY_SHARE for x in shares)
     if not busy:
         return []
-    return [f"**Other processes competed for the CPU:** during {busy} of {len(shares)} runs they used more than "
-            f"{BUSY_SHARE:.0%} of the machine's CPU time (up to {max(shares):.0%}), so measured times carry that "
-            "load; modeled times do not.", ""]
+    return [
+        f"**Other processes competed for the CPU:** during {busy} of {len(shares)} runs they used more than "
+        f"{BUSY_SHARE:.0%} of the machine's CPU time (up to {max(shares):.0%}), so measured times carry that "
+        "load; modeled times do not.",
+        "",
+    ]
 
 
 def render(pair, data, markdown_dir: str, default_plan) -> str:
@@ -371,59 +491,80 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
     first = next(iter(data.main.values()), None)
     config = first.summary["config"] if first else {}
     machine, versions = config.get("machine", {}), config.get("versions", {})
-    lines = ["# Benchmarks", "",
-             f"{QUICK_NOTE if plan.quick else ''}"
-             f"Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by `{data.command}` "
-             f"in {data.elapsed_s / 60:.1f} min of decoding (estimated beforehand: "
-             f"{data.estimate_s[0] / 60:.1f}-{data.estimate_s[1] / 60:.1f} min for tau = 3 to 1)"
-             + (f"; {data.resumed} of its runs were read back from an earlier invocation of the same command "
-                "(`--resume`: same code, files, profile, prompts and settings, checked by a job key)"
-                if data.resumed else "") + ". Every number "
-             f"below comes from that run; nothing is copied from elsewhere. The default size (no `--quick`: "
-             f"{default_plan.prompts_per_suite} prompts x {default_plan.max_new_tokens} tokens per suite, every "
-             f"policy mode annotated) is estimated at {data.default_estimate_s[0] / 60:.0f}-"
-             f"{data.default_estimate_s[1] / 60:.0f} min of decoding on this machine.", ""]
-    lines += busy_warning(data) + ["## Setup", "",
-             f"- Machine: {machine.get('cpu', '?')}, {config.get('threads', '?')} torch thread(s)"
-             + (f", GPU {machine['gpu']}" if "gpu" in machine else ", no GPU"),
-             "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items())]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"{QUICK_NOTE if plan.quick else ''}"
+        f"Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by `{data.command}` "
+        f"in {data.elapsed_s / 60:.1f} min of decoding (estimated beforehand: "
+        f"{data.estimate_s[0] / 60:.1f}-{data.estimate_s[1] / 60:.1f} min for tau = 3 to 1)"
+        + (
+            f"; {data.resumed} of its runs were read back from an earlier invocation of the same command "
+            "(`--resume`: same code, files, profile, prompts and settings, checked by a job key)"
+            if data.resumed
+            else ""
+        )
+        + ". Every number "
+        f"below comes from that run; nothing is copied from elsewhere. The default size (no `--quick`: "
+        f"{default_plan.prompts_per_suite} prompts x {default_plan.max_new_tokens} tokens per suite, every "
+        f"policy mode annotated) is estimated at {data.default_estimate_s[0] / 60:.0f}-"
+        f"{data.default_estimate_s[1] / 60:.0f} min of decoding on this machine.",
+        "",
+    ]
+    lines += busy_warning(data) + [
+        "## Setup",
+        "",
+        f"- Machine: {machine.get('cpu', '?')}, {config.get('threads', '?')} torch thread(s)"
+        + (f", GPU {machine['gpu']}" if "gpu" in machine else ", no GPU"),
+        "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+    ]
     lines += provenance_lines(data, config)
     lines += [
-             f"- Model pair `{pair.name}`: {pair.description}; target `{config.get('models', {}).get('target', '?')}`, "
-             f"drafter `{pair.drafter_id}`, n = {pair.n}",
-             f"- LibraSpec alpha = {plan.alpha:g}, d_max = {plan.d_max}; static lengths "
-             f"{', '.join(map(str, plan.lengths(pair.n)))}; G4 starts at {min(pair.n, plan.d_max)}; "
-             f"FailFast threshold {config.get('failfast', {}).get('threshold', '?')}, step "
-             f"{config.get('failfast', {}).get('step', '?')}"
-             + ("" if not config.get("failfast_paper") else
-                f"; FailFast (paper) threshold {config['failfast_paper']['threshold']}, start and step "
-                f"{config['failfast_paper']['step']}, at most {config['failfast_paper']['d_max']} (its d* and MAD "
-                f"still look ahead d_max = {plan.d_max} drafts)"),
-             f"- Suites {', '.join(f'{suite} (`{source}`)' for suite, source in _sources(data).items())}: first "
-             f"{plan.prompts_per_suite} prompts each, {plan.max_new_tokens} new tokens, temperatures "
-             f"{', '.join(f'{t:g}' for t in plan.temperatures)}, seed {plan.seed} (+ prompt index)",
-             "- Measured time: drafting + policy + verification wall clock (prefill excluded); modeled time: the "
-             "latency profile below applied to each round. Speedup = AR seconds per token / mode seconds per token, "
-             "totals over prompts, AR decoded in the same run. MAD = mean |d - d*| over a mode's own rounds, "
-             "d* from an untimed oracle look-ahead of d_max drafts.",
-             f"- Intervals: 95% percentile bootstrap over prompts ({config.get('bootstrap', {}).get('resamples', '?')} "
-             "resamples of the prompts, ratio of sums, mode and AR paired by prompt). Where two modes' intervals "
-             "overlap they are reported as not distinguishable."]
+        f"- Model pair `{pair.name}`: {pair.description}; target `{config.get('models', {}).get('target', '?')}`, "
+        f"drafter `{pair.drafter_id}`, n = {pair.n}",
+        f"- LibraSpec alpha = {plan.alpha:g}, d_max = {plan.d_max}; static lengths "
+        f"{', '.join(map(str, plan.lengths(pair.n)))}; G4 starts at {min(pair.n, plan.d_max)}; "
+        f"FailFast threshold {config.get('failfast', {}).get('threshold', '?')}, step "
+        f"{config.get('failfast', {}).get('step', '?')}"
+        + (
+            ""
+            if not config.get("failfast_paper")
+            else f"; FailFast (paper) threshold {config['failfast_paper']['threshold']}, start and step "
+            f"{config['failfast_paper']['step']}, at most {config['failfast_paper']['d_max']} (its d* and MAD "
+            f"still look ahead d_max = {plan.d_max} drafts)"
+        ),
+        f"- Suites {', '.join(f'{suite} (`{source}`)' for suite, source in _sources(data).items())}: first "
+        f"{plan.prompts_per_suite} prompts each, {plan.max_new_tokens} new tokens, temperatures "
+        f"{', '.join(f'{t:g}' for t in plan.temperatures)}, seed {plan.seed} (+ prompt index)",
+        "- Measured time: drafting + policy + verification wall clock (prefill excluded); modeled time: the "
+        "latency profile below applied to each round. Speedup = AR seconds per token / mode seconds per token, "
+        "totals over prompts, AR decoded in the same run. MAD = mean |d - d*| over a mode's own rounds, "
+        "d* from an untimed oracle look-ahead of d_max drafts.",
+        f"- Intervals: 95% percentile bootstrap over prompts ({config.get('bootstrap', {}).get('resamples', '?')} "
+        "resamples of the prompts, ratio of sums, mode and AR paired by prompt). Where two modes' intervals "
+        "overlap they are reported as not distinguishable.",
+    ]
     if data.note:
         lines.append(f"- Note: {data.note}")
-    verify = ", ".join(f"k={k}: {1000 * profile.verify_time(k):.0f} ms" for k in (1, 2, 4, 8, 16, 25)
-                       if k <= len(profile.verify_s))
+    verify = ", ".join(
+        f"k={k}: {1000 * profile.verify_time(k):.0f} ms" for k in (1, 2, 4, 8, 16, 25) if k <= len(profile.verify_s)
+    )
     drafts = ", ".join(f"{b}: {1000 * t:.0f} ms" for b, t in enumerate(profile.draft_s, start=1))
-    lines += ["", f"Latency profile (median of {profile.meta.get('repeats', '?')} repeats, context "
-                  f"{profile.meta.get('context_len', '?')}): target forward with {verify}; "
-                  f"drafting blocks {drafts}.", ""]
+    lines += [
+        "",
+        f"Latency profile (median of {profile.meta.get('repeats', '?')} repeats, context "
+        f"{profile.meta.get('context_len', '?')}): target forward with {verify}; "
+        f"drafting blocks {drafts}.",
+        "",
+    ]
     if "profile" in data.figures:
         lines += [_figure("latency profile", data.figures["profile"]), ""]
     lines += [data.figure_note, "", "## Results per suite", ""]
     for suite in plan.suites:
         for t in plan.temperatures:
-            lines += _suite_block(plan, data.main.get((suite, t)), f"{suite}, temperature {t:g}", _modes_table,
-                                  comparisons)
+            lines += _suite_block(
+                plan, data.main.get((suite, t)), f"{suite}, temperature {t:g}", _modes_table, comparisons
+            )
     pooled = {t: pooled_modes(data, t) for t in plan.temperatures}
     pooled_tag = sample_tag(plan, max((_prompts(m) for m in pooled.values() if m), default=0))
     lines += ["## Pooled over suites", ""]
@@ -434,38 +575,76 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
     lines += tree_section(data)
     for kind, title in (("alpha", "Alpha sensitivity (paper Table 4)"), ("d_max", "d_max sensitivity (paper Fig. 4)")):
         rows = sweep_rows(data, kind)
-        lines += [f"## {title}", "", "LibraSpec at temperature 0, "
-                  + (f"d_max = {plan.d_max}" if kind == "alpha" else f"alpha = {plan.alpha:g}")
-                  + "; speedups pooled over suites with 95% intervals over prompts (per-suite modeled speedups "
-                    "after them).", ""]
+        lines += [
+            f"## {title}",
+            "",
+            "LibraSpec at temperature 0, "
+            + (f"d_max = {plan.d_max}" if kind == "alpha" else f"alpha = {plan.alpha:g}")
+            + "; speedups pooled over suites with 95% intervals over prompts (per-suite modeled speedups "
+            "after them).",
+            "",
+        ]
         header = [kind, "speedup measured [95% CI]", "speedup modeled [95% CI]", "tau", "mean d"] + [
-            f"{s} modeled" for s in plan.suites]
-        lines += _table(header, [[alpha_label(v), _ci(p["speedup_measured"], p["speedup_measured_ci"]),
-                                  _ci(p["speedup_modeled"], p["speedup_modeled_ci"]), _f(p["tau"]),
-                                  _f(p["mean_length"], 1)] + [_x(per[s]["speedup_modeled"]) if s in per else "-"
-                                                               for s in plan.suites] for v, p, per in rows],
-                        sample_tag(plan, max((p["prompts"] for _, p, _ in rows), default=0))) + [""]
-    lines += ["## Length trajectories", "",
-              "Chosen d per round on the first prompt of each suite at temperature 0, for the best static length, "
-              "LibraSpec and the oracle; dashed lines are the oracle d* of the same round.", ""]
+            f"{s} modeled" for s in plan.suites
+        ]
+        lines += _table(
+            header,
+            [
+                [
+                    alpha_label(v),
+                    _ci(p["speedup_measured"], p["speedup_measured_ci"]),
+                    _ci(p["speedup_modeled"], p["speedup_modeled_ci"]),
+                    _f(p["tau"]),
+                    _f(p["mean_length"], 1),
+                ]
+                + [_x(per[s]["speedup_modeled"]) if s in per else "-" for s in plan.suites]
+                for v, p, per in rows
+            ],
+            sample_tag(plan, max((p["prompts"] for _, p, _ in rows), default=0)),
+        ) + [""]
+    lines += [
+        "## Length trajectories",
+        "",
+        "Chosen d per round on the first prompt of each suite at temperature 0, for the best static length, "
+        "LibraSpec and the oracle; dashed lines are the oracle d* of the same round.",
+        "",
+    ]
     for suite in plan.suites:
         if f"trajectory-{suite}" in data.figures:
             lines += [_figure(f"{suite} trajectory", data.figures[f"trajectory-{suite}"]), ""]
     lines += regime_section(pooled, pooled_tag)
-    lines += ["## MAD to the oracle length", "", f"The paper reports {PAPER_MAD[0]} for LibraSpec against "
-              f"{PAPER_MAD[1]} for static lengths. A MAD means something only beside the MAD of trivial "
-              f"schedules on the same rounds: constant d = 1 and static d = n = {profile.n}.", ""]
+    lines += [
+        "## MAD to the oracle length",
+        "",
+        f"The paper reports {PAPER_MAD[0]} for LibraSpec against "
+        f"{PAPER_MAD[1]} for static lengths. A MAD means something only beside the MAD of trivial "
+        f"schedules on the same rounds: constant d = 1 and static d = n = {profile.n}.",
+        "",
+    ]
     mad_rows = []
     for t, modes in pooled.items():
         for label in [k for k, e in modes.items() if e["mad_vs_oracle"] is not None]:
             regime = modes[label]["regime"]
-            mad_rows.append([f"{t:g}", _label_name(label, modes[label]), _f(modes[label]["mad_vs_oracle"]),
-                             _f(regime["mad_constant_1"]), _f(regime["mad_static_n"]),
-                             _f(modes[label]["mean_length"], 1)])
-    lines += _table(["temperature", "mode", "MAD to d*", "constant d = 1", f"static d = {profile.n}", "mean d"],
-                    mad_rows, pooled_tag) + [""]
-    lines += ["## Compared with the paper", ""] + _table(["paper", "here", "note"], _paper_rows(data, pooled),
-                                                          pooled_tag) + [""]
+            mad_rows.append(
+                [
+                    f"{t:g}",
+                    _label_name(label, modes[label]),
+                    _f(modes[label]["mad_vs_oracle"]),
+                    _f(regime["mad_constant_1"]),
+                    _f(regime["mad_static_n"]),
+                    _f(modes[label]["mean_length"], 1),
+                ]
+            )
+    lines += _table(
+        ["temperature", "mode", "MAD to d*", "constant d = 1", f"static d = {profile.n}", "mean d"],
+        mad_rows,
+        pooled_tag,
+    ) + [""]
+    lines += (
+        ["## Compared with the paper", ""]
+        + _table(["paper", "here", "note"], _paper_rows(data, pooled), pooled_tag)
+        + [""]
+    )
     lines += ["## Goals", "", "LibraSpec pooled over suites; a goal is met when it holds at every temperature.", ""]
     goal_table = {t: goal_rows(m) for t, m in pooled.items() if m}
     if goal_table:
@@ -474,8 +653,11 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
         for i, row in enumerate(goal_table[temps[0]]):
             cells = [goal_table[t][i] for t in temps]
             verdicts = [c[2] for c in cells]
-            overall = "**met**" if all(v == "**met**" for v in verdicts) else (
-                "n/a" if all(v == "n/a" for v in verdicts) else "**not met**")
+            overall = (
+                "**met**"
+                if all(v == "**met**" for v in verdicts)
+                else ("n/a" if all(v == "n/a" for v in verdicts) else "**not met**")
+            )
             rows.append([row[0]] + [c[1] for c in cells] + [overall])
         lines += _table(["goal"] + [f"T={t:g}" for t in temps] + ["verdict"], rows, pooled_tag) + [""]
     samples = acceptance_evidence(data)
@@ -483,19 +665,45 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
     if not samples.empty:
         by_position = acceptance_by_position(samples)
         table = reliability_table(samples["q"], samples["accepted"])
-        lines += ["Acceptance by draft position (temperature 0, policy modes; a draft counts when it was "
-                  "submitted and every earlier draft was accepted):", ""]
-        lines += _table(["position i", "rounds", "accepted"],
-                        [[str(i), str(c), f"{100 * r:.1f}%"]
-                         for i, c, r, _ in by_position.itertuples(index=False)], pooled_tag) + [""]
+        lines += [
+            "Acceptance by draft position (temperature 0, policy modes; a draft counts when it was "
+            "submitted and every earlier draft was accepted):",
+            "",
+        ]
+        lines += _table(
+            ["position i", "rounds", "accepted"],
+            [[str(i), str(c), f"{100 * r:.1f}%"] for i, c, r, _ in by_position.itertuples(index=False)],
+            pooled_tag,
+        ) + [""]
         lines += ["Calibration of q_i on the same drafts:", ""]
-        lines += _table(["q_i bin", "drafts", "mean q_i", "accepted"],
-                        [[f"{lo:.1f}-{hi:.1f}", str(c), f"{q:.2f}", f"{r:.2f}"]
-                         for lo, hi, c, q, r in table.itertuples(index=False) if c], pooled_tag)
+        lines += _table(
+            ["q_i bin", "drafts", "mean q_i", "accepted"],
+            [
+                [f"{lo:.1f}-{hi:.1f}", str(c), f"{q:.2f}", f"{r:.2f}"]
+                for lo, hi, c, q, r in table.itertuples(index=False)
+                if c
+            ],
+            pooled_tag,
+        )
         lines += [""]
-    lines += ["## Reproduce", "", "The whole report:", "", "```", data.command, "```", "",
-              "Each main run on its own (the report wrote these files; per-round records sit beside each JSON "
-              "as `.records.parquet`):", "", "```"] + data.bench_commands + ["```", ""]
+    lines += (
+        [
+            "## Reproduce",
+            "",
+            "The whole report:",
+            "",
+            "```",
+            data.command,
+            "```",
+            "",
+            "Each main run on its own (the report wrote these files; per-round records sit beside each JSON "
+            "as `.records.parquet`):",
+            "",
+            "```",
+        ]
+        + data.bench_commands
+        + ["```", ""]
+    )
     return "\n".join(lines)
 
 
@@ -509,12 +717,29 @@ def _suite_block(plan, result, title: str, table, notes) -> list[str]:
 
 def _tree_table(modes: dict, tag: str) -> list[str]:
     chain = modes.get("static", {}).get("tau")
-    header = ["mode", "speedup measured [95% CI]", "speedup modeled [95% CI]", "tau", "tau / chain's", "mean depth",
-              "mean nodes", "tokens"]
-    rows = [[NAMES.get(label, label), _ci(e["speedup_measured"], e["speedup_measured_ci"]),
-             _ci(e["speedup_modeled"], e["speedup_modeled_ci"]), _f(e["tau"]),
-             _x(e["tau"] / chain) if chain and e["mode"] != "ar" else "-", _f(e["mean_length"], 1),
-             _f(e.get("mean_tree_size"), 1), str(e["tokens"])] for label, e in modes.items()]
+    header = [
+        "mode",
+        "speedup measured [95% CI]",
+        "speedup modeled [95% CI]",
+        "tau",
+        "tau / chain's",
+        "mean depth",
+        "mean nodes",
+        "tokens",
+    ]
+    rows = [
+        [
+            NAMES.get(label, label),
+            _ci(e["speedup_measured"], e["speedup_measured_ci"]),
+            _ci(e["speedup_modeled"], e["speedup_modeled_ci"]),
+            _f(e["tau"]),
+            _x(e["tau"] / chain) if chain and e["mode"] != "ar" else "-",
+            _f(e["mean_length"], 1),
+            _f(e.get("mean_tree_size"), 1),
+            str(e["tokens"]),
+        ]
+        for label, e in modes.items()
+    ]
     return _table(header, rows, tag)
 
 
@@ -523,13 +748,22 @@ def tree_comparisons(modes: dict) -> list[str]:
     ddtree at the same node budget, by the overlap of their 95% intervals."""
     out = []
     for label, e in modes.items():
-        pairs = [("static", "the chain (static d = n)")] if e["mode"] == "ddtree" else [
-            (label.replace("ddtree-libraspec", "ddtree", 1), "ddtree at the same budget"),
-            ("libraspec", "LibraSpec on the chain")] if e["mode"] == "ddtree-libraspec" else []
+        pairs = (
+            [("static", "the chain (static d = n)")]
+            if e["mode"] == "ddtree"
+            else [
+                (label.replace("ddtree-libraspec", "ddtree", 1), "ddtree at the same budget"),
+                ("libraspec", "LibraSpec on the chain"),
+            ]
+            if e["mode"] == "ddtree-libraspec"
+            else []
+        )
         for other, name in pairs:
             if other in modes:
-                verdicts = [f"{what} {PHRASES[compare(e, modes[other], key)]} {name}"
-                            for key, what in (("speedup_measured", "measured"), ("speedup_modeled", "modeled"))]
+                verdicts = [
+                    f"{what} {PHRASES[compare(e, modes[other], key)]} {name}"
+                    for key, what in (("speedup_measured", "measured"), ("speedup_modeled", "modeled"))
+                ]
                 out.append(f"- {NAMES.get(label, label)}: " + "; ".join(verdicts) + ".")
     return out
 
@@ -540,17 +774,22 @@ def tree_section(data) -> list[str]:
         return []
     plan = data.plan
     first = next(iter(data.trees.values())).summary["config"]
-    lines = ["## Chains and draft trees (paper Table 2, DDTree half)", "",
-             f"One run per suite and temperature with the `{first['models']['drafter']}` drafter: AR, the chain "
-             f"static d = n = {first['n']}, LibraSpec on the chain, ddtree (depth n, node budgets "
-             f"{', '.join(map(str, first['node_budgets']))}) and ddtree-libraspec (Algorithm 1 picks the depth "
-             "from the tree's per-depth confidences, the tree fills the budget within it), none annotated. A tree's "
-             "verification costs the latency profile's verification of nodes + 1 tokens: wider trees accept more "
-             "per round but each verified row costs time, which on a CPU is far from free.", ""]
+    lines = [
+        "## Chains and draft trees (paper Table 2, DDTree half)",
+        "",
+        f"One run per suite and temperature with the `{first['models']['drafter']}` drafter: AR, the chain "
+        f"static d = n = {first['n']}, LibraSpec on the chain, ddtree (depth n, node budgets "
+        f"{', '.join(map(str, first['node_budgets']))}) and ddtree-libraspec (Algorithm 1 picks the depth "
+        "from the tree's per-depth confidences, the tree fills the budget within it), none annotated. A tree's "
+        "verification costs the latency profile's verification of nodes + 1 tokens: wider trees accept more "
+        "per round but each verified row costs time, which on a CPU is far from free.",
+        "",
+    ]
     for t in plan.temperatures:
         for suite in plan.suites:
-            lines += _suite_block(plan, data.trees.get((suite, t)), f"{suite}, temperature {t:g} (trees)",
-                                  _tree_table, tree_comparisons)
+            lines += _suite_block(
+                plan, data.trees.get((suite, t)), f"{suite}, temperature {t:g} (trees)", _tree_table, tree_comparisons
+            )
         pooled = pooled_modes(data, t, data.trees)
         if pooled:
             lines += [f"### pooled over suites, temperature {t:g} (trees)", ""]
@@ -565,10 +804,14 @@ def _prompts(modes: dict) -> int:
 
 def regime_section(pooled: dict, tag: str) -> list[str]:
     """The oracle d* per policy mode (histogram) and how often Algorithm 1 moved d (stats.regime_stats)."""
-    lines = ["## Regime of the rounds", "",
-             "The oracle's d* in hindsight over each policy mode's own rounds (rounds with the untimed annotation), "
-             "and how LibraSpec's Algorithm 1 moved d: shares of rounds that extend d, roll back below the d "
-             "reached, draft a further block, and where d_max bound (an extension capped at d_max).", ""]
+    lines = [
+        "## Regime of the rounds",
+        "",
+        "The oracle's d* in hindsight over each policy mode's own rounds (rounds with the untimed annotation), "
+        "and how LibraSpec's Algorithm 1 moved d: shares of rounds that extend d, roll back below the d "
+        "reached, draft a further block, and where d_max bound (an extension capped at d_max).",
+        "",
+    ]
     hist, moves = [], []
     for t, modes in pooled.items():
         for label, e in modes.items():
@@ -576,17 +819,35 @@ def regime_section(pooled: dict, tag: str) -> list[str]:
             if regime is None:
                 continue
             if regime["judged"]:
-                hist.append([f"{t:g}", _plain(label, modes), str(regime["judged"])]
-                            + [str(regime["dstar_histogram"][name]) for name, _, _ in DSTAR_BINS])
+                hist.append(
+                    [f"{t:g}", _plain(label, modes), str(regime["judged"])]
+                    + [str(regime["dstar_histogram"][name]) for name, _, _ in DSTAR_BINS]
+                )
             if e["mode"] == "libraspec":
-                moves.append([f"{t:g}", str(regime["rounds"])] + [_pct(regime[k]) for k in (
-                    "extends", "rolls_back", "further_block", "d_max_bound", "ar_steps")] + [str(regime["max_d"])])
+                moves.append(
+                    [f"{t:g}", str(regime["rounds"])]
+                    + [_pct(regime[k]) for k in ("extends", "rolls_back", "further_block", "d_max_bound", "ar_steps")]
+                    + [str(regime["max_d"])]
+                )
     if hist:
-        lines += _table(["temperature", "mode", "rounds with d*"] + [f"d* = {name}" for name, _, _ in DSTAR_BINS],
-                        hist, tag) + [""]
+        lines += _table(
+            ["temperature", "mode", "rounds with d*"] + [f"d* = {name}" for name, _, _ in DSTAR_BINS], hist, tag
+        ) + [""]
     if moves:
-        lines += _table(["temperature", "LibraSpec rounds", "extends", "rolls back", "further block", "d_max bound",
-                         "AR steps", "max d"], moves, tag) + [""]
+        lines += _table(
+            [
+                "temperature",
+                "LibraSpec rounds",
+                "extends",
+                "rolls back",
+                "further block",
+                "d_max bound",
+                "AR steps",
+                "max d",
+            ],
+            moves,
+            tag,
+        ) + [""]
     return lines
 
 

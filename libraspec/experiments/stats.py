@@ -14,6 +14,7 @@ The regime of a mode's rounds (`regime_stats`) reads the oracle's d* in hindsigh
 shown beside the MAD of two trivial schedules on the same rounds, constant d = 1 and the
 static d = n, because when d* is nearly always small a MAD is only as good as theirs.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -33,12 +34,18 @@ def per_prompt(runs: Sequence[Sequence[RoundRecord]], ar_runs: Sequence[Sequence
     """One row per prompt: the mode's tokens, measured and modeled seconds, and AR's on the same prompt."""
     rows = []
     for index, run in enumerate(runs):
-        row = {"tokens": sum(r.tau for r in run), "wall_s": sum(r.measured_s for r in run),
-               "modeled_s": sum(r.modeled_s for r in run)}
+        row = {
+            "tokens": sum(r.tau for r in run),
+            "wall_s": sum(r.measured_s for r in run),
+            "modeled_s": sum(r.modeled_s for r in run),
+        }
         if ar_runs:
             ar = ar_runs[index]
-            row |= {"ar_tokens": sum(r.tau for r in ar), "ar_wall_s": sum(r.measured_s for r in ar),
-                    "ar_modeled_s": sum(r.modeled_s for r in ar)}
+            row |= {
+                "ar_tokens": sum(r.tau for r in ar),
+                "ar_wall_s": sum(r.measured_s for r in ar),
+                "ar_modeled_s": sum(r.modeled_s for r in ar),
+            }
         rows.append(row)
     return rows
 
@@ -55,9 +62,15 @@ def resample_indices(strata: Sequence, resamples: int, seed: int) -> np.ndarray:
     return draws
 
 
-def speedup_interval(rows: Sequence[dict], seconds: str, ar_rate: float | None = None, resamples: int = RESAMPLES,
-                     level: float = LEVEL, seed: int = SEED,
-                     strata: Sequence | None = None) -> tuple[float, float] | None:
+def speedup_interval(
+    rows: Sequence[dict],
+    seconds: str,
+    ar_rate: float | None = None,
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+    seed: int = SEED,
+    strata: Sequence | None = None,
+) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the speedup over prompts (`per_prompt` rows).
 
     seconds: "wall_s" (measured) or "modeled_s". AR's seconds per token come from the rows'
@@ -109,6 +122,7 @@ def regime_stats(frame: pd.DataFrame, n: int) -> dict:
     extension whose eps* exceeded the cap). Also AR steps (d = 0) and the largest d.
     Shares over no rounds are None.
     """
+
     def share(count: int, total: int) -> float | None:
         return count / total if total else None
 
@@ -120,15 +134,22 @@ def regime_stats(frame: pd.DataFrame, n: int) -> dict:
     def mad(schedule) -> float | None:  # mean |schedule(d) - d*|
         return share(sum(abs(schedule(d) - o) for d, o in pairs), len(pairs))
 
-    return {"rounds": rounds, "judged": len(judged), "dstar_histogram": dstar_histogram(judged),
-            "dstar_ge3_count": sum(d >= 3 for d in judged),
-            "dstar_ge3": share(sum(d >= 3 for d in judged), len(judged)),
-            "mad_constant_1": mad(lambda d: 1), "mad_static_n": mad(lambda d: n),
-            "extends": share(sum(any(not s["rollback"] for s in st) for st in steps), rounds),
-            "rolls_back": share(sum(any(s["rollback"] and s["d_after"] < s["d_before"] for s in st)
-                                    for st in steps), rounds),
-            "further_block": share(sum(any(s["blocks_requested"] > 0 for s in st) for st in steps), rounds),
-            "d_max_bound": share(sum(any(not s["rollback"] and s["eps_star"] > s["d_after"] for s in st)
-                                     for st in steps), rounds),
-            "ar_steps": share(int((frame["chosen_length"] == 0).sum()), rounds),
-            "max_d": int(frame["chosen_length"].max()) if rounds else None}
+    return {
+        "rounds": rounds,
+        "judged": len(judged),
+        "dstar_histogram": dstar_histogram(judged),
+        "dstar_ge3_count": sum(d >= 3 for d in judged),
+        "dstar_ge3": share(sum(d >= 3 for d in judged), len(judged)),
+        "mad_constant_1": mad(lambda d: 1),
+        "mad_static_n": mad(lambda d: n),
+        "extends": share(sum(any(not s["rollback"] for s in st) for st in steps), rounds),
+        "rolls_back": share(
+            sum(any(s["rollback"] and s["d_after"] < s["d_before"] for s in st) for st in steps), rounds
+        ),
+        "further_block": share(sum(any(s["blocks_requested"] > 0 for s in st) for st in steps), rounds),
+        "d_max_bound": share(
+            sum(any(not s["rollback"] and s["eps_star"] > s["d_after"] for s in st) for st in steps), rounds
+        ),
+        "ar_steps": share(int((frame["chosen_length"] == 0).sum()), rounds),
+        "max_d": int(frame["chosen_length"].max()) if rounds else None,
+    }

@@ -12,6 +12,7 @@ mean |d - d*| over rounds, alpha_used = mean alpha of the rounds (the value itse
 fixed), noise_s = the timing noise of wall_s (`records.timing_noise_s`). `best_cell` crowns
 a cell only when it is ahead of every other beyond noise. Symbols: alpha, d_max, n (block size), d, d*, tau.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,12 +30,26 @@ from ..records import NOISE_Z, RoundRecord, summarize, timing_noise_s
 
 DEFAULT_ALPHAS = (1.6, 2.0, 2.2, 2.6, AUTO)  # around the paper's 2.0 (Fast-dLLM) and 2.2 (DFlash)
 DEFAULT_D_MAXES = (16, 24, 32, 48)  # around the paper's 24 for DFlash
-COLUMNS = ["alpha", "d_max", "prompts", "tokens", "rounds", "tau", "mean_d", "alpha_used", "wall_s", "noise_s",
-           "modeled_s", "speedup_measured", "speedup_modeled", "mad_vs_oracle"]
+COLUMNS = [
+    "alpha",
+    "d_max",
+    "prompts",
+    "tokens",
+    "rounds",
+    "tau",
+    "mean_d",
+    "alpha_used",
+    "wall_s",
+    "noise_s",
+    "modeled_s",
+    "speedup_measured",
+    "speedup_modeled",
+    "mad_vs_oracle",
+]
 
 
 def parse_d_maxes(text: str | Sequence) -> tuple[int, ...]:
-    """"16, 24" -> (16, 24); integers >= 1, no repeats."""
+    """ "16, 24" -> (16, 24); integers >= 1, no repeats."""
     items = [str(x).strip() for x in (text.split(",") if isinstance(text, str) else text)]
     try:
         out = tuple(int(item) for item in items if item)
@@ -60,20 +75,36 @@ def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRe
     records = [r for run in runs for r in run]
     alphas_used = [r.alpha for r in records if r.alpha is not None]
     s = summarize(records, ar)
-    return {"alpha": alpha_label(alpha), "d_max": d_max, "prompts": len(runs), "tokens": s.tokens,
-            "rounds": s.rounds, "tau": s.tau, "mean_d": sum(r.chosen_length for r in records) / len(records),
-            "alpha_used": sum(alphas_used) / len(alphas_used) if alphas_used else float("nan"),
-            "wall_s": s.seconds, "noise_s": timing_noise_s(records), "modeled_s": s.modeled_seconds,
-            "speedup_measured": s.speedup_measured, "speedup_modeled": s.speedup_modeled,
-            "mad_vs_oracle": s.mad_vs_oracle}
+    return {
+        "alpha": alpha_label(alpha),
+        "d_max": d_max,
+        "prompts": len(runs),
+        "tokens": s.tokens,
+        "rounds": s.rounds,
+        "tau": s.tau,
+        "mean_d": sum(r.chosen_length for r in records) / len(records),
+        "alpha_used": sum(alphas_used) / len(alphas_used) if alphas_used else float("nan"),
+        "wall_s": s.seconds,
+        "noise_s": timing_noise_s(records),
+        "modeled_s": s.modeled_seconds,
+        "speedup_measured": s.speedup_measured,
+        "speedup_modeled": s.speedup_modeled,
+        "mad_vs_oracle": s.mad_vs_oracle,
+    }
 
 
 def _cell_config(configs: list[DecodeConfig], d_max: int, index: int) -> DecodeConfig:
     return dataclasses.replace(configs[index], lookahead=d_max, annotate_oracle=True)
 
 
-def iter_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]], alphas, d_maxes,
-               config: DecodeConfig, cancel: threading.Event | None = None) -> Iterator[SweepEvent]:
+def iter_sweep(
+    decoder: SpeculativeDecoder,
+    prompts_ids: Sequence[Sequence[int]],
+    alphas,
+    d_maxes,
+    config: DecodeConfig,
+    cancel: threading.Event | None = None,
+) -> Iterator[SweepEvent]:
     """Run the sweep, yielding a `SweepEvent` after every decoding run.
 
     AR runs first (once per prompt), then the cells row by row (alpha outer, d_max
@@ -91,8 +122,15 @@ def iter_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]]
     configs = [dataclasses.replace(config, seed=config.seed + i) for i in range(len(prompts_ids))]
     cells = {f"alpha = {alpha_label(alpha)}, d_max = {d_max}": (alpha, d_max) for alpha in alphas for d_max in d_maxes}
     jobs = [Job("AR", "ar", None, configs.__getitem__)]
-    jobs += [Job(label, "libraspec", functools.partial(libraspec_policy, alpha, d_max, decoder),
-                 functools.partial(_cell_config, configs, d_max)) for label, (alpha, d_max) in cells.items()]
+    jobs += [
+        Job(
+            label,
+            "libraspec",
+            functools.partial(libraspec_policy, alpha, d_max, decoder),
+            functools.partial(_cell_config, configs, d_max),
+        )
+        for label, (alpha, d_max) in cells.items()
+    ]
     ar: list[RoundRecord] = []
     runs: list[list[RoundRecord]] = []
     rows: list[dict] = []
@@ -107,13 +145,23 @@ def iter_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]]
             if event.index == len(prompts_ids) - 1:
                 rows.append(_cell_row(*cells[event.label], runs, ar))
                 runs = []
-        yield SweepEvent(event.done, event.total, f"{event.label}, prompt {event.index + 1}/{len(prompts_ids)}",
-                         pd.DataFrame(rows, columns=COLUMNS))
+        yield SweepEvent(
+            event.done,
+            event.total,
+            f"{event.label}, prompt {event.index + 1}/{len(prompts_ids)}",
+            pd.DataFrame(rows, columns=COLUMNS),
+        )
 
 
-def run_sweep(decoder: SpeculativeDecoder, prompts_ids: Sequence[Sequence[int]], alphas, d_maxes,
-              config: DecodeConfig, progress: Callable[[int, int, str], None] | None = None,
-              cancel: threading.Event | None = None) -> pd.DataFrame:
+def run_sweep(
+    decoder: SpeculativeDecoder,
+    prompts_ids: Sequence[Sequence[int]],
+    alphas,
+    d_maxes,
+    config: DecodeConfig,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> pd.DataFrame:
     """The whole sweep as one DataFrame (COLUMNS, one row per finished cell).
 
     `progress(done, total, label)` is called after every run. A set `cancel` stops before
@@ -133,8 +181,11 @@ def best_cell(frame: pd.DataFrame, metric: str) -> int | None:
     when no cell is ahead of all others: a measured speedup must lead the runner-up by more than
     NOISE_Z standard deviations of their timing noise (`noise_s`), any other metric, computed from
     the decisions alone, must be strictly ahead (cells with identical decisions tie)."""
-    values = pd.to_numeric(frame[metric], errors="coerce").reset_index(drop=True) if metric in frame \
+    values = (
+        pd.to_numeric(frame[metric], errors="coerce").reset_index(drop=True)
+        if metric in frame
         else pd.Series(dtype=float)
+    )
     values = values[values.notna()]
     if values.empty:
         return None
@@ -160,9 +211,11 @@ HELP = "decode a prompt file with LibraSpec over an alpha x d_max grid and write
 
 def add_arguments(parser) -> None:
     from .bench import add_drafter_argument
+
     parser.add_argument("--prompts", required=True, help="JSONL file; lines carry prompt, question or turns")
-    parser.add_argument("--alphas", default=",".join(map(str, DEFAULT_ALPHAS)),
-                        help="comma list of alpha values or 'auto'")
+    parser.add_argument(
+        "--alphas", default=",".join(map(str, DEFAULT_ALPHAS)), help="comma list of alpha values or 'auto'"
+    )
     parser.add_argument("--d-max", default=",".join(map(str, DEFAULT_D_MAXES)), help="comma list of d_max values")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -184,6 +237,7 @@ def run(args) -> int:
     from ..files import atomic_write_text
     from ..models.registry import load_pair
     from ..profiling import cached_profile
+
     set_threads(args.threads)
     alphas, d_maxes = parse_alphas(args.alphas), parse_d_maxes(args.d_max)
     prompts = read_prompts(args.prompts)
@@ -194,11 +248,17 @@ def run(args) -> int:
     config = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     pair = load_pair(args.model)
     longest = max(d_maxes)
-    profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)),
-                             check=True)
+    profile = cached_profile(
+        pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)), check=True
+    )
     decoder = SpeculativeDecoder(pair, profile, drafter=args.drafter)
-    bar = tqdm(total=len(prompts) * (1 + len(alphas) * len(d_maxes)), desc="sweep", unit="run",
-               file=sys.stderr, disable=args.quiet)
+    bar = tqdm(
+        total=len(prompts) * (1 + len(alphas) * len(d_maxes)),
+        desc="sweep",
+        unit="run",
+        file=sys.stderr,
+        disable=args.quiet,
+    )
 
     def progress(done: int, total: int, label: str) -> None:
         bar.set_postfix_str(label, refresh=False)

@@ -20,6 +20,7 @@ Greedy argmax along 3 prompts x 128 decoding steps: 0 mismatches with the dense
 path, max |logit difference| 1.9e-4. Two-thread wall times under the same load were
 dominated by preemption (1-5 s per forward) and are not quoted.
 """
+
 from __future__ import annotations
 
 import torch
@@ -63,8 +64,7 @@ class PackedLinear(nn.Module):
         if self.weight._version != self._packed_version:
             self.repack()
         bias = None if self.bias is None else self.bias.detach()
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed_weight, bias,
-                                                  "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed_weight, bias, "none", [], "")
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, oneDNN packed"
@@ -79,8 +79,7 @@ def fast_cpu_path(model: nn.Module) -> nn.Module:
     """
     if not torch.backends.mkldnn.is_available():
         raise ValueError("oneDNN (mkldnn) is not available in this torch build")
-    targets = [(name, module) for name, module in model.named_modules()
-               if isinstance(module, nn.Linear)]
+    targets = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)]
     for name, module in targets:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model

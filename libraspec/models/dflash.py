@@ -27,6 +27,7 @@ before the run) as a plain `[a, MASK x 15]` block. Which positions are masks is
 `block_ids == mask_token_id` unless a (B, Q) bool `mask` is passed (needed when the
 mask id can also be a real drafted token).
 """
+
 from __future__ import annotations
 
 import json
@@ -80,11 +81,15 @@ class DFlashDrafter(nn.Module):
         super().__init__()
         c = config
         if tuple(embed_tokens.weight.shape) != (c.vocab_size, c.hidden_size):
-            raise ValueError(f"target embeddings {tuple(embed_tokens.weight.shape)} do not match the drafter's "
-                             f"(vocab_size {c.vocab_size}, hidden_size {c.hidden_size})")
+            raise ValueError(
+                f"target embeddings {tuple(embed_tokens.weight.shape)} do not match the drafter's "
+                f"(vocab_size {c.vocab_size}, hidden_size {c.hidden_size})"
+            )
         if tuple(lm_head.weight.shape) != (c.vocab_size, c.hidden_size):
-            raise ValueError(f"target lm_head {tuple(lm_head.weight.shape)} does not match the drafter's "
-                             f"(vocab_size {c.vocab_size}, hidden_size {c.hidden_size})")
+            raise ValueError(
+                f"target lm_head {tuple(lm_head.weight.shape)} does not match the drafter's "
+                f"(vocab_size {c.vocab_size}, hidden_size {c.hidden_size})"
+            )
         self.config, self.block_size, self.mask_token_id = c, c.block_size, c.mask_token_id
         self.target_layer_ids = list(c.target_layer_ids)
         self.feature_dim = len(self.target_layer_ids) * c.hidden_size  # L * H_t
@@ -93,9 +98,18 @@ class DFlashDrafter(nn.Module):
         self.fc = nn.Linear(self.feature_dim, c.hidden_size, bias=False)
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.layers = nn.ModuleList(
-            DrafterLayer(c.hidden_size, c.intermediate_size, c.num_attention_heads, c.num_key_value_heads,
-                         c.head_dim, c.rms_norm_eps, c.attention_bias, c.hidden_act)
-            for _ in range(c.num_hidden_layers))
+            DrafterLayer(
+                c.hidden_size,
+                c.intermediate_size,
+                c.num_attention_heads,
+                c.num_key_value_heads,
+                c.head_dim,
+                c.rms_norm_eps,
+                c.attention_bias,
+                c.hidden_act,
+            )
+            for _ in range(c.num_hidden_layers)
+        )
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         if c.slot_embeddings:
             self.slot_embeddings = nn.Parameter(torch.randn(c.block_size, c.hidden_size) * 0.02)
@@ -117,8 +131,10 @@ class DFlashDrafter(nn.Module):
     def target_features(self, hidden_states) -> torch.Tensor:
         """Concatenate the tapped layers of a transformers `hidden_states` tuple -> (B, T, L*H_t)."""
         if len(hidden_states) != self.config.num_target_layers + 1:
-            raise ValueError(f"expected {self.config.num_target_layers + 1} hidden states (embeddings + one per "
-                             f"target layer), got {len(hidden_states)}")
+            raise ValueError(
+                f"expected {self.config.num_target_layers + 1} hidden states (embeddings + one per "
+                f"target layer), got {len(hidden_states)}"
+            )
         return torch.cat([hidden_states[i + 1] for i in self.target_layer_ids], dim=-1)
 
     def fuse_context(self, features: torch.Tensor) -> torch.Tensor:
@@ -187,8 +203,9 @@ class DFlashDrafter(nn.Module):
         cache.keys = [k[:, :, :length] for k in cache.keys]
         cache.values = [v[:, :, :length] for v in cache.values]
 
-    def draft_logits(self, cache: DrafterCache, block_ids: torch.Tensor, positions: torch.Tensor,
-                     mask: torch.Tensor | None = None) -> torch.Tensor:
+    def draft_logits(
+        self, cache: DrafterCache, block_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Logits (B, Q, V_d) of a block (B, Q) attending to all cached context and itself; cache unchanged."""
         b, q = block_ids.shape
         positions = _as_batch(positions, b, q)
@@ -205,8 +222,14 @@ class DFlashDrafter(nn.Module):
 
     # ---- training path ------------------------------------------------------------
 
-    def forward_train(self, features: torch.Tensor, block_ids: torch.Tensor, block_positions: torch.Tensor,
-                      context_limit: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward_train(
+        self,
+        features: torch.Tensor,
+        block_ids: torch.Tensor,
+        block_positions: torch.Tensor,
+        context_limit: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """K blocks per sequence in one attention call -> logits (B, K, Q, V_d).
 
         features (B, T, L*H_t) cover positions 0..T-1; block k of row b sees context
@@ -215,13 +238,16 @@ class DFlashDrafter(nn.Module):
         b, k, q = block_ids.shape
         t = features.shape[1]
         if tuple(block_positions.shape) != (b, k, q) or tuple(context_limit.shape) != (b, k):
-            raise ValueError(f"block_positions {tuple(block_positions.shape)} / context_limit "
-                             f"{tuple(context_limit.shape)} do not match blocks ({b}, {k}, {q})")
+            raise ValueError(
+                f"block_positions {tuple(block_positions.shape)} / context_limit "
+                f"{tuple(context_limit.shape)} do not match blocks ({b}, {k}, {q})"
+            )
         if bool((context_limit < 0).any()) or bool((context_limit > t).any()):
             raise ValueError(f"context_limit must lie in [0, {t}]")
         ctx = self.fuse_context(features)  # (B, T, H)
-        cos, sin = rope_cos_sin(torch.arange(t, device=ctx.device).expand(b, t), self.config.head_dim,
-                                self.config.rope_theta)
+        cos, sin = rope_cos_sin(
+            torch.arange(t, device=ctx.device).expand(b, t), self.config.head_dim, self.config.rope_theta
+        )
         context_kv = [layer.context_kv(ctx, cos, sin) for layer in self.layers]
         flat_mask = None if mask is None else mask.reshape(b * k, q)
         x = self.embed_block(block_ids.reshape(b * k, q), flat_mask).reshape(b, k * q, -1)  # (B, KQ, H)
@@ -245,8 +271,9 @@ class DFlashDrafter(nn.Module):
         full = probs.new_zeros(*probs.shape[:-1], self.config.vocab_size)
         return full.index_copy_(-1, self.draft_vocab_ids.to(probs.device), probs)
 
-    def propose(self, logits: torch.Tensor, temperature: float = 0.0,
-                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def propose(
+        self, logits: torch.Tensor, temperature: float = 0.0, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Tokens (target ids) and their confidences q_i from logits (B, Q, V_d).
 
         Greedy (temperature 0): argmax, q_i its probability. Sampling: a draw from
@@ -264,8 +291,9 @@ class DFlashDrafter(nn.Module):
     def set_draft_vocab(self, ids) -> None:
         ids = torch.as_tensor(ids, dtype=torch.long).flatten()
         if not self.config.draft_vocab_size or ids.numel() != self.config.draft_vocab_size:
-            raise ValueError(f"draft vocabulary needs exactly draft_vocab_size={self.config.draft_vocab_size} ids, "
-                             f"got {ids.numel()}")
+            raise ValueError(
+                f"draft vocabulary needs exactly draft_vocab_size={self.config.draft_vocab_size} ids, got {ids.numel()}"
+            )
         if ids.unique().numel() != ids.numel() or int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size:
             raise ValueError(f"draft vocabulary ids must be distinct and in [0, {self.config.vocab_size})")
         self.draft_vocab_ids.copy_(ids)
@@ -335,8 +363,9 @@ class DFlashDrafter(nn.Module):
             raise ValueError(f"drafter checkpoint has unexpected keys {unexpected[:8]}")
         for key, value in state.items():
             if tuple(value.shape) != tuple(own[key].shape):
-                raise ValueError(f"drafter checkpoint key {key!r} has shape {tuple(value.shape)}, "
-                                 f"expected {tuple(own[key].shape)}")
+                raise ValueError(
+                    f"drafter checkpoint key {key!r} has shape {tuple(value.shape)}, expected {tuple(own[key].shape)}"
+                )
         self.load_state_dict(state)
 
     @classmethod
@@ -349,8 +378,11 @@ class DFlashDrafter(nn.Module):
         config = DFlashConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
         model, embed, head = _target_parts(target_model)
         tc = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-        for key, theirs in (("hidden_size", tc.hidden_size), ("vocab_size", embed.weight.shape[0]),
-                            ("num_target_layers", tc.num_hidden_layers)):
+        for key, theirs in (
+            ("hidden_size", tc.hidden_size),
+            ("vocab_size", embed.weight.shape[0]),
+            ("num_target_layers", tc.num_hidden_layers),
+        ):
             if getattr(config, key) != int(theirs):
                 raise ValueError(f"drafter {key} {getattr(config, key)} does not match the target's {int(theirs)}")
         drafter = cls(config, embed, head)

@@ -8,6 +8,7 @@ mask_token_id}`. Project extensions live under `libraspec_config` and are writte
 when one is on, so a plain drafter's config stays a DFlash config. Keys this module does
 not use are kept in `extra` and written back on save.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -56,16 +57,25 @@ class DFlashConfig:
     extra: dict = field(default_factory=dict)  # other config.json keys, kept on save
 
     def __post_init__(self):
-        for name in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                     "num_key_value_heads", "head_dim", "vocab_size", "num_target_layers"):
+        for name in (
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "vocab_size",
+            "num_target_layers",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.block_size < 2:
             raise ValueError(f"block_size must be >= 2 (anchor + at least one mask), got {self.block_size}")
         self.target_layer_ids = [int(i) for i in self.target_layer_ids]
         if not self.target_layer_ids or not all(0 <= i < self.num_target_layers for i in self.target_layer_ids):
-            raise ValueError(f"target_layer_ids {self.target_layer_ids} must be non-empty and within "
-                             f"[0, {self.num_target_layers})")
+            raise ValueError(
+                f"target_layer_ids {self.target_layer_ids} must be non-empty and within [0, {self.num_target_layers})"
+            )
         if not 0 <= self.mask_token_id < self.vocab_size:
             raise ValueError(f"mask_token_id {self.mask_token_id} is outside the vocabulary ({self.vocab_size})")
         if not 0 <= self.draft_vocab_size <= self.vocab_size:
@@ -82,8 +92,15 @@ class DFlashConfig:
         unknown = set(lib) - set(EXTENSIONS)
         if unknown:
             raise ValueError(f"unknown libraspec_config keys {sorted(unknown)}; known: {list(EXTENSIONS)}")
-        for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                    "vocab_size", "num_target_layers", "block_size"):
+        for key in (
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "vocab_size",
+            "num_target_layers",
+            "block_size",
+        ):
             if key not in d:
                 raise ValueError(f"drafter config lacks required key {key!r}")
         if dflash.get("mask_token_id") is None:
@@ -113,17 +130,27 @@ class DFlashConfig:
         for key in ("extra", "target_layer_ids", "mask_token_id", *EXTENSIONS):
             mine.pop(key)
         out.update(mine, rope_scaling=None)
-        out["dflash_config"] = {**dict(out.get("dflash_config") or {}),
-                                "target_layer_ids": list(self.target_layer_ids), "mask_token_id": self.mask_token_id}
+        out["dflash_config"] = {
+            **dict(out.get("dflash_config") or {}),
+            "target_layer_ids": list(self.target_layer_ids),
+            "mask_token_id": self.mask_token_id,
+        }
         lib = {k: getattr(self, k) for k in EXTENSIONS}
         if self.slot_embeddings or self.learned_temperature or self.feature_stats or self.draft_vocab_size:
             out["libraspec_config"] = lib
         return out
 
     @classmethod
-    def from_target_config(cls, target_config, *, block_size: int = 16, num_hidden_layers: int = 1,
-                           target_layer_ids: list[int] | None = None, mask_token_id: int | None = None,
-                           **extensions) -> "DFlashConfig":
+    def from_target_config(
+        cls,
+        target_config,
+        *,
+        block_size: int = 16,
+        num_hidden_layers: int = 1,
+        target_layer_ids: list[int] | None = None,
+        mask_token_id: int | None = None,
+        **extensions,
+    ) -> "DFlashConfig":
         """A drafter shaped like the target's layers (so `init_from_target` can copy them).
 
         mask_token_id defaults to vocab_size - 1; pass a token the target never emits
@@ -139,14 +166,20 @@ class DFlashConfig:
         theta = getattr(tc, "rope_theta", None) or rope.get("rope_theta", 10_000.0)
         layers = int(tc.num_hidden_layers)
         return cls(
-            hidden_size=int(tc.hidden_size), intermediate_size=int(tc.intermediate_size),
-            num_hidden_layers=num_hidden_layers, num_attention_heads=heads,
+            hidden_size=int(tc.hidden_size),
+            intermediate_size=int(tc.intermediate_size),
+            num_hidden_layers=num_hidden_layers,
+            num_attention_heads=heads,
             num_key_value_heads=int(getattr(tc, "num_key_value_heads", None) or heads),
             head_dim=int(getattr(tc, "head_dim", None) or tc.hidden_size // heads),
-            vocab_size=int(tc.vocab_size), num_target_layers=layers,
+            vocab_size=int(tc.vocab_size),
+            num_target_layers=layers,
             target_layer_ids=list(target_layer_ids or default_target_layer_ids(layers, num_hidden_layers)),
             mask_token_id=int(tc.vocab_size - 1 if mask_token_id is None else mask_token_id),
-            block_size=block_size, rms_norm_eps=float(getattr(tc, "rms_norm_eps", 1e-6)), rope_theta=float(theta),
+            block_size=block_size,
+            rms_norm_eps=float(getattr(tc, "rms_norm_eps", 1e-6)),
+            rope_theta=float(theta),
             max_position_embeddings=int(getattr(tc, "max_position_embeddings", 40960)),
-            hidden_act=str(getattr(tc, "hidden_act", "silu")), **extensions,
+            hidden_act=str(getattr(tc, "hidden_act", "silu")),
+            **extensions,
         )

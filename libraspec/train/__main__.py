@@ -15,6 +15,7 @@ OUT/best and exported (DFlash format) to `--export`; `--export-last` exports the
 budget is spent. A log line per evaluation goes to
 OUT/log.jsonl; a tqdm bar with the loss goes to stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,17 @@ from ..files import atomic_write
 from .prompts import MONITOR_PROMPTS
 from .data import ShardPool, coverage, draft_vocabulary, feature_stats, load_shard, vocab_lookup
 from .selfdistill import TAP_LAYERS, stop_and_pad_ids
-from .trainer import (TrainConfig, TrainState, build_drafter, calibrate_temperature, draw_batch,
-                      heldout_metrics, lr_at, make_optimizer, train_step)
+from .trainer import (
+    TrainConfig,
+    TrainState,
+    build_drafter,
+    calibrate_temperature,
+    draw_batch,
+    heldout_metrics,
+    lr_at,
+    make_optimizer,
+    train_step,
+)
 
 ASSETS_DRAFTER = Path(__file__).resolve().parents[2] / "assets" / "drafter"
 HELD_APART = "held-apart"  # --heldout value: monitor on the look-up's held-apart Magpie answers in --data
@@ -45,29 +55,47 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data", required=True, help="folder of selfdistill shard_*.pt files")
     p.add_argument("--out", required=True, help="run folder (checkpoints, log)")
     p.add_argument("--minutes", type=float, required=True, help="training wall-clock budget")
-    p.add_argument("--heldout", default=None,
-                   help="held-out shard (never trained on; default OUT/heldout.pt); made from the held-out "
-                        f"prompts with --taps if missing; '{HELD_APART}': the held-apart Magpie answers in --data")
-    p.add_argument("--taps", default=",".join(map(str, TAP_LAYERS)),
-                   help="target layers the drafter reads (the shards must hold them; 29 = the last layer)")
+    p.add_argument(
+        "--heldout",
+        default=None,
+        help="held-out shard (never trained on; default OUT/heldout.pt); made from the held-out "
+        f"prompts with --taps if missing; '{HELD_APART}': the held-apart Magpie answers in --data",
+    )
+    p.add_argument(
+        "--taps",
+        default=",".join(map(str, TAP_LAYERS)),
+        help="target layers the drafter reads (the shards must hold them; 29 = the last layer)",
+    )
     p.add_argument("--heldout-seqs", type=int, default=16, help="held-out sequences used by the monitor")
     p.add_argument("--export", default=str(ASSETS_DRAFTER), help="where the best checkpoint is exported ('' = no)")
-    p.add_argument("--export-last", default="", help="where the final weights are exported once the budget is spent "
-                   "(DFlash format; with --resume on a finished run it only exports)")
+    p.add_argument(
+        "--export-last",
+        default="",
+        help="where the final weights are exported once the budget is spent "
+        "(DFlash format; with --resume on a finished run it only exports)",
+    )
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--resume", action="store_true")
-    p.add_argument("--init-from", default="", help="warm start: weights of another run's state.pt or a DFlash "
-                   "folder such as assets/drafter (feature stats, fc, layers, temperature; slot embeddings cut to "
-                   "this block size; more --taps than it read start with zero fc columns)")
+    p.add_argument(
+        "--init-from",
+        default="",
+        help="warm start: weights of another run's state.pt or a DFlash "
+        "folder such as assets/drafter (feature stats, fc, layers, temperature; slot embeddings cut to "
+        "this block size; more --taps than it read start with zero fc columns)",
+    )
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--init-layers", type=int, nargs="*", default=None)
     p.add_argument("--vocab", type=int, default=4096, help="draft vocabulary size V_d")
     p.add_argument("--mask-token", default="<|im_start|>", help="token used as MASK (never emitted in responses)")
     p.add_argument("--min-shards", type=int, default=1)
-    p.add_argument("--wait-minutes", type=float, default=30.0,
-                   help="how long to wait for --min-shards shards in --data before giving up")
+    p.add_argument(
+        "--wait-minutes",
+        type=float,
+        default=30.0,
+        help="how long to wait for --min-shards shards in --data before giving up",
+    )
     p.add_argument("--d-max", type=int, default=24, help="longest d LibraSpec may pick (sets the clean prefixes)")
     for name, value in asdict(TrainConfig()).items():
         if name not in ("minutes", "passes"):
@@ -91,8 +119,10 @@ def wait_for_shards(pool: ShardPool, min_shards: int, timeout_s: float, poll_s: 
             return
         left = deadline - time.monotonic()
         if left <= 0:
-            raise TimeoutError(f"{pool.folder} holds {len(pool.loaded)} of the {min_shards} shard(s) needed after "
-                               f"{timeout_s / 60:.1f} min: is selfdistill writing there? (--data, --wait-minutes)")
+            raise TimeoutError(
+                f"{pool.folder} holds {len(pool.loaded)} of the {min_shards} shard(s) needed after "
+                f"{timeout_s / 60:.1f} min: is selfdistill writing there? (--data, --wait-minutes)"
+            )
         time.sleep(min(poll_s, left))
 
 
@@ -128,8 +158,10 @@ def warm_start(drafter, state: dict, taps: list[int] | None = None, stats=None) 
     extra = [k for k in own if k.startswith("layers.") and int(k.split(".")[1]) >= len(saved_layers)]
     missing = [k for k in own if k not in state and k != "draft_vocab_ids" and k not in extra]
     if missing or len(saved_layers) > drafter.config.num_hidden_layers:
-        raise ValueError(f"--init-from does not fit this drafter: lacks {missing[:5]}, "
-                         f"has {len(saved_layers)} layers for {drafter.config.num_hidden_layers}")
+        raise ValueError(
+            f"--init-from does not fit this drafter: lacks {missing[:5]}, "
+            f"has {len(saved_layers)} layers for {drafter.config.num_hidden_layers}"
+        )
     drafter.load_state_dict({**own, **state})
 
 
@@ -146,8 +178,15 @@ def init_source(path, target) -> tuple[dict, list[int]]:
 
 
 @torch.no_grad()
-def make_heldout(target, tokenizer, path, count: int = MONITOR_PROMPTS, max_new_tokens: int = 160, batch: int = 16,
-                 taps: tuple[int, ...] = TAP_LAYERS) -> None:
+def make_heldout(
+    target,
+    tokenizer,
+    path,
+    count: int = MONITOR_PROMPTS,
+    max_new_tokens: int = 160,
+    batch: int = 16,
+    taps: tuple[int, ...] = TAP_LAYERS,
+) -> None:
     """Greedy responses + features for the first `count` held-out prompts, saved as one shard at `path`."""
     from ..models.embedded import chat_prompt_ids
     from .prompts import heldout_prompts
@@ -157,7 +196,7 @@ def make_heldout(target, tokenizer, path, count: int = MONITOR_PROMPTS, max_new_
     encoded = [chat_prompt_ids(tokenizer, p) for p in heldout_prompts()[:count]]
     results = []
     for i in range(0, len(encoded), batch):
-        results += generate_with_features(target, encoded[i: i + batch], max_new_tokens, eos, pad, taps)
+        results += generate_with_features(target, encoded[i : i + batch], max_new_tokens, eos, pad, taps)
     save_shard(path, range(len(encoded)), encoded, results, taps)
 
 
@@ -166,8 +205,9 @@ def main(argv=None) -> None:
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(TrainConfig()) if k not in ("minutes", "passes")},
-                      minutes=args.minutes)
+    cfg = TrainConfig(
+        **{k: getattr(args, k) for k in asdict(TrainConfig()) if k not in ("minutes", "passes")}, minutes=args.minutes
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rng = seed_everything(cfg.seed)
@@ -191,8 +231,15 @@ def main(argv=None) -> None:
             make_heldout(target, tokenizer, args.heldout, batch=64 if args.device == "cuda" else 16, taps=taps)
         heldout = load_shard(args.heldout, taps)[: args.heldout_seqs] if args.heldout else []
     vocab_size = target.config.vocab_size
-    drafter = build_drafter(target, mask_token_id=mask_id, layers=args.layers, block_size=args.block_size,
-                            init_layers=args.init_layers, draft_vocab_size=args.vocab, taps=taps)
+    drafter = build_drafter(
+        target,
+        mask_token_id=mask_id,
+        layers=args.layers,
+        block_size=args.block_size,
+        init_layers=args.init_layers,
+        draft_vocab_size=args.vocab,
+        taps=taps,
+    )
     drafter.to(args.device)
     n = drafter.n
     cfg.passes = -(-args.d_max // n)  # the engine drafts up to ceil(d_max / n) blocks per round
@@ -227,11 +274,18 @@ def main(argv=None) -> None:
 
     def evaluate(train_stats):
         m = heldout_metrics(drafter, heldout, lookup.cpu()) if heldout else {"tau_static": 0.0}
-        entry = {"step": state.step, "elapsed_min": round(state.elapsed / 60, 2), "train_loss": train_stats,
-                 "sequences": len(pool.sequences), "response_tokens": pool.response_tokens,
-                 "temperature": round(drafter.log_temperature.detach().exp().item(), 4),
-                 "heldout_coverage": round(coverage(heldout, drafter.draft_vocab_ids.cpu(), vocab_size), 4)
-                 if heldout else None, **m}
+        entry = {
+            "step": state.step,
+            "elapsed_min": round(state.elapsed / 60, 2),
+            "train_loss": train_stats,
+            "sequences": len(pool.sequences),
+            "response_tokens": pool.response_tokens,
+            "temperature": round(drafter.log_temperature.detach().exp().item(), 4),
+            "heldout_coverage": round(coverage(heldout, drafter.draft_vocab_ids.cpu(), vocab_size), 4)
+            if heldout
+            else None,
+            **m,
+        }
         if m["tau_static"] > state.best_tau:
             state.best_tau = m["tau_static"]
             entry["best"] = True
@@ -242,8 +296,13 @@ def main(argv=None) -> None:
         return m
 
     def checkpoint():
-        full = {"drafter": drafter.state_dict(), "opt": opt.state_dict(), "state": asdict(state),
-                "rng": rng.get_state(), "args": vars(args)}
+        full = {
+            "drafter": drafter.state_dict(),
+            "opt": opt.state_dict(),
+            "state": asdict(state),
+            "rng": rng.get_state(),
+            "args": vars(args),
+        }
         atomic_write(ckpt, lambda tmp: torch.save(full, tmp))
 
     lookup = refresh_vocab()
@@ -261,8 +320,13 @@ def main(argv=None) -> None:
         window.append(stats)
         state.elapsed += time.perf_counter() - start
         bar.update(int(state.elapsed) - bar.n)
-        bar.set_postfix(step=state.step, loss=f"{stats['loss']:.3f}", acc1=f"{stats['acc1']:.2f}",
-                        tau=f"{state.best_tau:.2f}", toks=pool.response_tokens)
+        bar.set_postfix(
+            step=state.step,
+            loss=f"{stats['loss']:.3f}",
+            acc1=f"{stats['acc1']:.2f}",
+            tau=f"{state.best_tau:.2f}",
+            toks=pool.response_tokens,
+        )
         if state.elapsed - last_refresh >= cfg.refresh_minutes * 60:
             if pool.refresh():
                 lookup = refresh_vocab()

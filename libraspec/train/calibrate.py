@@ -10,6 +10,7 @@ position-weighted NLL of the target's tokens (trainer.block_loss) over first-pas
 
     python -m libraspec.train.calibrate --drafter assets/drafter --data /work/data/sd2 --skip-shards 20
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,12 @@ def fit_temperature(drafter, sequences, batches: int = 24, seed: int = 0, gamma:
         scores[shift] = sum(block_loss(drafter, b, gamma)[1]["loss"] for b in data) / len(data)
     best = min(scores, key=scores.get)
     drafter.log_temperature.fill_(start + best)
-    return {"t_before": math.exp(start), "t_after": math.exp(start + best),
-            "nll_before": scores[0.0], "nll_after": scores[best]}
+    return {
+        "t_before": math.exp(start),
+        "t_after": math.exp(start + best),
+        "nll_before": scores[0.0],
+        "nll_after": scores[best],
+    }
 
 
 def main(argv=None) -> None:
@@ -50,8 +55,11 @@ def main(argv=None) -> None:
     p.add_argument("--data", required=True)
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--skip-shards", type=int, help="skip the first shards of --data (the ones training read)")
-    source.add_argument("--held-apart", action="store_true",
-                        help="fit on the held-apart Magpie answers in --data (training never reads them)")
+    source.add_argument(
+        "--held-apart",
+        action="store_true",
+        help="fit on the held-apart Magpie answers in --data (training never reads them)",
+    )
     p.add_argument("--out", default=None, help="where to save (default: overwrite --drafter)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -65,14 +73,21 @@ def main(argv=None) -> None:
         if not sequences:
             raise ValueError(f"no held-apart Magpie answers in {args.data}")
     else:
-        paths = shard_paths(args.data)[args.skip_shards:]
+        paths = shard_paths(args.data)[args.skip_shards :]
         if not paths:
             raise ValueError(f"no shards after the first {args.skip_shards} in {args.data}")
         sequences = [s for path in paths for s in load_shard(path, taps)]
     result = fit_temperature(drafter, sequences)
     drafter.save_pretrained(args.out or args.drafter)
-    print({"shards": len(paths), "first": os.path.basename(str(paths[0])), "last": os.path.basename(str(paths[-1])),
-           "sequences": len(sequences), **result})
+    print(
+        {
+            "shards": len(paths),
+            "first": os.path.basename(str(paths[0])),
+            "last": os.path.basename(str(paths[-1])),
+            "sequences": len(sequences),
+            **result,
+        }
+    )
 
 
 if __name__ == "__main__":

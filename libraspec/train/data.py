@@ -14,6 +14,7 @@ the top-k after position t - 1, mapped into V_d (entries outside it are IGNORE, 
 
 Shapes: B sequences, K blocks per sequence, Q = 1 + m + n block length, T context length.
 """
+
 from __future__ import annotations
 
 import os
@@ -86,8 +87,9 @@ def load_shard(path, taps: tuple[int, ...] | None = None) -> list[Sequence]:
     source = Path(data["source"]).parent.name if data.get("source") else ""
     indices = data.get("prompt_index", [-1] * len(data["ids"]))
     out = []
-    for ids, plen, feats, (top_ids, top_p), index in zip(data["ids"], data["prompt_len"], data["features"], topk,
-                                                          indices):
+    for ids, plen, feats, (top_ids, top_p), index in zip(
+        data["ids"], data["prompt_len"], data["features"], topk, indices
+    ):
         ids = torch.as_tensor(ids).long()
         if feats.shape[0] != len(ids) - 1:
             raise ValueError(f"{path}: features cover {feats.shape[0]} tokens, expected {len(ids) - 1}")
@@ -149,7 +151,7 @@ def draft_vocabulary(sequences: list[Sequence], size: int, required: list[int], 
     remainder filled by ascending id (BPE merge order, a corpus-frequency prior)."""
     counts = Counter()
     for s in sequences:
-        counts.update(s.ids[s.prompt_len:].tolist())
+        counts.update(s.ids[s.prompt_len :].tolist())
     chosen = list(dict.fromkeys(int(i) for i in required))
     seen = set(chosen)
     for tok, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -179,14 +181,15 @@ def coverage(sequences: list[Sequence], draft_ids: torch.Tensor, vocab_size: int
     table = vocab_lookup(draft_ids, vocab_size)
     hit = total = 0
     for s in sequences:
-        r = table[s.ids[s.prompt_len:]]
+        r = table[s.ids[s.prompt_len :]]
         hit += int((r != IGNORE).sum())
         total += r.numel()
     return hit / max(total, 1)
 
 
-def make_batch(sequences: list[Sequence], anchors: list[list[int]], n: int, clean: int, mask_id: int,
-               lookup: torch.Tensor) -> Batch:
+def make_batch(
+    sequences: list[Sequence], anchors: list[list[int]], n: int, clean: int, mask_id: int, lookup: torch.Tensor
+) -> Batch:
     """Blocks `[ids[p], ids[p+1..p+clean], MASK x n]` for the anchors p of each sequence.
 
     Every row must have the same number K of anchors. Context of a block = features < p.
@@ -220,24 +223,32 @@ def make_batch(sequences: list[Sequence], anchors: list[list[int]], n: int, clea
             clean_end = min(1 + clean, q)
             block_ids[row, j, :clean_end] = torch.where(valid[:clean_end], tok[:clean_end], mask_id)
             lab = torch.where(valid, lookup[tok.clamp(min=0)], torch.full_like(tok, IGNORE))
-            labels[row, j, 1 + clean:] = lab[1 + clean:]
+            labels[row, j, 1 + clean :] = lab[1 + clean :]
             if s.topk_ids is not None:
-                src = (pos[1 + clean:] - 1).clamp(max=length - 2)  # (n,) rows whose next token is the slot's
+                src = (pos[1 + clean :] - 1).clamp(max=length - 2)  # (n,) rows whose next token is the slot's
                 kk = s.topk_ids.shape[1]  # shards made with a smaller --topk fill the first kk columns
                 top = lookup[s.topk_ids[src].long()]  # (n, kk) draft indices or IGNORE
-                keep = valid[1 + clean:, None] & (top != IGNORE)
-                soft_ids[row, j, 1 + clean:, :kk] = torch.where(keep, top, IGNORE)
-                soft_probs[row, j, 1 + clean:, :kk] = torch.where(keep, s.topk_probs[src].float(), 0.0)
+                keep = valid[1 + clean :, None] & (top != IGNORE)
+                soft_ids[row, j, 1 + clean :, :kk] = torch.where(keep, top, IGNORE)
+                soft_probs[row, j, 1 + clean :, :kk] = torch.where(keep, s.topk_probs[src].float(), 0.0)
     positions = torch.tensor(anchors)[..., None] + offs  # (B, K, Q)
     mask = torch.zeros(b, k, q, dtype=torch.bool)
-    mask[..., 1 + clean:] = True
+    mask[..., 1 + clean :] = True
     slot = torch.zeros(b, k, q, dtype=torch.long)
-    slot[..., 1 + clean:] = torch.arange(1, n + 1)
+    slot[..., 1 + clean :] = torch.arange(1, n + 1)
     return Batch(features, block_ids, positions, torch.tensor(anchors), mask, labels, slot, soft_ids, soft_probs)
 
 
-def sample_batch(pool: list[Sequence], rng: torch.Generator, seqs: int, blocks: int, n: int, clean: int,
-                 mask_id: int, lookup: torch.Tensor) -> Batch:
+def sample_batch(
+    pool: list[Sequence],
+    rng: torch.Generator,
+    seqs: int,
+    blocks: int,
+    n: int,
+    clean: int,
+    mask_id: int,
+    lookup: torch.Tensor,
+) -> Batch:
     """`seqs` random sequences x `blocks` anchors drawn uniformly over each one's response anchors."""
     rows = torch.randint(len(pool), (seqs,), generator=rng).tolist()
     chosen, anchors = [], []

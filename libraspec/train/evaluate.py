@@ -25,6 +25,7 @@ For each prompt, in one process on one machine: AR, static d = n, static d = d_m
 Writes OUT/eval.json and OUT/eval.md. A progress bar goes to stderr. Only dflash is judged:
 this evaluates the trained block drafter, not the look-up or hybrid ones.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..analysis.calibration import (BINS, acceptance_by_position, acceptance_samples, expected_calibration_error,
-                           reliability_table)
+from ..analysis.calibration import (
+    BINS,
+    acceptance_by_position,
+    acceptance_samples,
+    expected_calibration_error,
+    reliability_table,
+)
 from ..experiments.bench import read_prompts
 from ..files import atomic_write_text
 
@@ -55,11 +61,19 @@ def drafter_calibration(records, d_max: int) -> dict:
     table = reliability_table(judged["q"], judged["accepted"])
     ece = expected_calibration_error(judged["q"], judged["accepted"])
     return {
-        "acceptance_by_position": [round(float(positions[i]), 4) if i in positions.index else None
-                                   for i in range(1, d_max + 1)],
-        "reliability": [{"bin": f"{lo:.1f}-{hi:.1f}", "count": int(count), "mean_q": round(float(q), 4),
-                         "accept": round(float(accepted), 4)}
-                        for lo, hi, count, q, accepted in table.itertuples(index=False) if count],
+        "acceptance_by_position": [
+            round(float(positions[i]), 4) if i in positions.index else None for i in range(1, d_max + 1)
+        ],
+        "reliability": [
+            {
+                "bin": f"{lo:.1f}-{hi:.1f}",
+                "count": int(count),
+                "mean_q": round(float(q), 4),
+                "accept": round(float(accepted), 4),
+            }
+            for lo, hi, count, q, accepted in table.itertuples(index=False)
+            if count
+        ],
         "ece": round(ece, 4) if math.isfinite(ece) else None,
     }
 
@@ -75,10 +89,12 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
     n = decoder.n
     config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=0.0, lookahead=d_max)
     jobs = {}  # by label: with d_max = n the two static labels are one job
-    for label, mode, settings in (("ar", "ar", PolicySettings()),
-                                  (f"static_{n}", "static", PolicySettings(static_length=n)),
-                                  (f"static_{d_max}", "static", PolicySettings(static_length=d_max)),
-                                  ("libraspec", "libraspec", PolicySettings(alpha=alpha, d_max=d_max))):
+    for label, mode, settings in (
+        ("ar", "ar", PolicySettings()),
+        (f"static_{n}", "static", PolicySettings(static_length=n)),
+        (f"static_{d_max}", "static", PolicySettings(static_length=d_max)),
+        ("libraspec", "libraspec", PolicySettings(alpha=alpha, d_max=d_max)),
+    ):
         jobs[label] = mode_job(label, mode, settings, config)
     records = {label: [] for label in jobs}
     last = list(jobs)[-1]
@@ -105,56 +121,85 @@ def summarize_eval(result: dict, alpha: float, d_max: int) -> dict:
     modes = {}
     for name, recs in records.items():
         tokens, seconds = sum(r.tau for r in recs), sum(r.measured_s for r in recs)
-        modes[name] = {"tokens": tokens, "rounds": len(recs), "tau": round(tokens / len(recs), 4),
-                       "wall_s": round(seconds, 3), "tokens_per_s": round(tokens / seconds, 3),
-                       "speedup_measured": round(ar_s_per_tok / (seconds / tokens), 4),
-                       "mean_d": round(float(np.mean([r.chosen_length for r in recs])), 3)}
+        modes[name] = {
+            "tokens": tokens,
+            "rounds": len(recs),
+            "tau": round(tokens / len(recs), 4),
+            "wall_s": round(seconds, 3),
+            "tokens_per_s": round(tokens / seconds, 3),
+            "speedup_measured": round(ar_s_per_tok / (seconds / tokens), 4),
+            "mean_d": round(float(np.mean([r.chosen_length for r in recs])), 3),
+        }
     passes = [r.draft_s / r.blocks_drafted for r in static_n if r.blocks_drafted]
     verifies = [r.verify_s for r in static_n if r.chosen_length == n]
     return {
-        "n": n, "alpha": alpha, "d_max": d_max,
+        "n": n,
+        "alpha": alpha,
+        "d_max": d_max,
         "tau_static_n": modes[f"static_{n}"]["tau"],
         **drafter_calibration(static_max, d_max),
         "drafter_pass_s": round(float(np.median(passes)), 5) if passes else None,
         "verify_n_plus_1_s": round(float(np.median(verifies)), 5) if verifies else None,
         "pass_over_verify_measured": round(float(np.median(passes) / np.median(verifies)), 4)
-        if passes and verifies else None,
+        if passes and verifies
+        else None,
         "pass_over_verify_profile": round(profile.draft_time(1) / profile.verify_time(n + 1), 4),
-        "profile": profile.to_dict(), "modes": modes,
+        "profile": profile.to_dict(),
+        "modes": modes,
     }
 
 
 def to_markdown(s: dict, prompts: int, max_new_tokens: int, source: str = "held-out") -> str:
     n, d_max = s["n"], s["d_max"]
-    lines = [f"# Drafter evaluation ({prompts} {source} prompts, greedy, {max_new_tokens} new tokens)", "",
-             f"- mean tau, static d = n = {n}: **{s['tau_static_n']}**",
-             f"- ECE of q_i (static d = {d_max} rounds, {BINS} bins): **{s['ece']}**",
-             f"- drafter pass / verification of n+1 = {n + 1} tokens: measured **{s['pass_over_verify_measured']}**"
-             f" ({s['drafter_pass_s']} s / {s['verify_n_plus_1_s']} s), profile {s['pass_over_verify_profile']}",
-             "", "| mode | tokens | rounds | tau | mean d | tokens/s | speedup vs AR |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Drafter evaluation ({prompts} {source} prompts, greedy, {max_new_tokens} new tokens)",
+        "",
+        f"- mean tau, static d = n = {n}: **{s['tau_static_n']}**",
+        f"- ECE of q_i (static d = {d_max} rounds, {BINS} bins): **{s['ece']}**",
+        f"- drafter pass / verification of n+1 = {n + 1} tokens: measured **{s['pass_over_verify_measured']}**"
+        f" ({s['drafter_pass_s']} s / {s['verify_n_plus_1_s']} s), profile {s['pass_over_verify_profile']}",
+        "",
+        "| mode | tokens | rounds | tau | mean d | tokens/s | speedup vs AR |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, m in s["modes"].items():
-        lines.append(f"| {name} | {m['tokens']} | {m['rounds']} | {m['tau']} | {m['mean_d']} | "
-                     f"{m['tokens_per_s']} | {m['speedup_measured']} |")
-    lines += ["", f"Acceptance by draft position (static d = {d_max}; positions > {n} come from the second pass):", "",
-              "| i | " + " | ".join(str(i) for i in range(1, d_max + 1)) + " |",
-              "|---|" + "---|" * d_max,
-              "| a_i | " + " | ".join("-" if a is None else f"{a:.3f}" for a in s["acceptance_by_position"]) + " |",
-              "", "Reliability of q_i:", "", "| q bin | count | mean q | accepted |", "|---|---|---|---|"]
+        lines.append(
+            f"| {name} | {m['tokens']} | {m['rounds']} | {m['tau']} | {m['mean_d']} | "
+            f"{m['tokens_per_s']} | {m['speedup_measured']} |"
+        )
+    lines += [
+        "",
+        f"Acceptance by draft position (static d = {d_max}; positions > {n} come from the second pass):",
+        "",
+        "| i | " + " | ".join(str(i) for i in range(1, d_max + 1)) + " |",
+        "|---|" + "---|" * d_max,
+        "| a_i | " + " | ".join("-" if a is None else f"{a:.3f}" for a in s["acceptance_by_position"]) + " |",
+        "",
+        "Reliability of q_i:",
+        "",
+        "| q bin | count | mean q | accepted |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {r['bin']} | {r['count']} | {r['mean_q']} | {r['accept']} |" for r in s["reliability"]]
     return "\n".join(lines) + "\n"
 
 
 def suite_table(summaries: dict[str, dict], pooled: dict) -> str:
     """One row per suite (and the pool): a_1, a_2, tau at d = n, ECE, drafter cost share and speedups."""
-    lines = ["| suite | prompts | a_1 | a_2 | tau (d = n) | ECE | pass / verify(n+1) | LibraSpec speedup | "
-             "best static speedup |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| suite | prompts | a_1 | a_2 | tau (d = n) | ECE | pass / verify(n+1) | LibraSpec speedup | "
+        "best static speedup |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, s in {**summaries, "all": pooled}.items():
         a = s["acceptance_by_position"]
         static = {k: m for k, m in s["modes"].items() if k.startswith("static_")}
         best = max(static, key=lambda k: static[k]["speedup_measured"])
-        lines.append(f"| {name} | {s['prompts']} | {a[0]:.3f} | {a[1]:.3f} | {s['tau_static_n']:.3f} | {s['ece']} | "
-                     f"{s['pass_over_verify_measured']} | {s['modes']['libraspec']['speedup_measured']:.3f}x | "
-                     f"{static[best]['speedup_measured']:.3f}x ({best.replace('_', ' d = ')}) |")
+        lines.append(
+            f"| {name} | {s['prompts']} | {a[0]:.3f} | {a[1]:.3f} | {s['tau_static_n']:.3f} | {s['ece']} | "
+            f"{s['pass_over_verify_measured']} | {s['modes']['libraspec']['speedup_measured']:.3f}x | "
+            f"{static[best]['speedup_measured']:.3f}x ({best.replace('_', ' d = ')}) |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -163,8 +208,10 @@ def suite_prompts(name: str) -> tuple[str, list[str]]:
     a public set or a project suite (report.suite_path)."""
     if name == "heldout":
         from .prompts import MONITOR_PROMPTS, heldout_prompts
+
         return f"held-out prompts {MONITOR_PROMPTS + 1}-{len(heldout_prompts())}", heldout_prompts()[MONITOR_PROMPTS:]
     from ..experiments.report import suite_path
+
     path = str(suite_path(name))
     return path, read_prompts(path)
 
@@ -172,8 +219,12 @@ def suite_prompts(name: str) -> tuple[str, list[str]]:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompts", default="assets/heldout_prompts.jsonl")
-    p.add_argument("--suites", default="", help="comma list: public sets (gsm8k, humaneval, mtbench, math500), "
-                   "project suites or heldout; overrides --prompts")
+    p.add_argument(
+        "--suites",
+        default="",
+        help="comma list: public sets (gsm8k, humaneval, mtbench, math500), "
+        "project suites or heldout; overrides --prompts",
+    )
     p.add_argument("--limit", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--alpha", type=float, default=2.2)
@@ -188,8 +239,11 @@ def main(argv=None) -> None:
     from ..models.registry import load_pair
 
     pair = load_pair()
-    suites = {name: suite_prompts(name) for name in args.suites.split(",")} if args.suites else \
-        {"": (args.prompts, read_prompts(args.prompts))}
+    suites = (
+        {name: suite_prompts(name) for name in args.suites.split(",")}
+        if args.suites
+        else {"": (args.prompts, read_prompts(args.prompts))}
+    )
     root = Path(args.out)
     summaries, results = {}, []
     for name, (path, prompts) in suites.items():
@@ -199,22 +253,34 @@ def main(argv=None) -> None:
 
         def write(result, done, out=out, name=name):  # after every prompt: a stopped run keeps its numbers
             summary = summarize_eval(result, args.alpha, args.d_max)
-            summary.update(prompts=done, max_new_tokens=args.max_new_tokens, source=path,
-                           drafter=os.environ.get("LIBRASPEC_DRAFTER", "assets/drafter"))
+            summary.update(
+                prompts=done,
+                max_new_tokens=args.max_new_tokens,
+                source=path,
+                drafter=os.environ.get("LIBRASPEC_DRAFTER", "assets/drafter"),
+            )
             atomic_write_text(out / "eval.json", json.dumps(summary, indent=1))
             atomic_write_text(out / "eval.md", to_markdown(summary, done, args.max_new_tokens, name or "held-out"))
             summaries[name] = summary
 
         results.append(run_modes(pair, prompts, args.max_new_tokens, args.alpha, args.d_max, on_prompt=write))
     if args.suites:
-        pooled = summarize_eval({"records": {k: [r for res in results for r in res["records"][k]]
-                                             for k in results[0]["records"]},
-                                 "profile": results[0]["profile"], "n": results[0]["n"]}, args.alpha, args.d_max)
+        pooled = summarize_eval(
+            {
+                "records": {k: [r for res in results for r in res["records"][k]] for k in results[0]["records"]},
+                "profile": results[0]["profile"],
+                "n": results[0]["n"],
+            },
+            args.alpha,
+            args.d_max,
+        )
         pooled["prompts"] = sum(s["prompts"] for s in summaries.values())
-        head = (f"# Drafter evaluation: {args.limit or 'all'} prompts per suite, greedy, {args.max_new_tokens} new "
-                f"tokens, drafter {os.environ.get('LIBRASPEC_DRAFTER', 'assets/drafter')}, {args.threads} thread(s)\n\n"
-                "a_k = P(draft k accepted | submitted) from static d = d_max rounds; speedups are measured wall "
-                "clock over AR decoded beside each mode on every prompt.\n\n")
+        head = (
+            f"# Drafter evaluation: {args.limit or 'all'} prompts per suite, greedy, {args.max_new_tokens} new "
+            f"tokens, drafter {os.environ.get('LIBRASPEC_DRAFTER', 'assets/drafter')}, {args.threads} thread(s)\n\n"
+            "a_k = P(draft k accepted | submitted) from static d = d_max rounds; speedups are measured wall "
+            "clock over AR decoded beside each mode on every prompt.\n\n"
+        )
         atomic_write_text(root / "README.md", head + suite_table(summaries, pooled))
 
 

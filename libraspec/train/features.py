@@ -17,6 +17,7 @@ Resumes: a feature shard that exists is not made again. OUT/features.json record
 the folder was made with; another --taps or --topk into the same folder is refused (mixed shards
 would train on different features).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,9 @@ def ids_shard_paths(folders) -> list[Path]:
 
 
 @torch.inference_mode()
-def teacher_forced(model, sequences: list[torch.Tensor], taps, k: int, pad_id: int,
-                   prompt_lens: list[int] | None = None) -> list[dict]:
+def teacher_forced(
+    model, sequences: list[torch.Tensor], taps, k: int, pad_id: int, prompt_lens: list[int] | None = None
+) -> list[dict]:
     """Per sequence (T,): features (T - 1, taps * H) float16, top-k ids / probs (T - 1, k) of the
     next token after each position, and how many response tokens (those after `prompt_lens`, all
     but the first token when None) equal the argmax before them."""
@@ -59,9 +61,15 @@ def teacher_forced(model, sequences: list[torch.Tensor], taps, k: int, pad_id: i
         logits = model.lm_head(out.last_hidden_state[row, :t]).float()  # (T - 1, V)
         probs, top = torch.softmax(logits, -1).topk(k, -1)  # (T - 1, k)
         start = prompt_lens[row] - 1 if prompt_lens else 0
-        agree = int((top[start:, 0].cpu() == s[start + 1:]).sum())
-        results.append({"features": feats.half().cpu(), "topk_ids": top.int().cpu(),
-                        "topk_probs": probs.half().cpu(), "agree": agree})
+        agree = int((top[start:, 0].cpu() == s[start + 1 :]).sum())
+        results.append(
+            {
+                "features": feats.half().cpu(),
+                "topk_ids": top.int().cpu(),
+                "topk_probs": probs.half().cpu(),
+                "agree": agree,
+            }
+        )
     return results
 
 
@@ -73,15 +81,22 @@ def featurize_shard(model, src: Path, dest: Path, taps, k: int, batch: int, pad_
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # similar lengths share a forward
     done: dict[int, dict] = {}
     for begin in range(0, len(order), batch):
-        part = order[begin: begin + batch]
+        part = order[begin : begin + batch]
         for i, r in zip(part, teacher_forced(model, [seqs[i] for i in part], taps, k, pad_id, [lens[i] for i in part])):
             done[i] = r
     rows = [done[i] for i in range(len(seqs))]
     tokens, agree = sum(len(s) - n for s, n in zip(seqs, lens)), sum(r["agree"] for r in rows)
-    payload = {"prompt_index": list(data["prompt_index"]), "prompt_len": list(data["prompt_len"]),
-               "ids": [s.int() for s in seqs], "features": [r["features"] for r in rows], "taps": list(taps),
-               "topk_ids": [r["topk_ids"] for r in rows], "topk_probs": [r["topk_probs"] for r in rows],
-               "argmax_agree": agree / max(tokens, 1), "source": str(src)}
+    payload = {
+        "prompt_index": list(data["prompt_index"]),
+        "prompt_len": list(data["prompt_len"]),
+        "ids": [s.int() for s in seqs],
+        "features": [r["features"] for r in rows],
+        "taps": list(taps),
+        "topk_ids": [r["topk_ids"] for r in rows],
+        "topk_probs": [r["topk_probs"] for r in rows],
+        "argmax_agree": agree / max(tokens, 1),
+        "source": str(src),
+    }
     atomic_write(dest, lambda tmp: torch.save(payload, tmp))
     return tokens, agree
 
@@ -103,9 +118,13 @@ def measure(model, tokenizer, threads: int, batch: int = 16, new_tokens: int = 6
     teacher_forced(model, seqs, TAPS_V2, 32, pad)
     forced_s = time.perf_counter() - start
     all_tokens = sum(len(s) for s in seqs)
-    return {"threads": threads, "batch": batch, "decode_tokens_per_s": round(response_tokens / decode_s, 1),
-            "teacher_forced_tokens_per_s": round(all_tokens / forced_s, 1),
-            "ratio": round((all_tokens / forced_s) / (response_tokens / decode_s), 1)}
+    return {
+        "threads": threads,
+        "batch": batch,
+        "decode_tokens_per_s": round(response_tokens / decode_s, 1),
+        "teacher_forced_tokens_per_s": round(all_tokens / forced_s, 1),
+        "ratio": round((all_tokens / forced_s) / (response_tokens / decode_s), 1),
+    }
 
 
 def main(argv=None) -> None:
@@ -135,8 +154,9 @@ def main(argv=None) -> None:
     out = Path(args.out)
     manifest, settings = out / "features.json", {"taps": list(taps), "topk": args.topk}
     if manifest.exists() and json.loads(manifest.read_text()) != settings:
-        raise SystemExit(f"error: {out} was made with {manifest.read_text().strip()}, not {json.dumps(settings)}: "
-                         "use another --out")
+        raise SystemExit(
+            f"error: {out} was made with {manifest.read_text().strip()}, not {json.dumps(settings)}: use another --out"
+        )
     atomic_write_text(manifest, json.dumps(settings))
     todo = []
     for src in ids_shard_paths(args.ids):

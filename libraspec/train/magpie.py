@@ -16,6 +16,7 @@ window, appears whole inside a protected prompt. Protected: the public benchmark
 Appends accepted prompts to DIR/prompts.jsonl ({"prompt", "batch"}); batch b samples with seed
 SEED + b, and DIR/state.json records the next batch, so a rerun resumes where it stopped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,11 @@ from ..files import atomic_write_text
 
 SEED = 1406
 NGRAM = 8  # decontamination window, in normalised words
-ENGLISH = frozenset("the a an is are was what how why when which who of to in and or for you your i my me "
-                    "can could do does with on it this that be write explain give list describe make "
-                    "tell help please should would about from".split())
+ENGLISH = frozenset(
+    "the a an is are was what how why when which who of to in and or for you your i my me "
+    "can could do does with on it this that be write explain give list describe make "
+    "tell help please should would about from".split()
+)
 PROTECTED_FOLDERS = (PUBLIC_DATA, PROMPTS_DIR)  # every JSONL file in them, the held-out prompts besides
 TEXT_KEYS = ("prompt", "question", "problem", "turns", "text", "instruction")
 
@@ -44,8 +47,9 @@ TEXT_KEYS = ("prompt", "question", "problem", "turns", "text", "instruction")
 def magpie_prefix_ids(tokenizer) -> list[int]:
     """The chat template up to the start of the user's text: system turn + `<|im_start|>user\\n`."""
     marker = "\x00MAGPIE\x00"
-    text = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
-                                         add_generation_prompt=False)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": marker}], tokenize=False, add_generation_prompt=False
+    )
     head = text[: text.index(marker)]
     if not head.endswith("user\n"):
         raise ValueError(f"unexpected chat template around the user turn: {head[-40:]!r}")
@@ -113,7 +117,7 @@ class Decontaminator:
             self.windows |= self._windows(words)
 
     def _windows(self, words: list[str]) -> set[tuple[str, ...]]:
-        return {tuple(words[i: i + self.ngram]) for i in range(len(words) - self.ngram + 1)}
+        return {tuple(words[i : i + self.ngram]) for i in range(len(words) - self.ngram + 1)}
 
     def contaminated(self, text: str) -> bool:
         words = normalise(text)
@@ -121,7 +125,7 @@ class Decontaminator:
             return True
         if len(words) < self.ngram and f" {' '.join(words)} " in self.joined:
             return True
-        return any(tuple(words[i: i + len(s)]) == s for s in self.short if s for i in range(len(words) - len(s) + 1))
+        return any(tuple(words[i : i + len(s)]) == s for s in self.short if s for i in range(len(words) - len(s) + 1))
 
     def accept(self, text: str) -> bool:
         """True (and remembered) for a new, clean text; False for a repeat or a contaminated one."""
@@ -133,8 +137,16 @@ class Decontaminator:
 
 
 @torch.inference_mode()
-def sample_user_turns(model, prefix: list[int], batch: int, max_tokens: int, stop_ids: set[int],
-                      temperature: float, top_p: float, generator: torch.Generator) -> list[tuple[list[int], bool]]:
+def sample_user_turns(
+    model,
+    prefix: list[int],
+    batch: int,
+    max_tokens: int,
+    stop_ids: set[int],
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator,
+) -> list[tuple[list[int], bool]]:
     """`batch` continuations of `prefix` sampled until a stop id: (token ids without the stop, finished)."""
     device = next(model.parameters()).device
     ids = torch.tensor([prefix] * batch, device=device)  # (B, L): one shared prefix, no padding
@@ -165,8 +177,12 @@ def sample_user_turns(model, prefix: list[int], batch: int, max_tokens: int, sto
             cache.batch_select_indices(torch.tensor(keep, device=device))
             tokens = tokens[keep]
             alive = [alive[i] for i in keep]
-        logits = model(input_ids=tokens.view(-1, 1).to(device), past_key_values=cache, use_cache=True,
-                       position_ids=torch.full((len(alive), 1), position, device=device)).logits[:, -1]
+        logits = model(
+            input_ids=tokens.view(-1, 1).to(device),
+            past_key_values=cache,
+            use_cache=True,
+            position_ids=torch.full((len(alive), 1), position, device=device),
+        ).logits[:, -1]
         position += 1
     return list(zip(out, finished))
 
@@ -203,8 +219,9 @@ def main(argv=None) -> None:
     while accepted < args.count:
         b = state["next_batch"]
         generator = torch.Generator().manual_seed(SEED + b)
-        rows = sample_user_turns(model, prefix, args.batch_size, args.max_tokens, stop_ids, args.temperature,
-                                 args.top_p, generator)
+        rows = sample_user_turns(
+            model, prefix, args.batch_size, args.max_tokens, stop_ids, args.temperature, args.top_p, generator
+        )
         lines = []
         for ids, finished in rows:
             text = clean_user_turn(tokenizer.decode(ids), finished)

@@ -16,6 +16,7 @@ Prompts: `training_prompts()` (the templates), or a JSONL file of {"prompt"} suc
 `magpie.py` writes; `prompt_index` is the index in that list, so `--exclude` folders must have
 been made from the same prompt list.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,16 +43,20 @@ def stop_and_pad_ids(tokenizer) -> tuple[set[int], int]:
 def save_shard(path, prompt_index: list[int], prompts: list[list[int]], results, taps=TAP_LAYERS) -> None:
     """One shard file (format in the module docstring), written atomically; results whose
     features are None make an ids-only shard."""
-    payload = {"prompt_index": list(prompt_index), "prompt_len": [len(p) for p in prompts],
-               "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results]}
+    payload = {
+        "prompt_index": list(prompt_index),
+        "prompt_len": [len(p) for p in prompts],
+        "ids": [torch.tensor(ids, dtype=torch.int32) for ids, _ in results],
+    }
     if all(f is not None for _, f in results):
         payload.update(features=[f for _, f in results], taps=list(taps))
     atomic_write(path, lambda tmp: torch.save(payload, tmp))
 
 
 @torch.inference_mode()
-def generate_with_features(model, prompts: list[list[int]], max_new_tokens: int, eos_ids: set[int],
-                           pad_id: int, taps=TAP_LAYERS) -> list[tuple[list[int], torch.Tensor | None]]:
+def generate_with_features(
+    model, prompts: list[list[int]], max_new_tokens: int, eos_ids: set[int], pad_id: int, taps=TAP_LAYERS
+) -> list[tuple[list[int], torch.Tensor | None]]:
     """Greedy responses for a batch; returns (prompt + response ids, features (T - 1, taps * H)),
     features None when `taps` is empty (no hidden states are kept)."""
     B = len(prompts)
@@ -60,16 +65,27 @@ def generate_with_features(model, prompts: list[list[int]], max_new_tokens: int,
     ids = torch.full((B, width), pad_id, dtype=torch.long)  # (B, T) left padded
     mask = torch.zeros(B, width, dtype=torch.long)
     for row, p in enumerate(prompts):
-        ids[row, width - len(p):] = torch.tensor(p)
-        mask[row, width - len(p):] = 1
+        ids[row, width - len(p) :] = torch.tensor(p)
+        mask[row, width - len(p) :] = 1
     ids, mask = ids.to(device), mask.to(device)
     cache = DynamicCache(config=model.config)
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
     keep_features = bool(taps)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                use_cache=True, output_hidden_states=keep_features, logits_to_keep=1)
-    feats = [[torch.cat([out.hidden_states[t + 1][row, width - len(p):] for t in taps], -1).half().cpu()]
-             if keep_features else [] for row, p in enumerate(prompts)]  # per row: list of (T_i, taps * H)
+    out = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=True,
+        output_hidden_states=keep_features,
+        logits_to_keep=1,
+    )
+    feats = [
+        [torch.cat([out.hidden_states[t + 1][row, width - len(p) :] for t in taps], -1).half().cpu()]
+        if keep_features
+        else []
+        for row, p in enumerate(prompts)
+    ]  # per row: list of (T_i, taps * H)
     tokens = [list(p) for p in prompts]
     alive = list(range(B))  # original row of each batch row still decoding
     next_tok = out.logits[:, -1].argmax(-1)  # (B,)
@@ -88,16 +104,22 @@ def generate_with_features(model, prompts: list[list[int]], max_new_tokens: int,
             alive = [alive[i] for i in keep]
         mask = torch.cat([mask, torch.ones(len(alive), 1, dtype=torch.long, device=device)], -1)
         last_pos = last_pos + 1
-        out = model(input_ids=next_tok.view(-1, 1), attention_mask=mask, position_ids=last_pos.view(-1, 1),
-                    past_key_values=cache, use_cache=True, output_hidden_states=keep_features)
+        out = model(
+            input_ids=next_tok.view(-1, 1),
+            attention_mask=mask,
+            position_ids=last_pos.view(-1, 1),
+            past_key_values=cache,
+            use_cache=True,
+            output_hidden_states=keep_features,
+        )
         if keep_features:
             step_feats = torch.cat([out.hidden_states[t + 1][:, 0] for t in taps], -1).half().cpu()  # (b, taps * H)
             for i, row in enumerate(alive):
-                feats[row].append(step_feats[i: i + 1])
+                feats[row].append(step_feats[i : i + 1])
         next_tok = out.logits[:, -1].argmax(-1)
-    return [(tokens[row], torch.cat(feats[row], 0)[: len(tokens[row]) - 1] if keep_features else None)
-            for row in range(B)]
-
+    return [
+        (tokens[row], torch.cat(feats[row], 0)[: len(tokens[row]) - 1] if keep_features else None) for row in range(B)
+    ]
 
 
 def main(argv=None) -> None:
@@ -108,15 +130,19 @@ def main(argv=None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--prompts", default="", help="JSONL file of {\"prompt\"} (default: the templates)")
+    parser.add_argument("--prompts", default="", help='JSONL file of {"prompt"} (default: the templates)')
     parser.add_argument("--ids-only", action="store_true", help="store token ids only (features.py adds features)")
     parser.add_argument("--max-new-tokens", type=int, default=192)
     parser.add_argument("--batch-size", type=int, default=48)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--limit", type=int, default=0, help="stop after this many prompts (0: all)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--exclude", nargs="*", default=[],
-                        help="data folders whose prompts are never generated here (e.g. a calibration split)")
+    parser.add_argument(
+        "--exclude",
+        nargs="*",
+        default=[],
+        help="data folders whose prompts are never generated here (e.g. a calibration split)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
@@ -139,9 +165,8 @@ def main(argv=None) -> None:
     bar = tqdm(total=len(todo), unit="prompt", file=sys.stderr)
     tokens_made, start = 0, time.time()
     for begin in range(0, len(todo), args.batch_size):
-        batch = todo[begin: begin + args.batch_size]
-        results = generate_with_features(model, [encoded[i] for i in batch], args.max_new_tokens, eos_ids, pad_id,
-                                         taps)
+        batch = todo[begin : begin + args.batch_size]
+        results = generate_with_features(model, [encoded[i] for i in batch], args.max_new_tokens, eos_ids, pad_id, taps)
         save_shard(os.path.join(args.out, f"shard_{shard:05d}.pt"), batch, [encoded[i] for i in batch], results)
         shard += 1
         with open(done_path, "a") as f:

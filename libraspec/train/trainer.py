@@ -11,6 +11,7 @@ sequences, a_k = P(the drafter's greedy proposals 1..k all equal the target's to
 and tau_static(n) = 1 + sum_{k=1..n} a_k: the tokens a round with static length d = n
 commits under greedy verification (tau = accepted + 1, docs/ARCHITECTURE.md, "Symbols").
 """
+
 from __future__ import annotations
 
 import math
@@ -53,15 +54,31 @@ class TrainState:
     history: list = field(default_factory=list)
 
 
-def build_drafter(target, *, mask_token_id: int, layers: int = 1, block_size: int = 16,
-                  init_layers: list[int] | None = None, taps: tuple[int, ...] = (1, 8, 14, 20, 27),
-                  draft_vocab_size: int = 4096, intermediate_size: int | None = None) -> DFlashDrafter:
+def build_drafter(
+    target,
+    *,
+    mask_token_id: int,
+    layers: int = 1,
+    block_size: int = 16,
+    init_layers: list[int] | None = None,
+    taps: tuple[int, ...] = (1, 8, 14, 20, 27),
+    draft_vocab_size: int = 4096,
+    intermediate_size: int | None = None,
+) -> DFlashDrafter:
     """A drafter shaped like the target's layers, initialised from target layers `init_layers`
     (output projections zeroed, so each layer starts as the identity), target norm frozen."""
     cfg = DFlashConfig.from_target_config(
-        target.config, block_size=block_size, num_hidden_layers=layers, target_layer_ids=list(taps),
-        mask_token_id=mask_token_id, slot_embeddings=True, learned_temperature=True, feature_stats=True,
-        feature_clip=8.0, draft_vocab_size=draft_vocab_size)
+        target.config,
+        block_size=block_size,
+        num_hidden_layers=layers,
+        target_layer_ids=list(taps),
+        mask_token_id=mask_token_id,
+        slot_embeddings=True,
+        learned_temperature=True,
+        feature_stats=True,
+        feature_clip=8.0,
+        draft_vocab_size=draft_vocab_size,
+    )
     if intermediate_size:
         cfg.intermediate_size = intermediate_size
     drafter = DFlashDrafter(cfg, target.get_input_embeddings(), target.get_output_embeddings())
@@ -84,8 +101,9 @@ def calibrate_temperature(drafter: DFlashDrafter, batch: Batch, spread: float = 
 
 
 def forward(drafter: DFlashDrafter, batch: Batch) -> torch.Tensor:
-    return drafter.forward_train(batch.features, batch.block_ids, batch.block_positions,
-                                 batch.context_limit, batch.mask)  # (B, K, Q, V_d)
+    return drafter.forward_train(
+        batch.features, batch.block_ids, batch.block_positions, batch.context_limit, batch.mask
+    )  # (B, K, Q, V_d)
 
 
 def block_loss(drafter: DFlashDrafter, batch: Batch, gamma: float, distill: float = 0.0) -> tuple[torch.Tensor, dict]:
@@ -117,8 +135,9 @@ def block_loss(drafter: DFlashDrafter, batch: Batch, gamma: float, distill: floa
 
 
 @torch.no_grad()
-def heldout_metrics(drafter: DFlashDrafter, sequences: list[Sequence], lookup: torch.Tensor,
-                    stride: int = 3, chunk: int = 48) -> dict:
+def heldout_metrics(
+    drafter: DFlashDrafter, sequences: list[Sequence], lookup: torch.Tensor, stride: int = 3, chunk: int = 48
+) -> dict:
     """Teacher-forced acceptance of greedy proposals over held-out anchors (every `stride`-th).
 
     Returns a_k = P(first k correct) for k = 1..n, tau_static = 1 + sum a_k, per-slot
@@ -132,7 +151,7 @@ def heldout_metrics(drafter: DFlashDrafter, sequences: list[Sequence], lookup: t
     for s in sequences:
         anchors = list(s.anchors)[::stride]
         for i in range(0, len(anchors), chunk):
-            ps = anchors[i: i + chunk]
+            ps = anchors[i : i + chunk]
             batch = make_batch([s], [ps], n, 0, mask_id, lookup).to(drafter.fc.weight.device)
             logits = forward(drafter, batch)[0, :, 1:]  # (K, n, V_d)
             tokens, q = (x.cpu() for x in drafter.propose(logits))  # (K, n) target ids, confidences
@@ -145,10 +164,12 @@ def heldout_metrics(drafter: DFlashDrafter, sequences: list[Sequence], lookup: t
             conf.append(q.float())
     drafter.train(was_training)
     a = torch.cat(prefix_ok).mean(0)  # (n,)
-    return {"accept_prefix": [round(float(x), 4) for x in a],
-            "slot_acc": [round(float(x), 4) for x in torch.cat(slot_ok).mean(0)],
-            "mean_q": [round(float(x), 4) for x in torch.cat(conf).mean(0)],
-            "tau_static": float(1 + a.sum())}
+    return {
+        "accept_prefix": [round(float(x), 4) for x in a],
+        "slot_acc": [round(float(x), 4) for x in torch.cat(slot_ok).mean(0)],
+        "mean_q": [round(float(x), 4) for x in torch.cat(conf).mean(0)],
+        "tau_static": float(1 + a.sum()),
+    }
 
 
 def lr_at(cfg: TrainConfig, step: int, frac: float) -> float:
@@ -163,8 +184,11 @@ def lr_at(cfg: TrainConfig, step: int, frac: float) -> float:
 def make_optimizer(drafter: DFlashDrafter, cfg: TrainConfig) -> torch.optim.AdamW:
     decay = [p for p in drafter.parameters() if p.requires_grad and p.dim() >= 2]
     other = [p for p in drafter.parameters() if p.requires_grad and p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                              {"params": other, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": other, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
 
 
 def train_step(drafter: DFlashDrafter, opt, batch: Batch, cfg: TrainConfig, lr: float) -> dict:
@@ -173,14 +197,16 @@ def train_step(drafter: DFlashDrafter, opt, batch: Batch, cfg: TrainConfig, lr: 
     loss, stats = block_loss(drafter, batch, cfg.gamma, cfg.distill)
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(
-        [p for p in drafter.parameters() if p.requires_grad], cfg.grad_clip))
+    stats["grad_norm"] = float(
+        torch.nn.utils.clip_grad_norm_([p for p in drafter.parameters() if p.requires_grad], cfg.grad_clip)
+    )
     opt.step()
     return stats
 
 
-def draw_batch(pool: list[Sequence], rng: torch.Generator, cfg: TrainConfig, n: int, mask_id: int,
-               lookup: torch.Tensor) -> Batch:
+def draw_batch(
+    pool: list[Sequence], rng: torch.Generator, cfg: TrainConfig, n: int, mask_id: int, lookup: torch.Tensor
+) -> Batch:
     """A plain first-pass batch, or (clean_frac of the time) one with m clean tokens after the anchor:
     half of those times m = j*n (the engine's pass j+1 after j fully drafted blocks), else m uniform in
     1..(passes-1)*n. Fewer blocks per sequence then, so every batch has about the same token count."""

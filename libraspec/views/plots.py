@@ -15,6 +15,7 @@ a title short enough for half a laptop screen with the legend at the bottom of t
 where it cannot cover the title, and a constant `uirevision` per figure kind so a user's
 zoom survives live updates.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,19 @@ MODE_COLORS: dict[str, str] = {name: mode.colour for name, mode in MODES.items()
 MODE_ORDER = tuple(MODE_COLORS)
 FALLBACK_COLOR = "#333333"
 TEMPLATE = "plotly_white"
-HEIGHTS = {"length": 340, "heatmap": 380, "epsilon": 560, "speedup": 340, "profile": 360,
-           "stepper": 440, "expected": 380, "sweep": 660, "calibration": 440, "tree": 560, "tree_sizes": 560}
+HEIGHTS = {
+    "length": 340,
+    "heatmap": 380,
+    "epsilon": 560,
+    "speedup": 340,
+    "profile": 360,
+    "stepper": 440,
+    "expected": 380,
+    "sweep": 660,
+    "calibration": 440,
+    "tree": 560,
+    "tree_sizes": 560,
+}
 MIN_LENGTH_AXIS = 24  # an empty figure's length axis shows 0..d_max (paper's DFlash d_max = 24)
 DODGE = 0.18  # horizontal offset between the d* markers of different modes in one round
 SOURCE_NAMES = {"dflash": "diffusion", "lookup": "look-up"}  # RoundRecord.draft_sources, as figures name them
@@ -61,8 +73,7 @@ def apply_layout(fig: go.Figure, kind: str, title: str, **extra: Any) -> go.Figu
         template=TEMPLATE,
         height=HEIGHTS[kind],
         uirevision=kind,
-        title=dict(text=title, x=0.01, xanchor="left", y=0.985, yanchor="top", yref="container",
-                   font=dict(size=14)),
+        title=dict(text=title, x=0.01, xanchor="left", y=0.985, yanchor="top", yref="container", font=dict(size=14)),
         margin=dict(l=60, r=20, t=44, b=96),
         legend=dict(orientation="h", x=0.0, xanchor="left", y=0.0, yanchor="bottom", yref="container"),
         **extra,
@@ -71,8 +82,9 @@ def apply_layout(fig: go.Figure, kind: str, title: str, **extra: Any) -> go.Figu
 
 
 def empty_figure(fig: go.Figure, message: str) -> go.Figure:
-    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper",
-                       x=0.5, y=0.5, font=dict(size=14, color="#888888"))
+    fig.add_annotation(
+        text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5, font=dict(size=14, color="#888888")
+    )
     return fig
 
 
@@ -101,28 +113,45 @@ def length_figure(frame: pd.DataFrame) -> go.Figure:
         x = rows["round_index"].tolist()
         last_round = max(last_round, max(x))
         top = max(top, int(rows["chosen_length"].max()))
-        fig.add_trace(go.Scatter(
-            x=x, y=rows["chosen_length"].tolist(), name=f"{mode} d", mode="lines+markers",
-            line=dict(color=mode_color(mode), shape="hv", width=2), marker=dict(size=4),
-            legendgroup=mode,
-            hovertemplate=f"{mode}<br>round %{{x}}<br>d = %{{y}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=rows["chosen_length"].tolist(),
+                name=f"{mode} d",
+                mode="lines+markers",
+                line=dict(color=mode_color(mode), shape="hv", width=2),
+                marker=dict(size=4),
+                legendgroup=mode,
+                hovertemplate=f"{mode}<br>round %{{x}}<br>d = %{{y}}<extra></extra>",
+            )
+        )
         oracle = [(r, v) for r, v in zip(x, rows["oracle_length"]) if _present(v)]
         if mode != "oracle" and oracle:
             ox, oy = zip(*oracle)
             top = max(top, int(max(oy)))
             shift = DODGE * (annotated.index(mode) - (len(annotated) - 1) / 2)
-            fig.add_trace(go.Scatter(
-                x=[r + shift for r in ox], y=[int(v) for v in oy], name=f"{mode} d*", mode="markers",
-                marker=dict(size=7, symbol="diamond-open", color=mode_color(mode), line=dict(width=1.5)),
-                legendgroup=mode, customdata=list(ox),
-                hovertemplate=f"{mode}<br>round %{{customdata}}<br>d* = %{{y}}<extra></extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[r + shift for r in ox],
+                    y=[int(v) for v in oy],
+                    name=f"{mode} d*",
+                    mode="markers",
+                    marker=dict(size=7, symbol="diamond-open", color=mode_color(mode), line=dict(width=1.5)),
+                    legendgroup=mode,
+                    customdata=list(ox),
+                    hovertemplate=f"{mode}<br>round %{{customdata}}<br>d* = %{{y}}<extra></extra>",
+                )
+            )
     if not fig.data:
         empty_figure(fig, "no rounds yet")
         top = MIN_LENGTH_AXIS
     return apply_layout(
-        fig, "length", "Length d per round (diamonds: oracle d*)",
+        fig,
+        "length",
+        "Length d per round (diamonds: oracle d*)",
         xaxis=dict(title="round", range=[-0.5, max(last_round, 10) + 0.5], zeroline=False),
-        yaxis=dict(title="d (draft tokens)", range=[0, top + 1], dtick=max(1, -(-top // 8))))
+        yaxis=dict(title="d (draft tokens)", range=[0, top + 1], dtick=max(1, -(-top // 8))),
+    )
 
 
 def _source_text(sources) -> str:
@@ -144,8 +173,13 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figur
     width = max((len(q) for q in rows["confidences"]), default=0) if not rows.empty else 0
     if rows.empty or width == 0:
         empty_figure(fig, f"no drafted rounds for {mode}")
-        return apply_layout(fig, "heatmap", f"Confidence q_i per round ({mode})",
-                            xaxis=dict(range=[0.5, MIN_LENGTH_AXIS + 0.5]), yaxis=dict(range=[0, 10]))
+        return apply_layout(
+            fig,
+            "heatmap",
+            f"Confidence q_i per round ({mode})",
+            xaxis=dict(range=[0.5, MIN_LENGTH_AXIS + 0.5]),
+            yaxis=dict(range=[0, 10]),
+        )
     rounds = rows["round_index"].tolist()
     z = np.full((len(rows), width), np.nan)  # (rounds, positions)
     origin = np.full((len(rows), width), "", dtype=object)  # (rounds, positions)
@@ -153,36 +187,65 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figur
     for k, (q, drafted_by) in enumerate(zip(rows["confidences"], sources)):
         z[k, : len(q)] = q
         origin[k, : len(drafted_by)] = [SOURCE_NAMES.get(s, s) for s in drafted_by]
-    fig.add_trace(go.Heatmap(
-        z=z, x=list(range(1, width + 1)), y=rounds, zmin=0.0, zmax=1.0, colorscale="Viridis",
-        name="q_i", colorbar=dict(title="q_i", thickness=12, len=0.9), customdata=origin,
-        hovertemplate="round %{y}<br>position i = %{x}<br>q_i = %{z:.3f}<br>drafted by %{customdata}"
-                      "<extra></extra>"))
-    fig.add_trace(go.Scatter(
-        x=[d + 0.5 for d in rows["chosen_length"]], y=rounds, name="chosen d", mode="markers",
-        marker=dict(symbol="square", size=7, color="#FFFFFF", line=dict(width=1.5, color="#000000")),
-        customdata=rows["chosen_length"].tolist(),
-        hovertemplate="round %{y}<br>d = %{customdata}<extra></extra>"))
-    fig.add_trace(go.Scatter(
-        x=[a + 0.5 for a in rows["accepted"]], y=rounds, name="accepted a", mode="markers",
-        marker=dict(symbol="circle", size=7, color=mode_color(mode),
-                    line=dict(width=1, color="#FFFFFF")),
-        customdata=rows["accepted"].tolist(),
-        hovertemplate="round %{y}<br>accepted a = %{customdata}<extra></extra>"))
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            x=list(range(1, width + 1)),
+            y=rounds,
+            zmin=0.0,
+            zmax=1.0,
+            colorscale="Viridis",
+            name="q_i",
+            colorbar=dict(title="q_i", thickness=12, len=0.9),
+            customdata=origin,
+            hovertemplate="round %{y}<br>position i = %{x}<br>q_i = %{z:.3f}<br>drafted by %{customdata}"
+            "<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[d + 0.5 for d in rows["chosen_length"]],
+            y=rounds,
+            name="chosen d",
+            mode="markers",
+            marker=dict(symbol="square", size=7, color="#FFFFFF", line=dict(width=1.5, color="#000000")),
+            customdata=rows["chosen_length"].tolist(),
+            hovertemplate="round %{y}<br>d = %{customdata}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[a + 0.5 for a in rows["accepted"]],
+            y=rounds,
+            name="accepted a",
+            mode="markers",
+            marker=dict(symbol="circle", size=7, color=mode_color(mode), line=dict(width=1, color="#FFFFFF")),
+            customdata=rows["accepted"].tolist(),
+            hovertemplate="round %{y}<br>accepted a = %{customdata}<extra></extra>",
+        )
+    )
     right = max(width, int(rows["chosen_length"].max()), int(rows["accepted"].max()))
     oracle = [(r, v) for r, v in zip(rounds, rows["oracle_length"]) if _present(v)]
     if oracle:
         right = max(right, max(int(v) for _, v in oracle))
-        fig.add_trace(go.Scatter(
-            x=[int(v) + 0.5 for _, v in oracle], y=[r for r, _ in oracle], name="oracle d*",
-            mode="markers", marker=dict(symbol="diamond-open", size=9,
-                                         color=MODE_COLORS["oracle"], line=dict(width=2)),
-            customdata=[int(v) for _, v in oracle],
-            hovertemplate="round %{y}<br>d* = %{customdata}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[int(v) + 0.5 for _, v in oracle],
+                y=[r for r, _ in oracle],
+                name="oracle d*",
+                mode="markers",
+                marker=dict(symbol="diamond-open", size=9, color=MODE_COLORS["oracle"], line=dict(width=2)),
+                customdata=[int(v) for _, v in oracle],
+                hovertemplate="round %{y}<br>d* = %{customdata}<extra></extra>",
+            )
+        )
     return apply_layout(
-        fig, "heatmap", f"Confidence q_i per round ({mode})",
+        fig,
+        "heatmap",
+        f"Confidence q_i per round ({mode})",
         xaxis=dict(title="draft position i", range=[0.5, right + 1], dtick=max(1, -(-right // 12))),
-        yaxis=dict(title="round", autorange="reversed"))
+        yaxis=dict(title="round", autorange="reversed"),
+    )
 
 
 def _record_value(record_row: pd.Series | Mapping[str, Any], key: str) -> Any:
@@ -210,58 +273,106 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     if not eps and 0 < d <= len(q):
         eps = epsilon_bounds(q[:d], alpha).tolist()  # modes that record no bounds
     steps = _sequence(record_row, "policy_steps")
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.64, 0.36], vertical_spacing=0.1,
-                        specs=[[{"type": "xy", "secondary_y": True}], [{"type": "table"}]])
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        row_heights=[0.64, 0.36],
+        vertical_spacing=0.1,
+        specs=[[{"type": "xy", "secondary_y": True}], [{"type": "table"}]],
+    )
     width = max(len(eps), d, 1)
     if eps:
         eps_star = min(eps)
         positions = list(range(1, len(eps) + 1))
-        fig.add_trace(go.Bar(
-            x=positions, y=eps, name="eps_i", marker_color=mode_color(mode), opacity=0.75,
-            marker_line=dict(width=[3 if e == eps_star else 0 for e in eps], color="#000000"),
-            hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>"), row=1, col=1)
-        fig.add_trace(go.Scatter(
-            x=[0.5, width + 0.5], y=[eps_star, eps_star], name=f"eps* = {eps_star}",
-            mode="lines", line=dict(color="#000000", dash="dash", width=1.5)), row=1, col=1)
-    fig.add_trace(go.Scatter(
-        x=[0.5, width + 0.5], y=[d, d], name=f"chosen d = {d}", mode="lines",
-        line=dict(color=MODE_COLORS["oracle"] if mode == "oracle" else "#444444", width=2)),
-        row=1, col=1)
+        fig.add_trace(
+            go.Bar(
+                x=positions,
+                y=eps,
+                name="eps_i",
+                marker_color=mode_color(mode),
+                opacity=0.75,
+                marker_line=dict(width=[3 if e == eps_star else 0 for e in eps], color="#000000"),
+                hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[0.5, width + 0.5],
+                y=[eps_star, eps_star],
+                name=f"eps* = {eps_star}",
+                mode="lines",
+                line=dict(color="#000000", dash="dash", width=1.5),
+            ),
+            row=1,
+            col=1,
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=[0.5, width + 0.5],
+            y=[d, d],
+            name=f"chosen d = {d}",
+            mode="lines",
+            line=dict(color=MODE_COLORS["oracle"] if mode == "oracle" else "#444444", width=2),
+        ),
+        row=1,
+        col=1,
+    )
     if q:
         shown = q[:width]
-        fig.add_trace(go.Scatter(
-            x=list(range(1, len(shown) + 1)), y=shown, name="q_i", mode="lines+markers",
-            line=dict(color="#56B4E9", width=1.5), marker=dict(size=4),
-            hovertemplate="i = %{x}<br>q_i = %{y:.3f}<extra></extra>"),
-            row=1, col=1, secondary_y=True)
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(1, len(shown) + 1)),
+                y=shown,
+                name="q_i",
+                mode="lines+markers",
+                line=dict(color="#56B4E9", width=1.5),
+                marker=dict(size=4),
+                hovertemplate="i = %{x}<br>q_i = %{y:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+            secondary_y=True,
+        )
     header = ["iter", "d before", "eps*", "d after", "B", "blocks", "rollback"]
     if not steps:  # a policy without Algorithm 1 (static, oracle) or a round it did not run in
         header[0] = "no Algorithm 1 iterations"
     cells = [
         list(range(1, len(steps) + 1)),
-        [s["d_before"] for s in steps], [s["eps_star"] for s in steps],
-        [s["d_after"] for s in steps], [s["budget"] for s in steps],
-        [s["blocks_requested"] for s in steps], ["yes" if s["rollback"] else "" for s in steps],
+        [s["d_before"] for s in steps],
+        [s["eps_star"] for s in steps],
+        [s["d_after"] for s in steps],
+        [s["budget"] for s in steps],
+        [s["blocks_requested"] for s in steps],
+        ["yes" if s["rollback"] else "" for s in steps],
     ]
-    fig.add_trace(go.Table(
-        header=dict(values=header, fill_color="#EEEEEE", align="center"),
-        cells=dict(values=cells, align="center", height=22), name="Algorithm 1 steps"),
-        row=2, col=1)
+    fig.add_trace(
+        go.Table(
+            header=dict(values=header, fill_color="#EEEEEE", align="center"),
+            cells=dict(values=cells, align="center", height=22),
+            name="Algorithm 1 steps",
+        ),
+        row=2,
+        col=1,
+    )
     top = max(eps + [d, 1])
-    fig.update_xaxes(title_text="draft position i", range=[0.5, width + 0.5], dtick=max(1, -(-width // 12)),
-                     row=1, col=1)
+    fig.update_xaxes(
+        title_text="draft position i", range=[0.5, width + 0.5], dtick=max(1, -(-width // 12)), row=1, col=1
+    )
     fig.update_yaxes(title_text="eps_i", range=[0, top * 1.15 + 1], row=1, col=1)
-    fig.update_yaxes(title_text="q_i", range=[0, 1.05], showgrid=False,
-                     row=1, col=1, secondary_y=True)
+    fig.update_yaxes(title_text="q_i", range=[0, 1.05], showgrid=False, row=1, col=1, secondary_y=True)
     round_index = _record_value(record_row, "round_index")
     drafted_by = _source_text(_sequence(record_row, "draft_sources")[: max(d, 1)])
     source = f", {drafted_by} drafts" if drafted_by else ""
-    return apply_layout(fig, "epsilon", f"Round {round_index} ({mode}{source}): eps_i, alpha = {alpha:g}",
-                        barmode="overlay")
+    return apply_layout(
+        fig, "epsilon", f"Round {round_index} ({mode}{source}): eps_i, alpha = {alpha:g}", barmode="overlay"
+    )
 
 
-def speedup_figure(frame: pd.DataFrame, ar_seconds_per_token: float | None,
-                   ar_modeled_per_token: float | None) -> go.Figure:
+def speedup_figure(
+    frame: pd.DataFrame, ar_seconds_per_token: float | None, ar_modeled_per_token: float | None
+) -> go.Figure:
     """Cumulative speedup over AR after each round: measured (solid) and modeled (dashed).
 
     eta(t) = (tokens so far * AR seconds per token) / seconds so far, with the measured
@@ -269,8 +380,10 @@ def speedup_figure(frame: pd.DataFrame, ar_seconds_per_token: float | None,
     """
     fig = go.Figure()
     top, right = 2.0, 16
-    clocks = (("measured", "cumulative_s", ar_seconds_per_token, "solid"),
-              ("modeled", "cumulative_modeled_s", ar_modeled_per_token, "dash"))
+    clocks = (
+        ("measured", "cumulative_s", ar_seconds_per_token, "solid"),
+        ("modeled", "cumulative_modeled_s", ar_modeled_per_token, "dash"),
+    )
     for mode in _modes(frame):
         rows = _rows(frame, mode)
         if mode == "ar" or rows.empty:
@@ -285,18 +398,32 @@ def speedup_figure(frame: pd.DataFrame, ar_seconds_per_token: float | None,
             eta = tokens[keep] * per_token / seconds[keep]
             if eta.size:
                 top = max(top, float(eta.max()))
-            fig.add_trace(go.Scatter(
-                x=tokens[keep].tolist(), y=eta.tolist(), name=f"{mode} {label}", mode="lines",
-                line=dict(color=mode_color(mode), dash=dash, width=2), legendgroup=mode,
-                hovertemplate=f"{mode} ({label})<br>%{{x}} tokens<br>%{{y:.2f}}x<extra></extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=tokens[keep].tolist(),
+                    y=eta.tolist(),
+                    name=f"{mode} {label}",
+                    mode="lines",
+                    line=dict(color=mode_color(mode), dash=dash, width=2),
+                    legendgroup=mode,
+                    hovertemplate=f"{mode} ({label})<br>%{{x}} tokens<br>%{{y:.2f}}x<extra></extra>",
+                )
+            )
     if not fig.data:
         empty_figure(fig, "no rounds or no AR baseline yet")
-    fig.add_hline(y=1.0, line=dict(color=MODE_COLORS["ar"], width=1, dash="dot"),
-                  annotation_text="AR", annotation_position="bottom right")
+    fig.add_hline(
+        y=1.0,
+        line=dict(color=MODE_COLORS["ar"], width=1, dash="dot"),
+        annotation_text="AR",
+        annotation_position="bottom right",
+    )
     return apply_layout(
-        fig, "speedup", "Speedup over AR (solid: measured, dashed: modeled)",
+        fig,
+        "speedup",
+        "Speedup over AR (solid: measured, dashed: modeled)",
         xaxis=dict(title="generated tokens", range=[0, right * 1.02]),
-        yaxis=dict(title="speedup (x)", range=[0, top * 1.1]))
+        yaxis=dict(title="speedup (x)", range=[0, top * 1.1]),
+    )
 
 
 def profile_figure(profile: Any) -> go.Figure:
@@ -309,30 +436,59 @@ def profile_figure(profile: Any) -> go.Figure:
     """
     verify_ms = [1000.0 * v for v in profile.verify_s]
     draft_ms = [1000.0 * v for v in profile.draft_s]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.12,
-                        subplot_titles=("target verification", "drafter"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.62, 0.38],
+        horizontal_spacing=0.12,
+        subplot_titles=("target verification", "drafter"),
+    )
     ks = list(range(1, len(verify_ms) + 1))
-    fig.add_trace(go.Scatter(
-        x=ks, y=verify_ms, name="verify (measured)", mode="markers",
-        marker=dict(color="#444444", size=6),
-        hovertemplate="k = %{x} tokens<br>%{y:.1f} ms<extra></extra>"), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=ks,
+            y=verify_ms,
+            name="verify (measured)",
+            mode="markers",
+            marker=dict(color="#444444", size=6),
+            hovertemplate="k = %{x} tokens<br>%{y:.1f} ms<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     intercept_s, slope_s = profile.linear_fit()  # verify_s[k-1] ~ t0 + c k
-    fig.add_trace(go.Scatter(
-        x=ks, y=[1000.0 * (intercept_s + slope_s * k) for k in ks], mode="lines",
-        name=f"fit: {1000 * intercept_s:.1f} + {1000 * slope_s:.2f} k ms",
-        line=dict(color="#444444", dash="dash", width=1.5)), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=ks,
+            y=[1000.0 * (intercept_s + slope_s * k) for k in ks],
+            mode="lines",
+            name=f"fit: {1000 * intercept_s:.1f} + {1000 * slope_s:.2f} k ms",
+            line=dict(color="#444444", dash="dash", width=1.5),
+        ),
+        row=1,
+        col=1,
+    )
     blocks = list(range(1, len(draft_ms) + 1))
-    fig.add_trace(go.Bar(
-        x=blocks, y=draft_ms, name="draft (measured)", marker_color="#56B4E9",
-        hovertemplate="%{x} block(s)<br>%{y:.1f} ms<extra></extra>"), row=1, col=2)
+    fig.add_trace(
+        go.Bar(
+            x=blocks,
+            y=draft_ms,
+            name="draft (measured)",
+            marker_color="#56B4E9",
+            hovertemplate="%{x} block(s)<br>%{y:.1f} ms<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
     top = max(verify_ms + draft_ms + [1.0])
     fig.update_xaxes(title_text="new tokens k", range=[0, len(ks) + 1], row=1, col=1)
     fig.update_xaxes(title_text="blocks", range=[0.4, len(blocks) + 0.6], dtick=1, row=1, col=2)
     fig.update_yaxes(title_text="ms", range=[0, top * 1.15], row=1, col=1)
     fig.update_yaxes(range=[0, top * 1.15], row=1, col=2)
     apply_layout(fig, "profile", "Latency profile of this machine")
-    fig.update_layout(legend=dict(orientation="v", x=0.01, y=0.99, xanchor="left", yanchor="top",
-                                  bgcolor="rgba(255,255,255,0.7)"))
+    fig.update_layout(
+        legend=dict(orientation="v", x=0.01, y=0.99, xanchor="left", yanchor="top", bgcolor="rgba(255,255,255,0.7)")
+    )
     return fig
 
 
@@ -411,46 +567,84 @@ def tree_figure(record_row: pd.Series | Mapping[str, Any], token_text=str, root_
         ey += [rows[parent] if parent >= 0 else root_row, rows[j], None]
     colour = mode_color(mode)
     on_path = set(path)
-    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", name="edges", hoverinfo="skip",
-                             line=dict(color=OFF_PATH_COLOR, width=1)))
-    fig.add_trace(go.Scatter(
-        x=[0] + [depth[j] for j in path], y=[root_row] + [rows[j] for j in path], mode="lines",
-        name=f"accepted path ({len(path)})", line=dict(color=colour, width=4), hoverinfo="skip",
-        customdata=path))
-    fig.add_trace(go.Scatter(
-        x=depth, y=rows[:len(tokens)], mode="markers+text", name=f"nodes ({len(tokens)})",
-        text=[f"{_token_label(t)} {q:.2f}" for t, q in zip(texts, probs)], textposition="middle right",
-        textfont=dict(size=11, color=["#000000" if j in on_path else "#555555" for j in range(len(tokens))]),
-        marker=dict(size=[11 if j in on_path else 7 for j in range(len(tokens))],
-                    color=[colour if j in on_path else "#FFFFFF" for j in range(len(tokens))],
-                    line=dict(width=1.5, color=[colour if j in on_path else OFF_PATH_COLOR
-                                                for j in range(len(tokens))])),
-        customdata=[[j, repr(t), tok, q, pp] for j, (t, tok, q, pp) in enumerate(zip(texts, tokens, probs, path_prob))],
-        hovertemplate="node %{customdata[0]} · depth %{x}<br>token %{customdata[1]} (id %{customdata[2]})"
-                      "<br>q = %{customdata[3]:.3f}<br>path probability = %{customdata[4]:.4f}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(x=ex, y=ey, mode="lines", name="edges", hoverinfo="skip", line=dict(color=OFF_PATH_COLOR, width=1))
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[0] + [depth[j] for j in path],
+            y=[root_row] + [rows[j] for j in path],
+            mode="lines",
+            name=f"accepted path ({len(path)})",
+            line=dict(color=colour, width=4),
+            hoverinfo="skip",
+            customdata=path,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=depth,
+            y=rows[: len(tokens)],
+            mode="markers+text",
+            name=f"nodes ({len(tokens)})",
+            text=[f"{_token_label(t)} {q:.2f}" for t, q in zip(texts, probs)],
+            textposition="middle right",
+            textfont=dict(size=11, color=["#000000" if j in on_path else "#555555" for j in range(len(tokens))]),
+            marker=dict(
+                size=[11 if j in on_path else 7 for j in range(len(tokens))],
+                color=[colour if j in on_path else "#FFFFFF" for j in range(len(tokens))],
+                line=dict(width=1.5, color=[colour if j in on_path else OFF_PATH_COLOR for j in range(len(tokens))]),
+            ),
+            customdata=[
+                [j, repr(t), tok, q, pp] for j, (t, tok, q, pp) in enumerate(zip(texts, tokens, probs, path_prob))
+            ],
+            hovertemplate="node %{customdata[0]} · depth %{x}<br>token %{customdata[1]} (id %{customdata[2]})"
+            "<br>q = %{customdata[3]:.3f}<br>path probability = %{customdata[4]:.4f}<extra></extra>",
+        )
+    )
     root = "root" if root_text is None else _token_label(root_text)
-    fig.add_trace(go.Scatter(x=[0], y=[root_row], mode="markers+text", name="root (last committed token)",
-                             text=[root], textposition="middle left", textfont=dict(size=11),
-                             marker=dict(size=12, symbol="square", color="#444444"),
-                             hovertemplate="the last committed token<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=[0],
+            y=[root_row],
+            mode="markers+text",
+            name="root (last committed token)",
+            text=[root],
+            textposition="middle left",
+            textfont=dict(size=11),
+            marker=dict(size=12, symbol="square", color="#444444"),
+            hovertemplate="the last committed token<extra></extra>",
+        )
+    )
     right = max(depth, default=0)
     if bonus is not None:
         x, y = len(path) + 1, rows[len(tokens)]
         text = str(token_text(bonus))
         right = max(right, x)
         last = (depth[path[-1]], rows[path[-1]]) if path else (0, root_row)
-        fig.add_trace(go.Scatter(  # a dotted edge from the last accepted node, then the bonus
-            x=[last[0], x], y=[last[1], y], mode="lines+markers+text", name="bonus (the target's token)",
-            text=["", f"bonus {_token_label(text)}"], textposition="middle right", textfont=dict(size=11, color=colour),
-            line=dict(color=colour, width=2, dash="dot"),
-            marker=dict(size=[0, 14], symbol="star", color=colour, line=dict(width=1, color="#000000")),
-            customdata=[[repr(text), bonus]] * 2,
-            hovertemplate="bonus token %{customdata[0]} (id %{customdata[1]})<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(  # a dotted edge from the last accepted node, then the bonus
+                x=[last[0], x],
+                y=[last[1], y],
+                mode="lines+markers+text",
+                name="bonus (the target's token)",
+                text=["", f"bonus {_token_label(text)}"],
+                textposition="middle right",
+                textfont=dict(size=11, color=colour),
+                line=dict(color=colour, width=2, dash="dot"),
+                marker=dict(size=[0, 14], symbol="star", color=colour, line=dict(width=1, color="#000000")),
+                customdata=[[repr(text), bonus]] * 2,
+                hovertemplate="bonus token %{customdata[0]} (id %{customdata[1]})<extra></extra>",
+            )
+        )
     top = max(rows)
     apply_layout(
-        fig, "tree", f"{title}: {len(tokens)} nodes, depth {max(depth, default=0)}, accepted {len(path)}",
+        fig,
+        "tree",
+        f"{title}: {len(tokens)} nodes, depth {max(depth, default=0)}, accepted {len(path)}",
         xaxis=dict(title="depth (0 = the last committed token)", range=[-0.8, right + 1.2], dtick=1, zeroline=False),
-        yaxis=dict(visible=False, range=[top + 0.8, -0.8]))
+        yaxis=dict(visible=False, range=[top + 0.8, -0.8]),
+    )
     # the one figure whose height follows its data: a wide tree keeps TREE_ROW_PX per row of labels
     fig.update_layout(height=max(HEIGHTS["tree"], 150 + TREE_ROW_PX * (top + 1)))
     return fig
@@ -470,22 +664,55 @@ def tree_size_figure(frame: pd.DataFrame, mode: str) -> go.Figure:
     colour = mode_color(mode)
     sizes, accepted = rows["tree_size"].astype(int).tolist(), rows["accepted"].astype(int).tolist()
     tau = [len(c) for c in rows["committed_tokens"]]
-    fig.add_trace(go.Bar(x=x, y=sizes, name="tree size (nodes)", marker_color=colour, opacity=0.35,
-                         hovertemplate="round %{x}<br>%{y} nodes<extra></extra>"))
-    fig.add_trace(go.Bar(x=x, y=accepted, name="accepted a", marker_color=colour,
-                         hovertemplate="round %{x}<br>accepted a = %{y}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=x, y=tau, name="τ (a + bonus)", mode="markers",
-                             marker=dict(symbol="line-ew-open", size=14, color="#000000", line=dict(width=2)),
-                             hovertemplate="round %{x}<br>τ = %{y}<extra></extra>"))
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=sizes,
+            name="tree size (nodes)",
+            marker_color=colour,
+            opacity=0.35,
+            hovertemplate="round %{x}<br>%{y} nodes<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=accepted,
+            name="accepted a",
+            marker_color=colour,
+            hovertemplate="round %{x}<br>accepted a = %{y}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=tau,
+            name="τ (a + bonus)",
+            mode="markers",
+            marker=dict(symbol="line-ew-open", size=14, color="#000000", line=dict(width=2)),
+            hovertemplate="round %{x}<br>τ = %{y}<extra></extra>",
+        )
+    )
     top = max(sizes + tau + [1])
     if "oracle_tree_size" in rows:
         oracle = [(r, int(v)) for r, v in zip(x, rows["oracle_tree_size"]) if _present(v)]
         if oracle:
             top = max(top, max(v for _, v in oracle))
-            fig.add_trace(go.Scatter(
-                x=[r for r, _ in oracle], y=[v for _, v in oracle], name="oracle size", mode="markers",
-                marker=dict(symbol="diamond-open", size=8, color=MODE_COLORS["oracle"], line=dict(width=1.5)),
-                hovertemplate="round %{x}<br>oracle size = %{y}<extra></extra>"))
-    return apply_layout(fig, "tree_sizes", title, barmode="overlay",
-                        xaxis=dict(title="round", range=[-0.5, max(max(x), 10) + 0.5]),
-                        yaxis=dict(title="nodes / tokens", range=[0, top * 1.1 + 1]))
+            fig.add_trace(
+                go.Scatter(
+                    x=[r for r, _ in oracle],
+                    y=[v for _, v in oracle],
+                    name="oracle size",
+                    mode="markers",
+                    marker=dict(symbol="diamond-open", size=8, color=MODE_COLORS["oracle"], line=dict(width=1.5)),
+                    hovertemplate="round %{x}<br>oracle size = %{y}<extra></extra>",
+                )
+            )
+    return apply_layout(
+        fig,
+        "tree_sizes",
+        title,
+        barmode="overlay",
+        xaxis=dict(title="round", range=[-0.5, max(max(x), 10) + 0.5]),
+        yaxis=dict(title="nodes / tokens", range=[0, top * 1.1 + 1]),
+    )

@@ -5,6 +5,7 @@ They share `plots`' colours, heights and layout so every tab looks alike. Symbol
 the LibraSpec paper: d, d_max, alpha, B (draft budget), n (block size), eps_i (Algorithm 1
 line 6), eps* (their minimum), q_i (drafter confidence), E[eta_d] (Eq. 1), tau.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,12 @@ from plotly.subplots import make_subplots
 
 from libraspec.views.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, empty_figure
 
-SWEEP_METRICS = (("speedup_modeled", "modeled speedup (x)"), ("speedup_measured", "measured speedup (x)"),
-                 ("tau", "tau (tokens per round)"), ("mad_vs_oracle", "mean |d - d*|"))
+SWEEP_METRICS = (
+    ("speedup_modeled", "modeled speedup (x)"),
+    ("speedup_measured", "measured speedup (x)"),
+    ("tau", "tau (tokens per round)"),
+    ("mad_vs_oracle", "mean |d - d*|"),
+)
 
 
 def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
@@ -40,27 +45,69 @@ def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_vrect(x0=0.5, x1=drafted + 0.5, fillcolor="#56B4E9", opacity=0.15, line_width=0)
     positions = list(range(1, len(state.eps) + 1))
-    fig.add_trace(go.Bar(
-        x=positions, y=list(state.eps), name="eps_i", marker_color=MODE_COLORS["libraspec"], opacity=0.75,
-        marker_line=dict(width=[3 if i == state.argmin else 0 for i in positions], color="#000000"),
-        hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[0.5, len(state.eps) + 0.5], y=[state.eps_star] * 2, mode="lines",
-                             name=f"eps* = {state.eps_star}", line=dict(color="#000000", dash="dash", width=1.5)))
-    fig.add_trace(go.Scatter(x=[0.5, right + 0.5], y=[compared] * 2, mode="lines", name=f"d compared = {compared}",
-                             line=dict(color="#444444", width=2)))
-    fig.add_trace(go.Scatter(x=list(range(1, min(len(q), right) + 1)), y=q[:right], name="q_i",
-                             mode="lines+markers", line=dict(color="#56B4E9", width=1.5), marker=dict(size=4),
-                             hovertemplate="i = %{x}<br>q_i = %{y:.3f}<extra></extra>"), secondary_y=True)
-    fig.add_vline(x=state.d + 0.5, line=dict(color=MODE_COLORS["oracle"], width=2, dash="dot"),
-                  annotation_text=f"d = {state.d}", annotation_position="top right")
-    fig.add_vline(x=d_max + 0.5, line=dict(color="#999999", width=1, dash="dot"),
-                  annotation_text=f"d_max = {d_max}", annotation_position="top left")
+    fig.add_trace(
+        go.Bar(
+            x=positions,
+            y=list(state.eps),
+            name="eps_i",
+            marker_color=MODE_COLORS["libraspec"],
+            opacity=0.75,
+            marker_line=dict(width=[3 if i == state.argmin else 0 for i in positions], color="#000000"),
+            hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[0.5, len(state.eps) + 0.5],
+            y=[state.eps_star] * 2,
+            mode="lines",
+            name=f"eps* = {state.eps_star}",
+            line=dict(color="#000000", dash="dash", width=1.5),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[0.5, right + 0.5],
+            y=[compared] * 2,
+            mode="lines",
+            name=f"d compared = {compared}",
+            line=dict(color="#444444", width=2),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=list(range(1, min(len(q), right) + 1)),
+            y=q[:right],
+            name="q_i",
+            mode="lines+markers",
+            line=dict(color="#56B4E9", width=1.5),
+            marker=dict(size=4),
+            hovertemplate="i = %{x}<br>q_i = %{y:.3f}<extra></extra>",
+        ),
+        secondary_y=True,
+    )
+    fig.add_vline(
+        x=state.d + 0.5,
+        line=dict(color=MODE_COLORS["oracle"], width=2, dash="dot"),
+        annotation_text=f"d = {state.d}",
+        annotation_position="top right",
+    )
+    fig.add_vline(
+        x=d_max + 0.5,
+        line=dict(color="#999999", width=1, dash="dot"),
+        annotation_text=f"d_max = {d_max}",
+        annotation_position="top left",
+    )
     fig.update_xaxes(title_text="draft position i (shaded: drafted)", range=[0.5, right + 0.5])
     fig.update_yaxes(title_text="eps_i", range=[0, top], secondary_y=False)
     fig.update_yaxes(title_text="q_i", range=[0, 1.05], showgrid=False, secondary_y=True)
     label = "start" if state.index == 0 else f"iteration {state.index}"
-    return apply_layout(fig, "stepper", f"Step {index}/{len(states) - 1} ({label}): d = {state.d}, "
-                                        f"B = {state.budget}, blocks drafted = {state.blocks}", barmode="overlay")
+    return apply_layout(
+        fig,
+        "stepper",
+        f"Step {index}/{len(states) - 1} ({label}): d = {state.d}, B = {state.budget}, blocks drafted = {state.blocks}",
+        barmode="overlay",
+    )
 
 
 def expected_speedup_figure(q, profile: Any, d_max: int, libraspec_d: int, static_length: int) -> go.Figure:
@@ -71,24 +118,49 @@ def expected_speedup_figure(q, profile: Any, d_max: int, libraspec_d: int, stati
     argmax; a concave measured profile or per-block drafting steps can break that.
     """
     from libraspec.analysis.theory import exhaustive_argmax, expected_speedup_curve
+
     curve = expected_speedup_curve(q, profile, d_max)  # (d_max,)
     best = exhaustive_argmax(q, profile, d_max)
-    fig = go.Figure(go.Scatter(x=list(range(1, d_max + 1)), y=curve.tolist(), name="E[eta_d]",
-                               mode="lines", line=dict(color="#444444", width=2),
-                               hovertemplate="d = %{x}<br>E[eta_d] = %{y:.3f}x<extra></extra>"))
-    marks = ((f"LibraSpec d = {libraspec_d}", libraspec_d, MODE_COLORS["libraspec"], "circle", 13),
-             (f"argmax d = {best}", best, MODE_COLORS["oracle"], "diamond-open", 17),
-             (f"static d = {static_length}", static_length, MODE_COLORS["static"], "square", 10))
+    fig = go.Figure(
+        go.Scatter(
+            x=list(range(1, d_max + 1)),
+            y=curve.tolist(),
+            name="E[eta_d]",
+            mode="lines",
+            line=dict(color="#444444", width=2),
+            hovertemplate="d = %{x}<br>E[eta_d] = %{y:.3f}x<extra></extra>",
+        )
+    )
+    marks = (
+        (f"LibraSpec d = {libraspec_d}", libraspec_d, MODE_COLORS["libraspec"], "circle", 13),
+        (f"argmax d = {best}", best, MODE_COLORS["oracle"], "diamond-open", 17),
+        (f"static d = {static_length}", static_length, MODE_COLORS["static"], "square", 10),
+    )
     for name, d, color, symbol, size in marks:
         if 1 <= d <= d_max:
-            fig.add_trace(go.Scatter(x=[d], y=[float(curve[d - 1])], name=name, mode="markers",
-                                     marker=dict(color=color, symbol=symbol, size=size, line=dict(width=2)),
-                                     hovertemplate=f"{name}<br>E[eta_d] = %{{y:.3f}}x<extra></extra>"))
-    fig.add_hline(y=1.0, line=dict(color=MODE_COLORS["ar"], width=1, dash="dot"),
-                  annotation_text="AR", annotation_position="bottom right")
-    return apply_layout(fig, "expected", "Expected speedup E[eta_d] with q_i as p_i (Eq. 1)",
-                        xaxis=dict(title="speculative length d", range=[0.5, d_max + 0.5]),
-                        yaxis=dict(title="E[eta_d] (x)", range=[0, max(float(curve.max()), 1.0) * 1.15]))
+            fig.add_trace(
+                go.Scatter(
+                    x=[d],
+                    y=[float(curve[d - 1])],
+                    name=name,
+                    mode="markers",
+                    marker=dict(color=color, symbol=symbol, size=size, line=dict(width=2)),
+                    hovertemplate=f"{name}<br>E[eta_d] = %{{y:.3f}}x<extra></extra>",
+                )
+            )
+    fig.add_hline(
+        y=1.0,
+        line=dict(color=MODE_COLORS["ar"], width=1, dash="dot"),
+        annotation_text="AR",
+        annotation_position="bottom right",
+    )
+    return apply_layout(
+        fig,
+        "expected",
+        "Expected speedup E[eta_d] with q_i as p_i (Eq. 1)",
+        xaxis=dict(title="speculative length d", range=[0.5, d_max + 0.5]),
+        yaxis=dict(title="E[eta_d] (x)", range=[0, max(float(curve.max()), 1.0) * 1.15]),
+    )
 
 
 def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: list[int] | None = None) -> go.Figure:
@@ -100,9 +172,15 @@ def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: 
     """
     alphas = [str(a) for a in (alphas or list(dict.fromkeys(frame["alpha"])) if "alpha" in frame else [])]
     d_maxes = [int(d) for d in (d_maxes or sorted(set(frame["d_max"])) if "d_max" in frame else [])]
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[title for _, title in SWEEP_METRICS],
-                        horizontal_spacing=0.1, vertical_spacing=0.2)
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        subplot_titles=[title for _, title in SWEEP_METRICS],
+        horizontal_spacing=0.1,
+        vertical_spacing=0.2,
+    )
     from libraspec.experiments.sweep import best_cell
+
     x = [str(d) for d in d_maxes]
     ties = []  # metrics where no cell is ahead of the others (within noise, or identical decisions)
     for k, (metric, title) in enumerate(SWEEP_METRICS):
@@ -111,22 +189,47 @@ def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: 
         for a, d, v in zip(frame.get("alpha", []), frame.get("d_max", []), frame.get(metric, [])):
             if str(a) in alphas and int(d) in d_maxes and v is not None and not pd.isna(v):
                 z[alphas.index(str(a)), d_maxes.index(int(d))] = float(v)
-        fig.add_trace(go.Heatmap(
-            z=z, x=x, y=alphas, name=metric, colorscale="Viridis_r" if metric == "mad_vs_oracle" else "Viridis",
-            showscale=False, texttemplate="%{z:.2f}", hovertemplate=f"alpha %{{y}}, d_max %{{x}}<br>{title}: "
-            "%{z:.3f}<extra></extra>"), row=row, col=col)
+        fig.add_trace(
+            go.Heatmap(
+                z=z,
+                x=x,
+                y=alphas,
+                name=metric,
+                colorscale="Viridis_r" if metric == "mad_vs_oracle" else "Viridis",
+                showscale=False,
+                texttemplate="%{z:.2f}",
+                hovertemplate=f"alpha %{{y}}, d_max %{{x}}<br>{title}: %{{z:.3f}}<extra></extra>",
+            ),
+            row=row,
+            col=col,
+        )
         best = best_cell(frame, metric) if not frame.empty else None
         if best is not None and str(frame["alpha"].iloc[best]) in alphas and int(frame["d_max"].iloc[best]) in d_maxes:
-            fig.add_trace(go.Scatter(x=[str(int(frame["d_max"].iloc[best]))], y=[str(frame["alpha"].iloc[best])],
-                                     mode="markers", name=f"best {metric}", showlegend=False,
-                                     marker=dict(symbol="square-open", size=30, color="#D55E00", line=dict(width=3)),
-                                     hovertemplate=f"best {title}<extra></extra>"), row=row, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=[str(int(frame["d_max"].iloc[best]))],
+                    y=[str(frame["alpha"].iloc[best])],
+                    mode="markers",
+                    name=f"best {metric}",
+                    showlegend=False,
+                    marker=dict(symbol="square-open", size=30, color="#D55E00", line=dict(width=3)),
+                    hovertemplate=f"best {title}<extra></extra>",
+                ),
+                row=row,
+                col=col,
+            )
         elif np.isfinite(z).sum() > 1:
             ties.append(title)
-        fig.update_xaxes(title_text="d_max", type="category", categoryorder="array", categoryarray=x,
-                         row=row, col=col)
-        fig.update_yaxes(title_text="alpha", type="category", categoryorder="array", categoryarray=alphas,
-                         autorange="reversed", row=row, col=col)
+        fig.update_xaxes(title_text="d_max", type="category", categoryorder="array", categoryarray=x, row=row, col=col)
+        fig.update_yaxes(
+            title_text="alpha",
+            type="category",
+            categoryorder="array",
+            categoryarray=alphas,
+            autorange="reversed",
+            row=row,
+            col=col,
+        )
     if frame.empty:
         empty_figure(fig, "no finished cells yet")
     heading = "LibraSpec over alpha x d_max (outlined: best cell)"
@@ -138,27 +241,70 @@ def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: 
 def calibration_figure(bins: pd.DataFrame, by_position: pd.DataFrame, ece: float) -> go.Figure:
     """Reliability diagram (acceptance vs confidence per bin, `calibration.reliability_table`)
     and acceptance rate by draft position with the mean q_i (`calibration.acceptance_by_position`)."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=("reliability: acceptance vs confidence q_i", "by draft position i"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=("reliability: acceptance vs confidence q_i", "by draft position i"),
+    )
     centers = ((bins["lo"] + bins["hi"]) / 2).tolist() if not bins.empty else []
-    fig.add_trace(go.Bar(x=centers, y=bins["acceptance"].tolist() if not bins.empty else [], width=0.09,
-                         name="acceptance rate", marker_color=MODE_COLORS["libraspec"], opacity=0.7,
-                         customdata=bins["count"].tolist() if not bins.empty else [],
-                         hovertemplate="bin %{x:.2f}<br>accepted %{y:.3f}<br>%{customdata} drafts<extra></extra>"),
-                  row=1, col=1)
-    fig.add_trace(go.Scatter(x=bins["confidence"].tolist() if not bins.empty else [],
-                             y=bins["acceptance"].tolist() if not bins.empty else [], mode="markers",
-                             name="mean q in bin", marker=dict(color="#000000", size=6)), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
-                             line=dict(color="#999999", dash="dash")), row=1, col=1)
+    fig.add_trace(
+        go.Bar(
+            x=centers,
+            y=bins["acceptance"].tolist() if not bins.empty else [],
+            width=0.09,
+            name="acceptance rate",
+            marker_color=MODE_COLORS["libraspec"],
+            opacity=0.7,
+            customdata=bins["count"].tolist() if not bins.empty else [],
+            hovertemplate="bin %{x:.2f}<br>accepted %{y:.3f}<br>%{customdata} drafts<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=bins["confidence"].tolist() if not bins.empty else [],
+            y=bins["acceptance"].tolist() if not bins.empty else [],
+            mode="markers",
+            name="mean q in bin",
+            marker=dict(color="#000000", size=6),
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", line=dict(color="#999999", dash="dash")
+        ),
+        row=1,
+        col=1,
+    )
     if not by_position.empty:
-        fig.add_trace(go.Bar(x=by_position["position"].tolist(), y=by_position["acceptance"].tolist(),
-                             name="acceptance by position", marker_color=MODE_COLORS["static"], opacity=0.7,
-                             customdata=by_position["count"].tolist(),
-                             hovertemplate="i = %{x}<br>accepted %{y:.3f}<br>%{customdata} drafts<extra></extra>"),
-                      row=1, col=2)
-        fig.add_trace(go.Scatter(x=by_position["position"].tolist(), y=by_position["confidence"].tolist(),
-                                 name="mean q_i", mode="lines+markers", line=dict(color="#56B4E9")), row=1, col=2)
+        fig.add_trace(
+            go.Bar(
+                x=by_position["position"].tolist(),
+                y=by_position["acceptance"].tolist(),
+                name="acceptance by position",
+                marker_color=MODE_COLORS["static"],
+                opacity=0.7,
+                customdata=by_position["count"].tolist(),
+                hovertemplate="i = %{x}<br>accepted %{y:.3f}<br>%{customdata} drafts<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=by_position["position"].tolist(),
+                y=by_position["confidence"].tolist(),
+                name="mean q_i",
+                mode="lines+markers",
+                line=dict(color="#56B4E9"),
+            ),
+            row=1,
+            col=2,
+        )
     right = max(int(by_position["position"].max()) if not by_position.empty else 0, MIN_LENGTH_AXIS)
     fig.update_xaxes(title_text="confidence q_i", range=[0, 1], row=1, col=1)
     fig.update_xaxes(title_text="draft position i", range=[0.5, right + 0.5], row=1, col=2)
@@ -167,4 +313,6 @@ def calibration_figure(bins: pd.DataFrame, by_position: pd.DataFrame, ece: float
     if bins.empty or bins["count"].sum() == 0:
         empty_figure(fig, "no submitted drafts yet")
     text = "n/a" if not math.isfinite(ece) else f"{ece:.3f}"
-    return apply_layout(fig, "calibration", f"Drafter calibration: expected calibration error {text} ({len(bins)} bins)")
+    return apply_layout(
+        fig, "calibration", f"Drafter calibration: expected calibration error {text} ({len(bins)} bins)"
+    )
