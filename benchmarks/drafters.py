@@ -25,6 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from libraspec.drafters import DRAFTERS  # noqa: E402
 from libraspec.experiments.bench import (
     BenchSpec,
     read_prompts,
@@ -35,7 +36,6 @@ from libraspec.experiments.bench import (
 )
 from libraspec.experiments.report import PUBLIC_DATA, PUBLIC_SUITES  # noqa: E402
 from libraspec.experiments.stats import regime_stats  # noqa: E402
-from libraspec.drafters import DRAFTERS  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import PolicySettings  # noqa: E402

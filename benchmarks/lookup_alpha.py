@@ -26,21 +26,23 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from drafters import SUITES  # noqa: E402  (benchmarks/drafters.py)
+
 from libraspec.analysis.replay import replay_greedy  # noqa: E402
+from libraspec.cost import LatencyProfile  # noqa: E402
 from libraspec.drafters import make_drafter  # noqa: E402
 from libraspec.drafters.lookup_corpus import held_apart, sequences  # noqa: E402
-from libraspec.experiments.bench import static_grid  # noqa: E402
+from libraspec.experiments.bench import (
+    read_prompts,  # noqa: E402
+    static_grid,  # noqa: E402
+)
+from libraspec.experiments.report import PUBLIC_DATA  # noqa: E402
 from libraspec.experiments.stats import LEVEL, RESAMPLES, SEED, per_prompt, resample_indices, speedup_interval  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import make_policy  # noqa: E402
-from libraspec.cost import LatencyProfile  # noqa: E402
-from libraspec.experiments.bench import read_prompts  # noqa: E402
-from libraspec.experiments.report import PUBLIC_DATA  # noqa: E402
 from libraspec.profiling import cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
-
-from drafters import SUITES  # noqa: E402  (benchmarks/drafters.py)
 
 ALPHAS = (0.5, 1.0, 1.5, 2.0, 2.2, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0)
 

@@ -7,7 +7,8 @@ corpora made of the first fraction of the corpus's answers in a fixed random ord
 (1) held-apart Magpie answers (never in any corpus) and (2) the target's greedy answers to the
 public prompts of a benchmarks/drafters.py run (`--answers`, its AR records; the prompts are read
 at run time from ../shared/data and only evaluated on: nothing is chosen from them), priced with
-that run's latency profile. The confidences keep the shipped calibration. Writes benchmarks/results/lookup_corpus_size/README.md and results.json.
+that run's latency profile. The confidences keep the shipped calibration. Writes
+benchmarks/results/lookup_corpus_size/README.md and results.json.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from drafters import SUITES  # noqa: E402  (benchmarks/drafters.py)
+from lookup_alpha import held_apart_answers, run_answers  # noqa: E402  (benchmarks/lookup_alpha.py)
+
 from libraspec.analysis.replay import replay_greedy  # noqa: E402
 from libraspec.drafters.lookup import SEPARATOR, CorpusIndex, LookupDrafter  # noqa: E402
 from libraspec.drafters.lookup_corpus import corpus_sequences  # noqa: E402
@@ -30,9 +34,6 @@ from libraspec.experiments.report import PUBLIC_DATA  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import PolicySettings, make_policy  # noqa: E402
-
-from drafters import SUITES  # noqa: E402  (benchmarks/drafters.py)
-from lookup_alpha import held_apart_answers, run_answers  # noqa: E402  (benchmarks/lookup_alpha.py)
 
 FRACTIONS = (0.0, 0.0625, 0.125, 0.25, 0.5, 1.0)
 

@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from libraspec.policy import Decision, LibraSpecPolicy  # noqa: E402
 from libraspec.analysis.stepper import ArrayBuffer  # noqa: E402
+from libraspec.policy import Decision, LibraSpecPolicy  # noqa: E402
 from libraspec.records import PolicyStep  # noqa: E402
 
 ROUND_S = 0.120  # a CPU verification round of 16 tokens (assets/TRAINING.md)

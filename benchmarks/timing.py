@@ -27,14 +27,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
+
 from libraspec.drafters import make_drafter  # noqa: E402
 from libraspec.experiments.bench import BenchSpec, read_prompts, run_bench  # noqa: E402
 from libraspec.experiments.provenance import cpu_clock, others_share  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.profiling import cached_profile, machine_description  # noqa: E402
-
-from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
 
 MODES = ("ar", "static", "libraspec", "oracle")
 PROFILES = {

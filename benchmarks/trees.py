@@ -27,6 +27,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
+
 from libraspec.cost import LatencyProfile  # noqa: E402
 from libraspec.experiments.bench import (
     ANNOTATED_MODES,
@@ -39,8 +41,6 @@ from libraspec.experiments.bench import (
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.profiling import cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
-
-from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
 
 MODES = ("ar", "static", "libraspec", "ddtree", "ddtree-libraspec")
 

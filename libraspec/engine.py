@@ -12,8 +12,8 @@ policy and verification wall clock (docs/ARCHITECTURE.md, "What is timed").
 
 from __future__ import annotations
 
-import time
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import Iterator
 

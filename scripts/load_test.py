@@ -7,7 +7,8 @@ Every request must finish without error, with three equal greedy texts (static, 
 oracle decode the target's own output) and a finished summary. Prints latency percentiles
 (end to end, waiting in the queue, processing) and the queue seen by the clients (largest
 queue size and rank reported, and the longest overlap of two requests' processing: the app's
-one model queue has concurrency_limit 1, so that overlap is only message delay). Bounded: `--timeout` caps the whole test and each request.
+one model queue has concurrency_limit 1, so that overlap is only message delay). Bounded:
+`--timeout` caps the whole test and each request.
 Exit status 0 only when every request succeeded; 1 otherwise (the failures are listed).
 """
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs everything (venv, pinned packages, Debian chromium for the browser test) and runs
-# the test suite; arguments go to pytest (e.g. `-m unit` for the fast library tests). This
-# is the README's test command and what CI runs. On a second run nothing is installed again:
-# setup.sh skips pip while requirements.txt is unchanged, and chromium is kept once present.
+# Installs everything (venv, pinned packages, Debian chromium for the browser test), checks the
+# format and lint (ruff) and runs the test suite; arguments go to pytest (e.g. `-m unit` for the
+# fast library tests). This is the README's test command and what CI runs. On a second run
+# nothing is installed again: setup.sh skips pip while requirements.txt is unchanged, and
+# chromium is kept once present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,4 +12,8 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
   $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# the format and the lint rules of pyproject.toml hold before any test runs
+LINTED="libraspec ui app.py tests benchmarks scripts"
+.venv/bin/python -m ruff format --check --quiet $LINTED
+.venv/bin/python -m ruff check --quiet $LINTED
 exec .venv/bin/python -m pytest -q "$@"

@@ -13,7 +13,6 @@ carries a layer marker itself keeps it.
 from __future__ import annotations
 
 import pytest
-
 from apptools import tiny_app
 
 LAYERS = ("unit", "app", "e2e")

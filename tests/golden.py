@@ -73,9 +73,9 @@ def tiny_runs() -> dict:
     """Tiny Llama with its random drafter, a partly right drafter and a right one; greedy and sampled."""
     import dataclasses as dc
 
-    from libraspec.models.registry import tiny_pair
-
     from drafters import GreedyOracleDrafter
+
+    from libraspec.models.registry import tiny_pair
 
     pair = tiny_pair("llama", seed=3, dtype=torch.float64)
     drafters = {

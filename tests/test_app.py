@@ -10,7 +10,6 @@ import os
 import time
 
 import pytest
-
 from apptools import neutral_lookup_calibration, race
 
 pytest.importorskip("gradio_client")

@@ -15,9 +15,8 @@ from __future__ import annotations
 import functools
 import json
 
-import pytest
-
 import apptools
+import pytest
 
 pytest.importorskip("gradio_client")
 httpx = pytest.importorskip("httpx")

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 import torch
 
-from libraspec.analysis import calibration
-from libraspec.experiments import bench, report, report_md
 from libraspec.__main__ import SUBCOMMANDS, build_parser, main
+from libraspec.analysis import calibration
 from libraspec.cost import LatencyProfile
+from libraspec.experiments import bench, report, report_md
 from libraspec.models.registry import tiny_pair
 from libraspec.records import RoundRecord, read_trace
 

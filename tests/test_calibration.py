@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libraspec.views import tuning_plots
 from libraspec.analysis.calibration import (
     BINS,
     acceptance_by_position,
@@ -20,6 +19,7 @@ from libraspec.analysis.calibration import (
     reliability_table,
 )
 from libraspec.records import RoundRecord
+from libraspec.views import tuning_plots
 
 
 def record(mode: str, k: int, q: list[float], d: int, accepted: int) -> RoundRecord:

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from libraspec.cost import LatencyProfile
-from libraspec.experiments.driver import Cancelled, Job, RoundDone, RunDone, decode_grid, grid_order, mode_job
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.experiments.driver import Cancelled, Job, RoundDone, RunDone, decode_grid, grid_order, mode_job
 from libraspec.models.registry import tiny_pair
 from libraspec.modes import PolicySettings
 from libraspec.policy import G4Policy

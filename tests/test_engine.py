@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from decoding import generated, run, with_drafter
+from drafters import GreedyOracleDrafter, PartlyRightModule
 
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
 from libraspec.models.registry import tiny_pair
 from libraspec.policy import FailFastPolicy, G4Policy, LibraSpecPolicy, StaticPolicy
 from libraspec.records import summarize
-
-from decoding import generated, run, with_drafter
-from drafters import GreedyOracleDrafter, PartlyRightModule
 
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)

@@ -21,18 +21,17 @@ import itertools
 
 import pytest
 import torch
+from exact import Branching, output_distribution, total_variation
+from test_sampling import filtered
+from test_sampling import pair as v6_pair  # noqa: F401  (fixture)
 
 import libraspec.engine as engine
 import libraspec.tree as tree_module
-from exact import Branching, output_distribution, total_variation
 from libraspec.cost import LatencyProfile
-from libraspec.drafters import make_drafter
 from libraspec.drafters.block import BlockDiffusionDrafter, BlockDraft
 from libraspec.engine import SpeculativeDecoder
 from libraspec.modes import get_mode, make_policy
 from libraspec.verify import probabilities
-from test_sampling import filtered
-from test_sampling import pair as v6_pair  # noqa: F401  (fixture)
 
 torch.set_num_threads(1)
 PROMPT = [1, 4, 3, 5, 1, 4, 3, 5, 1, 4]  # repeats: the look-up drafter proposes 3, 5, 1, ...

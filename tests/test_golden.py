@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import importlib.util
 
+import golden
 import pytest
 import torch
 
-import golden
 from libraspec.models import embedded
-
 
 # float32 kernels differ in their last bits between CPUs (an AMD EPYC machine gives confidences
 # 1e-6 apart from the files written on an earlier one, an Intel Xeon up to 3.2e-6, and 4.4e-7 on a

@@ -7,7 +7,6 @@ the races one at a time (their processing overlaps only by message delay).
 from __future__ import annotations
 
 import pytest
-
 from apptools import run_script
 
 

@@ -9,6 +9,8 @@ import random
 
 import pytest
 import torch
+from test_sampling import V, chi2_quantile
+from test_sampling import pair as v6_pair  # noqa: F401  (fixture)
 
 import libraspec.engine as engine
 from libraspec.cost import LatencyProfile
@@ -29,9 +31,6 @@ from libraspec.drafters.lookup import (
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
 from libraspec.modes import MODES, make_policy
-
-from test_sampling import V, chi2_quantile
-from test_sampling import pair as v6_pair  # noqa: F401  (fixture)
 
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=70)

@@ -4,7 +4,6 @@ tiny pair; resident memory after race 15 within 10% of after race 5."""
 from __future__ import annotations
 
 import pytest
-
 from apptools import run_script
 
 

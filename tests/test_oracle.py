@@ -6,15 +6,15 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from drafters import GreedyOracleDrafter
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
 from libraspec.oracle import oracle_length, oracle_rates
 from libraspec.policy import StaticPolicy
-
-from drafters import GreedyOracleDrafter
 
 
 def accepted_prefix_from_matches(matches) -> np.ndarray:

@@ -8,10 +8,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from libraspec.views import plots
 from libraspec.cost import LatencyProfile
 from libraspec.policy import epsilon_bounds
 from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_frame, write_csv
+from libraspec.views import plots
 
 N = 4  # block size of the hand-made rounds
 

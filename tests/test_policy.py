@@ -4,11 +4,12 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.modes import make_policy
 from libraspec.policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy, epsilon_bounds
-from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.records import PolicyStep, RoundRecord
 from libraspec.tree import TreePolicy
 

@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 import torch
 
+from libraspec import profiling
 from libraspec.cost import LatencyProfile
 from libraspec.drafters.lookup import LookupCalibration, LookupDrafter
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
-from libraspec.policy import StaticPolicy
-
-from libraspec import profiling
 from libraspec.models.registry import tiny_pair
+from libraspec.policy import StaticPolicy
 from libraspec.profiling import cached_profile, knot_fit, measure_profile, monotone, timed_interleaved
 
 torch.set_num_threads(1)

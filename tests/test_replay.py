@@ -8,14 +8,17 @@ import math
 
 import pytest
 import torch
+from test_lookup import (
+    PROFILE,
+    generated,
+    pair,  # noqa: F401  (fixture)
+    repetitive_prompts,
+)
 
 from libraspec.analysis.replay import replay_greedy
 from libraspec.drafters import make_drafter
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.modes import POLICY_MODES, make_policy
-
-from test_lookup import PROFILE, generated, repetitive_prompts
-from test_lookup import pair  # noqa: F401  (fixture)
 
 torch.set_num_threads(1)
 UNTIMED = ("draft_s", "policy_s", "verify_s", "cumulative_s")

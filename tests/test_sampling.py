@@ -36,7 +36,7 @@ import libraspec.tree as tree_module
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.dflash import DFlashConfig, DFlashDrafter
-from libraspec.models.registry import ModelPair, ByteTokenizer
+from libraspec.models.registry import ByteTokenizer, ModelPair
 from libraspec.models.target import TargetModel
 from libraspec.modes import make_policy
 from libraspec.policy import LibraSpecPolicy, StaticPolicy

@@ -13,16 +13,15 @@ from types import SimpleNamespace
 import pyarrow.parquet as pq
 import pytest
 import torch
+from apptools import neutral_lookup_calibration
 
 from libraspec.analysis.calibration import EXCLUDED_MODES
+from libraspec.analysis.stepper import algorithm_states
 from libraspec.drafters import lookup
 from libraspec.records import LIST_COLUMNS
-from libraspec.analysis.stepper import algorithm_states
 from ui.calibration_tab import summarize_calibration
 from ui.session import RACE_MODES, Session, Settings
 from ui.teach_tab import Inputs, TeachTab, confidences_for, step_view
-
-from apptools import neutral_lookup_calibration
 
 PROMPT = "Count to ten, then count back to one."
 N = 7

@@ -69,4 +69,9 @@ def test_a_failed_install_is_retried(checkout):
 @pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="would install chromium with apt-get")
 def test_second_test_run_only_runs_pytest(checkout):
     run(checkout, "test.sh", "-m", "unit")
-    assert run(checkout, "test.sh", "-m", "unit") == ["-m pytest -q -m unit"]
+    linted = "libraspec ui app.py tests benchmarks scripts"
+    assert run(checkout, "test.sh", "-m", "unit") == [  # ruff's format and lint, then pytest
+        f"-m ruff format --check --quiet {linted}",
+        f"-m ruff check --quiet {linted}",
+        "-m pytest -q -m unit",
+    ]

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libraspec.views import tuning_plots
+from libraspec.analysis.stepper import ArrayBuffer, algorithm_states, parse_confidences, synthetic_confidences
 from libraspec.cost import LatencyProfile
 from libraspec.policy import LibraSpecPolicy, epsilon_bounds
-from libraspec.analysis.stepper import ArrayBuffer, algorithm_states, parse_confidences, synthetic_confidences
+from libraspec.views import tuning_plots
 
 
 @st.composite
@@ -113,9 +113,10 @@ def test_step_figures_show_the_state():
 def test_teach_tab_views_every_source():
     from types import SimpleNamespace
 
+    from test_calibration import record
+
     from ui.session import Settings
     from ui.teach_tab import Inputs, confidences_for, step_view
-    from test_calibration import record
 
     index, step_fig, curve_fig, text = step_view(Inputs(), 10**6, None)
     assert text.startswith(f"**Step {index} of {index}.**") and "exhaustive argmax" in text

@@ -11,17 +11,17 @@ import pytest
 import torch
 
 from libraspec import profiling
-from libraspec.views import tuning_plots
 from libraspec.__main__ import main
 from libraspec.analysis.autoalpha import AutoAlphaLibraSpecPolicy
+from libraspec.analysis.stepper import ArrayBuffer
+from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
-from libraspec.models.registry import tiny_pair
-from libraspec.analysis.stepper import ArrayBuffer
-from libraspec.records import RoundRecord
-from libraspec.modes import ALPHA_RANGE
 from libraspec.experiments.sweep import COLUMNS, best_cell, parse_alphas, parse_d_maxes, run_sweep
-from libraspec.analysis.theory import auto_alpha
+from libraspec.models.registry import tiny_pair
+from libraspec.modes import ALPHA_RANGE
+from libraspec.records import RoundRecord
+from libraspec.views import tuning_plots
 
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)

@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from libraspec.cost import LatencyProfile
 from libraspec.analysis.theory import (
     alpha_from_costs,
     auto_alpha,
@@ -21,6 +21,7 @@ from libraspec.analysis.theory import (
     marginal_benefit,
     objective_curve,
 )
+from libraspec.cost import LatencyProfile
 
 probs = st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=30)
 
@@ -71,7 +72,10 @@ def test_theorem_3_2_marginal_form(p, data):
     d_new = data.draw(st.integers(1, len(p)))
     assume(d != d_new)
     t0, c = data.draw(st.floats(0.01, 1.0)), data.draw(st.floats(0.001, 1.0))
-    verify = lambda k: t0 + c * k
+
+    def verify(k):
+        return t0 + c * k
+
     marginal, average = marginal_benefit(p, d, d_new, verify)
     assume(abs(marginal - average) > 1e-9 * max(1.0, average))  # away from exact ties
     expected = marginal > average if d_new > d else marginal < average
@@ -82,7 +86,9 @@ def test_theorem_3_2_marginal_form(p, data):
 @given(probs, st.floats(0.01, 1.0), st.floats(0.001, 1.0))
 def test_theorem_3_5_criterion(p, t0, c):
     # affine verification: E[eta_{d+1}] > E[eta_d] iff prod_{i<=d+1} p_i > c E[tau_d] / T_d (Eq. 7)
-    verify = lambda k: t0 + c * k
+    def verify(k):
+        return t0 + c * k
+
     tau = expected_tau_curve(p, len(p))
     for d in range(1, len(p)):
         lhs, rhs = float(np.prod(p[: d + 1])), c * tau[d - 1] / verify(d)
@@ -99,7 +105,10 @@ def test_theorem_3_6_converges_under_convex_verification(p, cost, data):
     # premises: drafting-free objective E[tau_d] / T(d), T(d) = t0 + c d + e d^2 with
     # t0 > 0, c, e >= 0 (non-decreasing marginal cost); p any values in [0, 1]
     t0, c, e = cost
-    verify = lambda d: t0 + c * d + e * d * d
+
+    def verify(d):
+        return t0 + c * d + e * d * d
+
     d_max = len(p)
     d0 = data.draw(st.integers(1, d_max))
     path = iterate_beneficial(p, d0, verify, d_max)
@@ -126,7 +135,9 @@ def test_theorem_3_6_with_single_block_profile(p, d0):
 def test_concave_verification_breaks_convergence():
     # premise violated: marginal costs .5 then .1. p = (.9, .9, .9):
     # E[tau] = (1.9, 2.71, 3.439), T = (1, 1.5, 1.6) -> values (1.9, 1.807, 2.149)
-    verify = lambda d: (1.0, 1.5, 1.6)[d - 1]
+    def verify(d):
+        return (1.0, 1.5, 1.6)[d - 1]
+
     p = [0.9, 0.9, 0.9]
     assert iterate_beneficial(p, 1, verify, 3) == [1]  # stuck at the local maximum
     assert exhaustive_argmax(p, verify, 3) == 3

@@ -9,6 +9,8 @@ import dataclasses
 
 import pytest
 import torch
+from decoding import generated, run, with_drafter
+from drafters import GreedyOracleDrafter, PartlyRightModule
 
 from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.cost import LatencyProfile
@@ -17,12 +19,8 @@ from libraspec.models.registry import tiny_pair
 from libraspec.models.target import keep_rows
 from libraspec.modes import make_policy
 from libraspec.policy import StaticPolicy
-from libraspec.verify import Randomness
 from libraspec.tree import DraftTree, TreePolicy, build_tree, depth_confidences, tree_accept, tree_oracle, tree_walk
-from libraspec.verify import SamplingConfig
-
-from decoding import generated, run, with_drafter
-from drafters import GreedyOracleDrafter, PartlyRightModule
+from libraspec.verify import Randomness, SamplingConfig
 
 torch.set_num_threads(1)
 # float64 models, but transformers computes rotary cos / sin in float32, whose kernels round
@@ -396,7 +394,10 @@ def test_tree_oracle_is_the_best_sub_tree_by_brute_force():
         tree = build_tree(cands, budget=int(torch.randint(1, 30, (1,), generator=gen)))
         child = (torch.rand(len(tree), generator=gen) < 0.4).double()
         u = Randomness.given(torch.rand(5, 30, generator=gen, dtype=torch.float64)) if trial % 2 else None
-        times = lambda h, nodes: 1.0 + 0.3 * (h > 3) + 0.05 * nodes  # a second block past depth 3
+
+        def times(h, nodes):
+            return 1.0 + 0.3 * (h > 3) + 0.05 * nodes  # a second block past depth 3
+
         depth, nodes = tree_oracle(tree, child, u, times, zero_time=0.9)
         rates = {(0, 0): 1 / 0.9}
         for b in range(1, len(tree) + 1):

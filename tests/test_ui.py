@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
 from libraspec.models.registry import ByteTokenizer
 from libraspec.records import RoundRecord, summarize
-from libraspec.analysis.theory import auto_alpha
 from ui.render import TextSegments, column_html, eta_text, status_html
 from ui.session import Run
 from ui.settings import (

@@ -18,7 +18,6 @@ from collections import Counter
 
 import gradio as gr
 
-from libraspec.views import plots, tuning_plots
 from libraspec.analysis.calibration import (
     EXCLUDED_MODES,
     acceptance_by_position,
@@ -27,6 +26,7 @@ from libraspec.analysis.calibration import (
     reliability_table,
 )
 from libraspec.records import RoundRecord
+from libraspec.views import plots, tuning_plots
 
 from .common import QUEUE, client_key, load_examples
 from .hosting import RACE_MAX_S, gpu

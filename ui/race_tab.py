@@ -20,10 +20,10 @@ import time
 
 import gradio as gr
 
-from libraspec.views import plots
 from libraspec.drafters import DRAFTERS
 from libraspec.models.registry import describe_pair
 from libraspec.records import records_to_frame
+from libraspec.views import plots
 
 from .common import QUEUE, client_key, load_examples
 from .hosting import LOAD_SECONDS, gpu, race_seconds

@@ -16,8 +16,8 @@ from __future__ import annotations
 import html
 import math
 
-from libraspec.views.plots import mode_color
 from libraspec.records import RoundRecord, RunSummary
+from libraspec.views.plots import mode_color
 
 TITLES = {
     "ar": "Autoregressive",

@@ -36,12 +36,13 @@ from typing import Iterator
 import pandas as pd
 
 from libraspec.cost import LatencyProfile
+from libraspec.device import free_memory, on_zero_gpu
 from libraspec.drafters import DRAFTERS, drafter_with_fallback
 from libraspec.engine import DecodeConfig, SpeculativeDecoder, race, remodel_ar
-from libraspec.device import free_memory, on_zero_gpu
+from libraspec.experiments.driver import RunDone, decode_grid, mode_job
+from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
 from libraspec.modes import MODES, PolicySettings
-from libraspec.experiments.driver import RunDone, decode_grid, mode_job
 from libraspec.profiling import PROFILE_TOLERANCE, cache_root, cached_profile, profile_check, within
 from libraspec.records import (
     NOISE_Z,
@@ -53,7 +54,6 @@ from libraspec.records import (
     write_csv,
     write_parquet,
 )
-from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 
 from .downloads import Downloads
 from .render import TextSegments, duration, eta_text, title

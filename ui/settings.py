@@ -2,7 +2,8 @@
 
 No gradio here. `check_settings` is the one place the app corrects a setting: the policy
 knobs (alpha, d_max, static length, the tree modes' depth and node budget) through
-`libraspec.modes.PolicySettings.checked`, the decoding knobs (temperature, max new tokens, seed) with the same rule and wording, and max
+`libraspec.modes.PolicySettings.checked`, the decoding knobs (temperature, max new tokens, seed)
+with the same rule and wording, and max
 new tokens once more to the room the prompt leaves in the context window. A value out of
 range is clamped, never refused, and every change comes back as a note keyed by its field,
 so the race tab states it next to that field and the API returns it with the run. A value
@@ -16,10 +17,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
 from libraspec.modes import ALPHA_RANGE, MODES, PolicySettings
 from libraspec.records import RoundRecord
-from libraspec.analysis.theory import auto_alpha
 
 MAX_NEW_TOKENS_CAP = 512
 D_MAX_CAP = 64

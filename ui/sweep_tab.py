@@ -16,7 +16,6 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from libraspec.views import tuning_plots
 from libraspec.experiments.bench import read_prompts
 from libraspec.experiments.sweep import (
     COLUMNS,
@@ -26,6 +25,7 @@ from libraspec.experiments.sweep import (
     parse_alphas,
     parse_d_maxes,
 )
+from libraspec.views import tuning_plots
 
 from .common import QUEUE, client_key, load_examples
 from .hosting import RACE_MAX_S, gpu

@@ -17,11 +17,11 @@ import html
 import gradio as gr
 import numpy as np
 
-from libraspec.views import tuning_plots
-from libraspec.cost import LatencyProfile
-from libraspec.records import RoundRecord
 from libraspec.analysis.stepper import algorithm_states, parse_confidences, synthetic_confidences
 from libraspec.analysis.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
+from libraspec.cost import LatencyProfile
+from libraspec.records import RoundRecord
+from libraspec.views import tuning_plots
 
 from .common import client_key
 from .session import Run, Session

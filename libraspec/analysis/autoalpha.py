@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 
+from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
 from libraspec.modes import ALPHA_RANGE
 from libraspec.policy import LibraSpecPolicy
 from libraspec.records import RoundRecord
-from libraspec.analysis.theory import auto_alpha
 
 DEFAULT_PRIOR_TAU = 2.0  # one pseudo-round: a drafter that gets about one draft accepted
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .lookup_corpus import SELFGEN, held_apart, sequences
+from ..verify import SamplingConfig
 from .lookup import (
     DEFAULT_CALIBRATION,
     DEFAULT_CORPUS,
@@ -32,7 +32,7 @@ from .lookup import (
     feature_vector,
     load_corpus,
 )
-from ..verify import SamplingConfig
+from .lookup_corpus import SELFGEN, held_apart, sequences
 
 UNFITTED = LookupCalibration.neutral()
 

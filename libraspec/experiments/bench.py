@@ -31,13 +31,13 @@ import torch
 
 from ..cost import LatencyProfile
 from ..drafters import DRAFTERS
-from .driver import Job, decode_grid, libraspec_policy, mode_job, parse_alphas
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..files import atomic_write_text
 from ..modes import MODES, POLICY_MODES, TREE_MODES, PolicySettings
-from ..tree import TreePolicy
 from ..profiling import cached_profile, machine_description, profile_check
 from ..records import RoundRecord, frame_to_records, read_trace, records_to_frame, summarize, write_parquet
+from ..tree import TreePolicy
+from .driver import Job, decode_grid, libraspec_policy, mode_job, parse_alphas
 from .provenance import cpu_clock, load_average, provenance, versions
 from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
 

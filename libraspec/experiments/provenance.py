@@ -34,11 +34,12 @@ LOOKUP_DRAFTERS = ("lookup", "hybrid")  # drafters that read the look-up calibra
 
 def versions() -> dict:
     """Versions of the software a result depends on."""
+    from importlib.metadata import PackageNotFoundError, version
+
     import numpy
     import pandas
     import torch
     import transformers
-    from importlib.metadata import PackageNotFoundError, version
 
     out = {
         "python": platform.python_version(),

@@ -27,6 +27,11 @@ from typing import Callable
 
 import torch
 
+from ..cost import LatencyProfile
+from ..files import atomic_write_text
+from ..models.registry import ASSETS
+from ..modes import MODES
+from ..profiling import cached_profile, machine_description
 from .bench import (
     FAILFAST_PAPER,
     BenchSpec,
@@ -40,13 +45,8 @@ from .bench import (
     static_grid,
     write_result,
 )
-from ..cost import LatencyProfile
-from ..files import atomic_write_text
-from ..models.registry import ASSETS
-from ..modes import MODES
-from ..profiling import cached_profile, machine_description
-from .provenance import BUSY_LOAD, load_average, model_files, shown_path, source_digest, versions
 from .driver import AUTO, alpha_label, parse_alphas
+from .provenance import BUSY_LOAD, load_average, model_files, shown_path, source_digest, versions
 from .report_md import render
 
 SUITES = ("math", "code", "chat")  # the default: assets/prompts, written for this project

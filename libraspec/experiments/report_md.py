@@ -22,10 +22,6 @@ import datetime
 
 import pandas as pd
 
-from .bench import mode_summary
-from .provenance import BUSY_SHARE, shown_path
-from .stats import DSTAR_BINS, distinguishable
-from .driver import alpha_label
 from ..analysis.calibration import (
     acceptance_by_position,
     acceptance_samples,
@@ -33,6 +29,10 @@ from ..analysis.calibration import (
     reliability_table,
 )
 from ..analysis.theory import expected_tau_curve
+from .bench import mode_summary
+from .driver import alpha_label
+from .provenance import BUSY_SHARE, shown_path
+from .stats import DSTAR_BINS, distinguishable
 
 NAMES = {
     "ar": "AR",

@@ -24,9 +24,9 @@ from typing import Callable, Iterator, Sequence
 
 import pandas as pd
 
-from .driver import AUTO, Cancelled, Job, alpha_label, decode_grid, libraspec_policy, parse_alphas
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..records import NOISE_Z, RoundRecord, summarize, timing_noise_s
+from .driver import AUTO, Cancelled, Job, alpha_label, decode_grid, libraspec_policy, parse_alphas
 
 DEFAULT_ALPHAS = (1.6, 2.0, 2.2, 2.6, AUTO)  # around the paper's 2.0 (Fast-dLLM) and 2.2 (DFlash)
 DEFAULT_D_MAXES = (16, 24, 32, 48)  # around the paper's 24 for DFlash
@@ -233,10 +233,10 @@ def run(args) -> int:
 
     from tqdm import tqdm
 
-    from .bench import read_prompts, set_threads
     from ..files import atomic_write_text
     from ..models.registry import load_pair
     from ..profiling import cached_profile
+    from .bench import read_prompts, set_threads
 
     set_threads(args.threads)
     alphas, d_maxes = parse_alphas(args.alphas), parse_d_maxes(args.d_max)

@@ -9,7 +9,8 @@ eighth prompt) are never trained on: they stay the calibration data of both draf
 Training starts once `--data` holds `--min-shards` shards (it waits up to `--wait-minutes`
 for the generator, then exits with an error). Every `ckpt_minutes` the full state
 (drafter, optimiser, step, elapsed time, RNG, log) goes to OUT/state.pt, so `--resume`
-continues where it stopped; new shards are picked up every `refresh_minutes`. Every `eval_minutes` the held-out tau_static(n) is measured
+continues where it stopped; new shards are picked up every `refresh_minutes`. Every
+`eval_minutes` the held-out tau_static(n) is measured
 (trainer.heldout_metrics) and, when it is the best so far, the drafter is saved to
 OUT/best and exported (DFlash format) to `--export`; `--export-last` exports the final weights once the
 budget is spent. A log line per evaluation goes to
@@ -31,8 +32,8 @@ import torch
 from tqdm import tqdm
 
 from ..files import atomic_write
-from .prompts import MONITOR_PROMPTS
 from .data import ShardPool, coverage, draft_vocabulary, feature_stats, load_shard, vocab_lookup
+from .prompts import MONITOR_PROMPTS
 from .selfdistill import TAP_LAYERS, stop_and_pad_ids
 from .trainer import (
     TrainConfig,

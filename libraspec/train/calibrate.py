@@ -20,7 +20,7 @@ import os
 import torch
 
 from .data import ShardPool, load_shard, shard_paths, vocab_lookup
-from .trainer import block_loss, draw_batch, TrainConfig
+from .trainer import TrainConfig, block_loss, draw_batch
 
 
 @torch.no_grad()

@@ -81,8 +81,8 @@ def drafter_calibration(records, d_max: int) -> dict:
 def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max: int, on_prompt=None) -> dict:
     """Every mode on every prompt (`driver.decode_grid`, prompt by prompt); `on_prompt(result, done)`
     is called after each prompt (partial results)."""
-    from ..experiments.driver import decode_grid, mode_job
     from ..engine import DecodeConfig, SpeculativeDecoder
+    from ..experiments.driver import decode_grid, mode_job
     from ..modes import PolicySettings
 
     decoder = SpeculativeDecoder(pair, drafter="dflash")  # the trained block drafter is what is judged

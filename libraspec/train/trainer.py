@@ -6,7 +6,8 @@ one, count most. With `distill` > 0 and shards that carry the target's top-k (fe
 the loss is (1 - distill) * that cross-entropy + distill * the same-weighted cross-entropy
 against the target's top-k distribution, renormalised over its entries inside the draft
 vocabulary (soft labels:
-the target's whole belief, not only its argmax, as EAGLE and DistillSpec train). Held-out monitor: for blocks `[anchor, MASK x n]` over held-out
+the target's whole belief, not only its argmax, as EAGLE and DistillSpec train). Held-out monitor:
+for blocks `[anchor, MASK x n]` over held-out
 sequences, a_k = P(the drafter's greedy proposals 1..k all equal the target's tokens),
 and tau_static(n) = 1 + sum_{k=1..n} a_k: the tokens a round with static length d = n
 commits under greedy verification (tau = accepted + 1, docs/ARCHITECTURE.md, "Symbols").
