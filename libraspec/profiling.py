@@ -121,11 +121,16 @@ AR_COPIES = 4
 
 @torch.inference_mode()
 def measure_profile(
-    pair, max_tokens: int = 25, max_blocks: int = 2, context_len: int = 256, repeats: int = 7
+    pair,
+    max_tokens: int = 25,
+    max_blocks: int = 2,
+    context_len: int = 256,
+    repeats: int = 7,
+    tree_rows: tuple[int, ...] = TREE_ROWS,
 ) -> LatencyProfile:
     """Median seconds of target forwards with 1..max_tokens new tokens, of 1..max_blocks drafts, of a
     look-up step, of the block-diffusion drafter's context upkeep after a round (`fit_s`) and of
-    draft-tree verifications of `TREE_ROWS` rows (a 4-ary tree, best-first order, with its mask)."""
+    draft-tree verifications of `tree_rows` rows (a 4-ary tree, best-first order, with its mask)."""
     target, drafter = pair.target, BlockDiffusionDrafter(pair.drafter, pair.target)
     context_len = max(2, min(context_len, target.max_positions - max_tokens - 1))
     context, cache, out = _timing_context(target, context_len)
@@ -161,7 +166,7 @@ def measure_profile(
         crop_cache(cache, context_len - 1)
 
     lengths = range(1, max_tokens + 1)
-    tree_rows = tuple(k for k in TREE_ROWS if k + context_len < target.max_positions)
+    tree_rows = tuple(k for k in tree_rows if k + context_len < target.max_positions)
     tree_rows = tree_rows if len(tree_rows) > 1 else ()  # one row count makes no interpolation
     forwards = timed_interleaved(
         {
@@ -211,6 +216,41 @@ def measure_profile(
         tree_rows=tree_rows,
         tree_verify_s=monotone(tree_s) if tree_rows else (),
     )
+
+
+@torch.inference_mode()
+def measure_concurrency(
+    target, batches=(1, 2, 4, 8), max_tokens: int = 17, context_len: int = 256, repeats: int = 5
+) -> dict[int, list[float]]:
+    """{B: [median seconds of one forward over B sequences of k new tokens, k = 1..max_tokens]}: the
+    verification of B requests in one batch, each after its own context of `context_len` tokens (a
+    lock-step round of B requests that each verify d = k - 1 drafts). Timed interleaved like
+    `measure_profile`, the cache cropped back after every call."""
+    from transformers import DynamicCache
+
+    model, device = target.model, target.device
+    gen = torch.Generator().manual_seed(0)
+    out, sync = {}, _sync(target)
+    for B in batches:
+        context = torch.randint(0, target.vocab_size, (B, context_len), generator=gen).to(device)
+        cache = DynamicCache()
+        model(input_ids=context[:, :-1], past_key_values=cache, use_cache=True)
+        new = torch.randint(0, target.vocab_size, (B, max_tokens), generator=gen).to(device)
+        positions = torch.arange(context_len - 1, context_len - 1 + max_tokens, device=device).expand(B, -1)
+
+        def forward(k: int) -> None:
+            model(
+                input_ids=new[:, :k],
+                past_key_values=cache,
+                position_ids=positions[:, :k],
+                use_cache=True,
+                logits_to_keep=k,
+            )
+            crop_cache(cache, context_len - 1)
+
+        times = timed_interleaved({k: functools.partial(forward, k) for k in range(1, max_tokens + 1)}, repeats, sync)
+        out[int(B)] = [times[k] for k in range(1, max_tokens + 1)]
+    return out
 
 
 def _timing_context(target, context_len: int):

@@ -30,6 +30,7 @@ FILE_LAYERS = {
     "test_load.py": "e2e",
     "test_memory.py": "e2e",
     "test_setup_scripts.py": "e2e",
+    "test_gpu_check.py": "e2e",
 }
 
 

@@ -55,9 +55,9 @@ def target_distribution(pair, prompt, k: int, top_k: int = 0, top_p: float = 1.0
     V, model = pair.target.vocab_size, pair.target.model
     out = {}
     for seq in itertools.product(range(V), repeat=k):
-        ids = torch.tensor([prompt + list(seq)])
+        ids = torch.tensor([prompt + list(seq)], device=model.device)
         with torch.no_grad():
-            rows = torch.softmax(model(input_ids=ids).logits[0, len(prompt) - 1 : -1].double(), -1)  # (k, V)
+            rows = torch.softmax(model(input_ids=ids).logits[0, len(prompt) - 1 : -1].double(), -1).cpu()  # (k, V)
         p = 1.0
         for j, t in enumerate(seq):
             p *= filtered(rows[j].tolist(), top_k, top_p)[t]

@@ -22,34 +22,13 @@ from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models import registry
 from libraspec.models.dflash import DFlashConfig, DFlashDrafter
 from libraspec.models.registry import HUB_PAIRS, HubUnavailableError, load_pair
+from libraspec.models.shapes import byte_level_tokenizer
 from libraspec.policy import LibraSpecPolicy, StaticPolicy
 
 torch.set_num_threads(1)
 TARGET_LAYERS, EXTRA_ROWS = 6, 3  # Qwen3 pads its embedding matrix beyond the tokenizer; so do we
-QWEN3_TEMPLATE = (
-    "{%- for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
-    "{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}"
-    "{%- endif %}{%- endif %}"
-)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=15, max_tokens=40)
 THINK_OFF = "<think>\n\n</think>\n\n"
-
-
-def byte_level_tokenizer():
-    """Byte-level BPE without merges (every UTF-8 string round-trips) plus Qwen3's chat tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
-    tok.add_tokens(["<think>", "</think>"])
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=QWEN3_TEMPLATE
-    )
 
 
 def zlab_drafter_config(vocab: int, mask_id: int) -> dict:

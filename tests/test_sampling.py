@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 
 import pytest
 import torch
@@ -34,6 +35,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 import libraspec.engine as engine
 import libraspec.tree as tree_module
 from libraspec.cost import LatencyProfile
+from libraspec.device import DEVICE_ENV
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.dflash import DFlashConfig, DFlashDrafter
 from libraspec.models.registry import ByteTokenizer, ModelPair
@@ -66,11 +68,14 @@ def pair():
         pad_token_id=0,
         tie_word_embeddings=False,
     )
+    device = os.environ.get(DEVICE_ENV) or "cpu"  # scripts/gpu_check.py runs these tests on CUDA too
     model = LlamaForCausalLM(cfg).double().eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(8.0)  # spread the target's distribution away from uniform
+    model.to(device)
     dcfg = DFlashConfig.from_target_config(cfg, block_size=4, num_hidden_layers=1, mask_token_id=0)
-    drafter = DFlashDrafter(dcfg, model.get_input_embeddings(), model.get_output_embeddings()).double().eval()
+    drafter = DFlashDrafter(dcfg, model.get_input_embeddings(), model.get_output_embeddings()).double()
+    drafter = drafter.to(device).eval()
     return ModelPair("tiny-v6", "tiny-vocabulary pair", TargetModel(model), drafter, ByteTokenizer())
 
 
@@ -95,7 +100,7 @@ def exact_probs(pair, k: int, top_k: int = 0, top_p: float = 1.0) -> torch.Tenso
         prefixes = torch.tensor(list(itertools.product(range(V), repeat=j)), dtype=torch.long).reshape(V**j, j)
         ids = torch.cat([torch.tensor(PROMPT).expand(len(prefixes), -1), prefixes], dim=1)  # (V^j, len(PROMPT) + j)
         with torch.no_grad():
-            rows = torch.softmax(model(input_ids=ids).logits[:, -1].double(), -1)  # (V^j, V)
+            rows = torch.softmax(model(input_ids=ids.to(model.device)).logits[:, -1].double(), -1).cpu()  # (V^j, V)
         step = torch.tensor([filtered(row, top_k, top_p) for row in rows.tolist()], dtype=torch.float64)
         joint = (joint[:, None] * step).reshape(-1)  # (V^(j+1),)
     return joint
