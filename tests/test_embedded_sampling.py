@@ -4,9 +4,10 @@ fixed prompt at temperature 1 with top-k 2, enumerated exactly through the real 
 
 The bound is 1e-4, not 1e-9: the engine's cached float32 forwards and the reference's full
 forward differ in their last bits (1.2e-6 to 3e-6 seen); a correction drawn from p instead of the
-residual (test_exact_sampling.py's planted bug) moves LibraSpec's output here by 0.019. Top-k keeps each distribution's support small enough to enumerate every outcome (the full
-vocabulary has 49,152 tokens); the drafter's top 2 often differ from the target's, so
-rejections, residuals and corrections all occur. The tiny pair's tests (test_exact_sampling.py)
+residual (test_exact_sampling.py's planted bug) moves LibraSpec's output here by 0.019. Top-k
+keeps each distribution's support small enough to enumerate every outcome (the full vocabulary
+has 49,152 tokens); the drafter's top 2 often differ from the target's, so rejections, residuals
+and corrections all occur. The tiny pair's tests (test_exact_sampling.py)
 cover rounds with more drafts; this one proves the real models, float32 and the hybrid's choice.
 """
 
