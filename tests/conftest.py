@@ -1,46 +1,47 @@
 """Shared fixtures (one local app per test module, tiny-llama pair, and its API client) and
 the test layers.
 
-Every test gets exactly one layer marker (declared in pyproject.toml), chosen here by file:
+Every test file declares its layer, one of the markers in pyproject.toml, as `LAYER = "unit"`:
 - unit: the library on tiny random models, no server, browser or embedded model
   (`pytest -m unit` is the fast run);
 - app: the Gradio app and its ui/ helpers on the tiny pair;
 - e2e: a real browser, the embedded SmolLM2 pair, or scripts/ run as subprocesses.
-A file not named in FILE_LAYERS is unit, except its tests marked `slow` (e2e); a test that
-carries a layer marker itself keeps it.
+Each test gets its file's layer as a marker, unless it carries a layer marker itself (a unit file's
+test that imports ui/ is `@pytest.mark.app`). A test file that declares no layer fails collection,
+so a new file never lands in a layer by accident.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from apptools import tiny_app
 
 LAYERS = ("unit", "app", "e2e")
-FILE_LAYERS = {
-    "test_app.py": "app",
-    "test_bad_input.py": "app",
-    "test_run_store.py": "app",
-    "test_ui.py": "app",
-    "test_clients.py": "app",
-    "test_session.py": "app",
-    "test_hosting.py": "app",
-    "test_browser.py": "e2e",
-    "test_browser_trust.py": "e2e",
-    "test_embedded.py": "e2e",
-    "test_load.py": "e2e",
-    "test_memory.py": "e2e",
-    "test_setup_scripts.py": "e2e",
-    "test_gpu_check.py": "e2e",
-}
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (scripts/test.sh runs two workers on this 2-core machine) each worker keeps
+    one torch thread: two workers of two threads each oversubscribe the cores, which made the
+    small forwards of the exact-enumeration tests 20 times slower."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def layer_of(item: pytest.Item) -> str:
-    own = [name for name in LAYERS if item.get_closest_marker(name)]
-    if len(own) > 1:
+    declared = getattr(item.module, "LAYER", None)
+    if declared not in LAYERS:
+        raise pytest.UsageError(
+            f'{item.path.name} declares no test layer: add `LAYER = "unit"` (or app, e2e) after its imports '
+            f"(tests/conftest.py); it declares {declared!r}"
+        )
+    own = [mark.name for mark in item.iter_markers() if mark.name in LAYERS]
+    if len(set(own)) > 1:
         raise pytest.UsageError(f"{item.nodeid} has the layer markers {own}; a test belongs to one layer")
-    if own:
-        return own[0]
-    return FILE_LAYERS.get(item.path.name) or ("e2e" if item.get_closest_marker("slow") else "unit")
+    return own[0] if own else declared
 
 
 def pytest_collection_modifyitems(config, items):

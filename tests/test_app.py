@@ -18,6 +18,8 @@ from gradio_client.exceptions import AppError  # noqa: E402
 from libraspec.records import LIST_COLUMNS, read_trace  # noqa: E402
 from ui.session import RACE_MODES  # noqa: E402
 
+LAYER = "app"  # tests/conftest.py
+
 pq = pytest.importorskip("pyarrow.parquet")
 
 

@@ -25,6 +25,8 @@ from gradio_client.exceptions import AppError  # noqa: E402
 from ui.session import RACE_MODES  # noqa: E402
 from ui.settings import RACEABLE  # noqa: E402
 
+LAYER = "app"  # tests/conftest.py
+
 N = 7  # the tiny pair's block size
 CONTROL = "👋🏽 שלום مرحبا \u202e\u200f reversed \x00\x07\x1b[31m red \r\n tab\t end"
 race = functools.partial(apptools.race, max_new_tokens=8)  # short races: the cases test validation

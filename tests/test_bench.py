@@ -20,6 +20,8 @@ from libraspec.experiments import bench, report, report_md
 from libraspec.models.registry import tiny_pair
 from libraspec.records import RoundRecord, read_trace
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=50)
 ALL = "ar,static,libraspec,g4,failfast,oracle"

@@ -16,6 +16,8 @@ from libraspec.experiments import bench, provenance, report, report_md, stats
 from libraspec.models.registry import tiny_pair
 from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_frame, summarize, write_parquet
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=50)
 PROMPTS = ["Add 2 and 3.", "Why is ice slippery?", "Say hello.", "Name a colour."]

@@ -13,6 +13,7 @@ import os
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
+LAYER = "e2e"  # tests/conftest.py
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),

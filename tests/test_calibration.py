@@ -21,6 +21,8 @@ from libraspec.analysis.calibration import (
 from libraspec.records import RoundRecord
 from libraspec.views import tuning_plots
 
+LAYER = "unit"  # tests/conftest.py
+
 
 def record(mode: str, k: int, q: list[float], d: int, accepted: int) -> RoundRecord:
     committed = tuple(range(accepted + 1))

@@ -19,6 +19,8 @@ from ui.race_tab import RaceTabs  # noqa: E402
 from ui.sweep_tab import EXAMPLES, SweepTab  # noqa: E402
 from ui.teach_tab import Inputs, TeachTab  # noqa: E402
 
+LAYER = "app"  # tests/conftest.py
+
 ALICE, BOB = SimpleNamespace(session_hash="alice"), SimpleNamespace(session_hash="bob")
 SWEEP = ("2.2", "7, 8", EXAMPLES, 1, 8)  # two cells on one prompt: an AR run, then two LibraSpec runs
 

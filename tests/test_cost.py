@@ -7,6 +7,8 @@ import pytest
 
 from libraspec.cost import LatencyProfile
 
+LAYER = "unit"  # tests/conftest.py
+
 
 def profile():
     # verify 1..4 tokens, draft 1..2 blocks of n = 3

@@ -8,7 +8,10 @@ from torch import nn
 
 from libraspec.models.cpu import PackedLinear, fast_cpu_path
 
-pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN")
+LAYER = "unit"  # tests/conftest.py
+pytestmark = [
+    pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch build has no oneDNN"),
+]
 
 
 def _model() -> nn.Module:

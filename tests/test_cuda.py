@@ -24,6 +24,8 @@ from libraspec.models.registry import tiny_pair
 from libraspec.modes import MODES, PolicySettings
 from libraspec.policy import LibraSpecPolicy
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 PROFILE = LatencyProfile.from_linear(t0=0.01, c=0.0002, draft_per_block=0.002, n=7, max_tokens=40)

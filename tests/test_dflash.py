@@ -15,6 +15,8 @@ from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCau
 
 from libraspec.models.dflash import DFlashConfig, DFlashDrafter, default_target_layer_ids
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 VOCAB, HIDDEN, MASK = 128, 64, 127
 EXT_ON = dict(slot_embeddings=True, learned_temperature=True, feature_stats=True, draft_vocab_size=40)

@@ -16,6 +16,8 @@ from libraspec.models.registry import tiny_pair
 from libraspec.modes import PolicySettings
 from libraspec.policy import G4Policy
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
 PROMPTS = [[1, 40, 50], [1, 60, 70, 80], [1, 90]]

@@ -26,6 +26,7 @@ from libraspec.policy import LibraSpecPolicy, StaticPolicy
 from libraspec.profiling import profile_path
 from libraspec.train.prompts import heldout_prompts
 
+LAYER = "e2e"  # tests/conftest.py
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(

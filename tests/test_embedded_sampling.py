@@ -24,6 +24,7 @@ from libraspec.engine import SpeculativeDecoder
 from libraspec.models import embedded
 from libraspec.modes import MODES, make_policy
 
+LAYER = "e2e"  # tests/conftest.py
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
@@ -39,7 +40,7 @@ SPECULATIVE = tuple(name for name, mode in MODES.items() if mode.kind != "ar")
 def setup():
     from libraspec.models.registry import load_pair
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     pair = load_pair()
     prompt = pair.tokenizer.encode("The three primary colours are")  # no chat template: a short prefill per leaf
     profile = LatencyProfile.from_linear(0.05, 0.004, 0.01, pair.n, 64)

@@ -33,6 +33,8 @@ from libraspec.engine import SpeculativeDecoder
 from libraspec.modes import get_mode, make_policy
 from libraspec.verify import probabilities
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 PROMPT = [1, 4, 3, 5, 1, 4, 3, 5, 1, 4]  # repeats: the look-up drafter proposes 3, 5, 1, ...
 NEW = 3

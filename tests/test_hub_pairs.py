@@ -25,6 +25,8 @@ from libraspec.models.registry import HUB_PAIRS, HubUnavailableError, load_pair
 from libraspec.models.shapes import byte_level_tokenizer
 from libraspec.policy import LibraSpecPolicy, StaticPolicy
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 TARGET_LAYERS, EXTRA_ROWS = 6, 3  # Qwen3 pads its embedding matrix beyond the tokenizer; so do we
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=15, max_tokens=40)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+LAYER = "unit"  # tests/conftest.py
+
 PACKAGE = Path(__file__).resolve().parents[1] / "libraspec"
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from apptools import run_script
 
+LAYER = "e2e"  # tests/conftest.py
+
 
 @pytest.mark.slow
 def test_three_concurrent_users_all_succeed(tmp_path):

@@ -32,6 +32,8 @@ from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
 from libraspec.modes import MODES, make_policy
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=70)
 

@@ -16,6 +16,8 @@ from libraspec.experiments.bench import read_prompts
 from libraspec.train.magpie import NGRAM, PROTECTED_FOLDERS, Decontaminator, clean_user_turn, normalise, protected_texts
 from libraspec.train.prompts import heldout_prompts
 
+LAYER = "unit"  # tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = PROTECTED_FOLDERS[0]
 COMMITTED = ROOT / "assets" / "selfgen" / "magpie" / "prompts.jsonl"

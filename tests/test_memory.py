@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from apptools import run_script
 
+LAYER = "e2e"  # tests/conftest.py
+
 
 @pytest.mark.slow
 def test_resident_memory_levels_off(tmp_path):

@@ -16,6 +16,8 @@ from libraspec.models.registry import tiny_pair
 from libraspec.oracle import oracle_length, oracle_rates
 from libraspec.policy import StaticPolicy
 
+LAYER = "unit"  # tests/conftest.py
+
 
 def accepted_prefix_from_matches(matches) -> np.ndarray:
     """a(d) for d = 1..D from per-position acceptance (the arrays these tests hand the oracle).

@@ -13,6 +13,8 @@ from libraspec.policy import epsilon_bounds
 from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_frame, write_csv
 from libraspec.views import plots
 
+LAYER = "unit"  # tests/conftest.py
+
 N = 4  # block size of the hand-made rounds
 
 

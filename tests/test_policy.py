@@ -13,6 +13,8 @@ from libraspec.policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPo
 from libraspec.records import PolicyStep, RoundRecord
 from libraspec.tree import TreePolicy
 
+LAYER = "unit"  # tests/conftest.py
+
 
 def naive_eps(q, alpha):
     """eps_i straight from Algorithm 1 line 6: a double sum of products, O(d^2)."""

@@ -14,6 +14,8 @@ from libraspec.models.registry import tiny_pair
 from libraspec.policy import StaticPolicy
 from libraspec.profiling import cached_profile, knot_fit, measure_profile, monotone, timed_interleaved
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 
 

@@ -7,6 +7,8 @@ import pytest
 
 from libraspec.train.prompts import HELDOUT_SIZE, all_prompts, heldout_prompts, training_prompts, write_heldout
 
+LAYER = "unit"  # tests/conftest.py
+
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 

@@ -20,6 +20,8 @@ from libraspec.drafters import make_drafter
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.modes import POLICY_MODES, make_policy
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 UNTIMED = ("draft_s", "policy_s", "verify_s", "cumulative_s")
 

@@ -14,6 +14,8 @@ from ui.render import TextSegments
 from ui.run_store import RunStore
 from ui.session import KEPT_RUNS, Session, Settings
 
+LAYER = "app"  # tests/conftest.py
+
 
 class FakeRun:
     def __init__(self, run_id):

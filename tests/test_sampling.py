@@ -43,6 +43,8 @@ from libraspec.models.target import TargetModel
 from libraspec.modes import make_policy
 from libraspec.policy import LibraSpecPolicy, StaticPolicy
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 V, N, PROMPT = 6, 2400, [1, 4, 3]  # vocabulary, draws of the LibraSpec case, prompt
 

@@ -23,6 +23,8 @@ from ui.calibration_tab import summarize_calibration
 from ui.session import RACE_MODES, Session, Settings
 from ui.teach_tab import Inputs, TeachTab, confidences_for, step_view
 
+LAYER = "app"  # tests/conftest.py
+
 PROMPT = "Count to ten, then count back to one."
 N = 7
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+LAYER = "e2e"  # tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[1]
 LOGGING_PYTHON = '#!/usr/bin/env bash\necho "$*" >> "$CALLS"\n'
 BASE_PYTHON = f"""#!/usr/bin/env bash
@@ -73,5 +75,5 @@ def test_second_test_run_only_runs_pytest(checkout):
     assert run(checkout, "test.sh", "-m", "unit") == [  # ruff's format and lint, then pytest
         f"-m ruff format --check --quiet {linted}",
         f"-m ruff check --quiet {linted}",
-        "-m pytest -q -m unit",
+        "-m pytest -q -n 2 --dist loadfile -m unit",
     ]

@@ -12,6 +12,8 @@ from libraspec.cost import LatencyProfile
 from libraspec.policy import LibraSpecPolicy, epsilon_bounds
 from libraspec.views import tuning_plots
 
+LAYER = "unit"  # tests/conftest.py
+
 
 @st.composite
 def cases(draw):

@@ -23,6 +23,8 @@ from libraspec.modes import ALPHA_RANGE
 from libraspec.records import RoundRecord
 from libraspec.views import tuning_plots
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
 PROMPTS = [[1, 40, 50, 60], [1, 70, 80, 90, 100, 110]]

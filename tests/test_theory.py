@@ -23,6 +23,8 @@ from libraspec.analysis.theory import (
 )
 from libraspec.cost import LatencyProfile
 
+LAYER = "unit"  # tests/conftest.py
+
 probs = st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=30)
 
 

@@ -28,6 +28,8 @@ from libraspec.train.trainer import (
     train_step,
 )
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 VOCAB, MASK, EOS, TAPS, N = 128, 1, 2, (0, 2), 7
 

@@ -22,6 +22,8 @@ from libraspec.policy import StaticPolicy
 from libraspec.tree import DraftTree, TreePolicy, build_tree, depth_confidences, tree_accept, tree_oracle, tree_walk
 from libraspec.verify import Randomness, SamplingConfig
 
+LAYER = "unit"  # tests/conftest.py
+
 torch.set_num_threads(1)
 # float64 models, but transformers computes rotary cos / sin in float32, whose kernels round
 # differently for different sequence shapes: a fresh forward differs from a cached one by ~1e-8

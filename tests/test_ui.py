@@ -31,6 +31,8 @@ from ui.settings import (
     suggest_alpha,
 )
 
+LAYER = "app"  # tests/conftest.py
+
 TOKENIZER = ByteTokenizer()
 
 

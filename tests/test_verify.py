@@ -10,6 +10,8 @@ import torch
 
 from libraspec.verify import Randomness, SamplingConfig, acceptance_prefix, greedy_accept, probabilities, sample_accept
 
+LAYER = "unit"  # tests/conftest.py
+
 GREEDY, SAMPLED = SamplingConfig(0.0), SamplingConfig(1.0)
 
 
