@@ -87,6 +87,9 @@ class SpeculativeDecoder:
         self.n = self.drafter.n
         self._profile = profile
         self.randomness = Randomness  # seed -> the run's random source (tests swap in one that enumerates)
+        # called after every rollback with (committed ids, target cache, drafter context): a place to
+        # check that the caches equal a rebuild from the committed tokens (tests/decoding.py)
+        self.after_fit = None
         self.eos_ids = frozenset(self.target.eos_token_ids) | frozenset(getattr(pair, "stop_ids", ()))
 
     @property
@@ -412,6 +415,8 @@ class SpeculativeDecoder:
             hidden_states = tuple(h[:, index.to(h.device)] for h in hidden_states)  # each (1, len(rows), H)
         crop_cache(state.target_cache, keep)
         self.drafter.fit_context(state.context, state.ids, hidden_states, first_position)
+        if self.after_fit is not None:
+            self.after_fit(state.ids, state.target_cache, state.context)
 
     def _room(self, state: _State, config: DecodeConfig) -> int:
         """Tokens this round may still commit: none past max_new_tokens nor past the context window."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from decoding import generated, run, with_drafter
+from decoding import check_caches, generated, run, with_drafter
 from drafters import GreedyOracleDrafter, PartlyRightModule
 
 from libraspec.cost import LatencyProfile
+from libraspec.drafters import DRAFTERS
 from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
 from libraspec.models.registry import tiny_pair
+from libraspec.modes import MODES, PolicySettings
 from libraspec.policy import FailFastPolicy, G4Policy, LibraSpecPolicy, StaticPolicy
 from libraspec.records import summarize
 
@@ -43,15 +45,20 @@ def prompts(pair, count: int):
     ]
 
 
-def test_greedy_lossless_every_policy_random_drafter(pair):
-    """The trained-architecture drafter (random weights): output equals AR over 20 prompts."""
-    decoder = SpeculativeDecoder(pair, PROFILE)
-    for prompt in prompts(pair, 20):
+@pytest.mark.parametrize("drafter", DRAFTERS)
+def test_greedy_lossless_every_mode_and_drafter(pair, drafter):
+    """Every mode of the registry (trees included) with every drafter, the block drafter being the
+    trained architecture with random weights: the output equals AR over 10 prompts."""
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter=drafter)
+    settings, _ = PolicySettings(d_max=20).checked(pair.n)
+    modes = [name for name in MODES if name != "ar"]
+    for prompt in prompts(pair, 10):
         reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=16))
         assert len(reference) == 16
-        for label, (mode, policy) in policies(pair.n).items():
-            out = generated(run(decoder, prompt, mode, policy, max_new_tokens=16, lookahead=20))
-            assert out == reference, label
+        for mode in modes:
+            out = generated(run(decoder, prompt, mode, MODES[mode].policy(settings), max_new_tokens=16, lookahead=20))
+            assert out == reference, (drafter, mode)
+        assert generated(run(decoder, prompt, "static", StaticPolicy(1), max_new_tokens=16)) == reference
 
 
 @pytest.mark.parametrize("wrong", [False, True])
@@ -79,35 +86,14 @@ def test_libraspec_reaches_d_max_with_certain_drafts(pair):
     assert [s.d_after for s in records[0].policy_steps][-1] == 20
 
 
-def rebuilt_context(module, target, ids):
-    """The drafter context built from scratch over the committed tokens, straight through the
-    module (not the engine's code path): what the context must equal after every round."""
-    context = module.new_cache()
-    out = target.forward(target.new_cache(), ids[:-1])
-    module.extend_context(context, module.target_features(out.hidden_states), torch.arange(len(ids) - 1).view(1, -1))
-    return context
-
-
 @pytest.mark.parametrize("right_for", [None, 2])
-def test_caches_match_committed_tokens_after_every_round(pair, monkeypatch, right_for):
-    """After every round both caches hold len(ids) - 1 entries, and the drafter context equals one
-    rebuilt from the committed tokens (no features of rejected drafts, no shifted positions)."""
-    checked = []
-    original = SpeculativeDecoder._fit_caches
-
-    def checking(self, state, hidden, first):
-        original(self, state, hidden, first)
-        assert state.target_cache.get_seq_length() == len(state.ids) - 1
-        assert self.drafter.context_length(state.context) == len(state.ids) - 1
-        fresh = rebuilt_context(self.drafter.module, self.target, state.ids)
-        for have, want in zip(state.context.keys + state.context.values, fresh.keys + fresh.values):
-            torch.testing.assert_close(have, want, rtol=1e-9, atol=1e-9)
-        checked.append(len(state.ids))
-
-    monkeypatch.setattr(SpeculativeDecoder, "_fit_caches", checking)
+def test_caches_match_committed_tokens_after_every_round(pair, right_for):
+    """After every round both caches hold len(ids) - 1 entries and equal a rebuild from the committed
+    tokens (no K/V or features of rejected drafts, no shifted positions), in every chain mode."""
     if right_for is not None:  # accepts part of each draft: the rejected tail must leave no trace
         pair = with_drafter(pair, PartlyRightModule(pair, right_for))
     decoder = SpeculativeDecoder(pair, PROFILE)
+    checked = check_caches(decoder, tolerance=1e-9)
     for label, (mode, policy) in policies(pair.n).items():
         run(decoder, prompts(pair, 1)[0], mode, policy, max_new_tokens=16, annotate_oracle=True)
     assert len(checked) > 20
