@@ -39,6 +39,9 @@ FIELDS = (
     "cumulative_modeled_s",
     "finished",
 )
+# held by the look-up, hybrid and tree runs, which were added later (tests/test_golden.py compares
+# the fields a stored run holds)
+TREE_FIELDS = ("tree_size", "tree_tokens", "tree_parents", "tree_path", "draft_sources")
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=70)
 MODES = {  # label -> (mode, policy settings)
     "ar": ("ar", None),
@@ -49,11 +52,17 @@ MODES = {  # label -> (mode, policy settings)
     "g4": ("g4", {"static_length": 4, "d_max": 20}),
     "failfast": ("failfast", {"failfast_threshold": 0.2, "failfast_step": 3, "d_max": 20}),
 }
+TREES = {
+    "ddtree": ("ddtree", {"tree_depth": 7, "node_budget": 16}),
+    "ddtree-libraspec": ("ddtree-libraspec", {"alpha": 2.2, "d_max": 20, "node_budget": 16}),
+}
 
 
-def record_dict(record) -> dict:
+def record_dict(record, fields=FIELDS) -> dict:
     row = dataclasses.asdict(record)
-    row = {key: row[key] for key in FIELDS}
+    row = {key: row[key] for key in fields}
+    for key in set(TREE_FIELDS) & set(fields):
+        row[key] = row[key] if key == "tree_size" else list(row[key])
     row["policy_steps"] = [list(step.values()) for step in row["policy_steps"]]
     row["draft_tokens"], row["committed_tokens"] = list(row["draft_tokens"]), list(row["committed_tokens"])
     row["confidences"] = [round(q, 9) for q in row["confidences"]]
@@ -63,10 +72,10 @@ def record_dict(record) -> dict:
     return row
 
 
-def decode(decoder, prompt, label, config) -> list[dict]:
-    mode, settings = MODES[label]
+def decode(decoder, prompt, label, config, fields=FIELDS) -> list[dict]:
+    mode, settings = {**MODES, **TREES}[label]
     policy = None if settings is None else make_policy(mode, decoder.n, **settings)
-    return [record_dict(r) for r in decoder.run(prompt, mode, policy, config)]
+    return [record_dict(r, fields) for r in decoder.run(prompt, mode, policy, config)]
 
 
 def tiny_runs() -> dict:
@@ -95,6 +104,20 @@ def tiny_runs() -> dict:
             for p, prompt in enumerate(prompts):
                 for label in MODES:
                     out[f"{name}/T{temperature:g}/p{p}/{label}"] = decode(decoder, prompt, label, config)
+    # added later, with the tree fields: draft trees on the random and the partly right drafter,
+    # look-up and hybrid drafting on a prompt that repeats itself, every chain mode
+    fields = FIELDS + TREE_FIELDS
+    repeating = [7, 40, 41, 42, 43, 44, 7, 40, 41, 42, 43, 44, 7, 40]
+    for temperature in (0.0, 1.0):
+        config = DecodeConfig(max_new_tokens=24, temperature=temperature, seed=4, lookahead=20, annotate_oracle=True)
+        for name in ("random", "right2"):
+            decoder = SpeculativeDecoder(dc.replace(pair, drafter=drafters[name]), PROFILE)
+            for label in TREES:
+                out[f"{name}/T{temperature:g}/p0/{label}"] = decode(decoder, prompts[0], label, config, fields)
+        for name in ("lookup", "hybrid"):
+            decoder = SpeculativeDecoder(pair, PROFILE, drafter=name)
+            for label in MODES:
+                out[f"{name}/T{temperature:g}/repeat/{label}"] = decode(decoder, repeating, label, config, fields)
     return out
 
 
@@ -121,5 +144,8 @@ if __name__ == "__main__":
     torch.set_num_threads(1)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     FOLDER.mkdir(exist_ok=True)
+    # `python tests/golden.py tiny` rewrites one file; existing runs keep their stored fields
+    names = sys.argv[1:] or ["tiny", "embedded"]
     for name, build in (("tiny", tiny_runs), ("embedded", embedded_runs)):
-        (FOLDER / f"{name}.json").write_text(json.dumps(build(), separators=(",", ":")) + "\n")
+        if name in names:
+            (FOLDER / f"{name}.json").write_text(json.dumps(build(), separators=(",", ":")) + "\n")
