@@ -483,10 +483,10 @@ class RaceTabs:
         fields in `keep` (0 = n) keep their value."""
         updates = []
         for name in FIELDS:
-            value = getattr(settings, name)
-            if name in keep:
-                value = gr.skip()  # 0 stays 0 ("= n")
-            updates.append(gr.Number(value=value, info=field_info(name, n, notes.get(name))))
+            info = field_info(name, n, notes.get(name))
+            # 0 stays 0 ("= n"): an update without a value (gr.skip() as the value blanked the field)
+            keeps = name in keep
+            updates.append(gr.Number(info=info) if keeps else gr.Number(value=getattr(settings, name), info=info))
         return tuple(updates)
 
     def use_suggested_alpha(self, request: gr.Request):
