@@ -30,8 +30,15 @@ def lookup_calibration(tmp_path_factory):
 
 
 def test_named_endpoints(client):
+    """The API's endpoints and the race's parameters, in the order and with the defaults the README
+    documents (a renamed or reordered parameter breaks every client that passes it by position)."""
     named = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     assert {"/race", "/export_trace"} <= set(named)
+    parameters = {p["parameter_name"]: p for p in named["/race"]["parameters"]}
+    assert list(parameters)[:4] == ["prompt", "alpha", "d_max", "static_length"]
+    assert {"temperature", "max_new_tokens", "seed", "drafter", "modes", "tree_depth", "node_budget"} <= set(parameters)
+    assert parameters["static_length"]["parameter_default"] == 0 and parameters["tree_depth"]["parameter_default"] == 0
+    assert not parameters["prompt"]["parameter_has_default"]  # the one argument every call must give
 
 
 def test_greedy_race_gives_three_identical_texts(client):

@@ -131,7 +131,14 @@ def test_valid_cache_loads_without_warning_or_conversion(loaded, tmp_path, monke
     monkeypatch.setattr(embedded, "_convert_gguf", lambda dest: pytest.fail("converted again"))
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        embedded.load_smollm2(cache_dir=copy)
+        model, tokenizer = embedded.load_smollm2(cache_dir=copy)
+    reference, reference_tokenizer = loaded
+    config, want = model.config.to_dict(), reference.config.to_dict()
+    config.pop("_name_or_path"), want.pop("_name_or_path")  # the folder each was read from
+    assert config == want  # the copy's model, weight for weight
+    for (name, have), (_, want) in zip(model.state_dict().items(), reference.state_dict().items()):
+        assert torch.equal(have, want), name
+    assert tokenizer.encode("Hello there") == reference_tokenizer.encode("Hello there")
 
 
 def test_missing_package_names_the_pip_command(monkeypatch, tmp_path):

@@ -185,7 +185,7 @@ def test_confidence_heatmap_names_each_drafts_source(frame):
 
 def test_confidence_heatmap_without_rows_is_an_empty_figure(frame):
     fig = plots.confidence_heatmap(frame, "g4")
-    assert len(fig.data) == 0 and fig.layout.annotations
+    assert len(fig.data) == 0 and [a.text for a in fig.layout.annotations] == ["no drafted rounds for g4"]
 
 
 def test_epsilon_figure_libraspec_round(frame):
@@ -252,9 +252,15 @@ def test_profile_figure():
 
 
 def test_empty_frame_gives_placeholder_figures():
+    """Each view of no records draws nothing and says why (the mode it was asked for included)."""
     empty = records_to_frame([])
-    for fig in (plots.length_figure(empty), plots.confidence_heatmap(empty), plots.speedup_figure(empty, 0.06, 0.05)):
-        assert fig.layout.annotations
+    figures = {
+        "no rounds yet": plots.length_figure(empty),
+        "no drafted rounds for libraspec": plots.confidence_heatmap(empty),
+        "no rounds or no AR baseline yet": plots.speedup_figure(empty, 0.06, 0.05),
+    }
+    for text, fig in figures.items():
+        assert not fig.data and fig.layout.annotations[0].text == text
 
 
 def _tree_round(k: int = 2, bonus: int | None = 67) -> RoundRecord:
