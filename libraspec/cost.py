@@ -116,11 +116,11 @@ class LatencyProfile:
 
     def round_time(self, d: int) -> float:
         """A block-diffusion round: T^draft_d + T^verify_d + the drafter's context upkeep, with
-        ceil(d / n) blocks (at least one) and d + 1 verified tokens (the engine's modeled round)."""
+        ceil(d / n) blocks (at least one) and d + 1 verified tokens (`chain_round_s` of that round)."""
         if d < 1:
             raise ValueError(f"speculative length d must be >= 1, got {d}")
         blocks = max(1, -(-int(d) // self.n))
-        return self.draft_time(blocks) + self.verify_time(int(d) + 1) + self.fit_s
+        return chain_round_s(self, (DIFFUSION,) * blocks, int(d), needs_features=True)
 
     def ar_token_time(self) -> float:
         """Autoregressive seconds per token: one target forward with one new token."""
@@ -193,3 +193,51 @@ class LatencyProfile:
     def from_json(cls, path: str) -> "LatencyProfile":
         with open(path) as handle:
             return cls.from_dict(json.load(handle))
+
+
+# ---- the price list: every modeled round of the engine, the oracle and replay comes from here ----
+
+DIFFUSION, LOOKUP = "dflash", "lookup"  # the sources of a drafting step (`DraftBuffer.pass_sources`)
+
+
+def drafting_s(profile: LatencyProfile, steps: tuple[str, ...] | list[str]) -> float:
+    """Modeled seconds of a round's drafting steps, each priced by the drafter that ran it: a
+    block-diffusion pass from `draft_time` (pass b of a round costs what the b-th pass costs), a
+    look-up step `lookup_s`. `steps` lists every step that ran, proposals made and not used included."""
+    lookups = sum(1 for source in steps if source == LOOKUP)
+    return profile.draft_time(len(steps) - lookups) + lookups * profile.lookup_s
+
+
+def upkeep_s(profile: LatencyProfile, needs_features: bool) -> float:
+    """The drafter's context upkeep after a round: target features in, for drafters that read them."""
+    return profile.fit_s if needs_features else 0.0
+
+
+def chain_round_s(profile: LatencyProfile, steps, d: int, needs_features: bool) -> float:
+    """A chain round: its drafting `steps`, one verification of [last token, d drafts], the upkeep."""
+    return drafting_s(profile, steps) + profile.verify_time(int(d) + 1) + upkeep_s(profile, needs_features)
+
+
+def tree_round_s(profile: LatencyProfile, steps, nodes: int, needs_features: bool) -> float:
+    """A tree round: its drafting `steps`, one tree verification of the root and `nodes` nodes, the upkeep."""
+    return drafting_s(profile, steps) + profile.tree_verify_time(int(nodes) + 1) + upkeep_s(profile, needs_features)
+
+
+def chain_prices(profile: LatencyProfile, buffer, needs_features: bool):
+    """d -> modeled seconds of this round verifying d drafts (d = 0: an AR step after the first
+    drafting step, which every round drafts), drafting just the steps d needs: the oracle's prices."""
+
+    def price(d: int) -> float:
+        return chain_round_s(profile, buffer.steps_run(max(1, buffer.steps_for(d))), d, needs_features)
+
+    return price
+
+
+def tree_prices(profile: LatencyProfile, buffer, needs_features: bool):
+    """(depth h, nodes) -> modeled seconds of this round verifying a tree of `nodes` nodes within
+    depth h, drafting just the steps h needs ((0, 0): an AR step after the first drafting step)."""
+
+    def price(h: int, nodes: int) -> float:
+        return tree_round_s(profile, buffer.steps_run(max(1, buffer.steps_for(h))), nodes, needs_features)
+
+    return price

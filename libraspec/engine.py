@@ -19,10 +19,11 @@ from typing import Iterator
 
 import torch
 
-from .cost import LatencyProfile
+from .cost import LatencyProfile, chain_prices, chain_round_s, tree_prices, tree_round_s
 from .drafters import DraftBuffer, Drafter, make_drafter
 from .models.target import crop_cache, keep_rows
 from .modes import get_mode
+from .oracle import oracle_length
 from .policy import Decision, LengthPolicy, epsilon_bounds
 from .records import RoundRecord
 from .tree import TreePolicy, TreeView, target_child_probs, tree_accept, tree_oracle
@@ -245,7 +246,7 @@ class SpeculativeDecoder:
             draft_s=buffer.draft_seconds(blocks),
             policy_s=policy_s,
             verify_s=verify_s,
-            modeled_s=buffer.modeled_round_s(profile, d, blocks, self._upkeep_s(profile)),
+            modeled_s=chain_round_s(profile, buffer.steps_run(blocks), d, self.drafter.needs_features),
         )
 
     def _tree_round(
@@ -330,13 +331,8 @@ class SpeculativeDecoder:
             draft_s=buffer.draft_seconds(blocks),
             policy_s=policy_s,
             verify_s=verify_s,
-            modeled_s=self._tree_time(buffer, profile, blocks, len(tree)),
+            modeled_s=tree_round_s(profile, buffer.steps_run(blocks), len(tree), self.drafter.needs_features),
         )
-
-    def _tree_time(self, buffer: DraftBuffer, profile: LatencyProfile, steps: int, nodes: int) -> float:
-        """Modeled seconds of a tree round: `steps` drafting steps, one verification of the root
-        and `nodes` nodes, the drafter's upkeep."""
-        return buffer.modeled_draft_s(profile, steps) + profile.tree_verify_time(nodes + 1) + self._upkeep_s(profile)
 
     def _tree_oracle(
         self,
@@ -357,13 +353,8 @@ class SpeculativeDecoder:
         )
         child_probs, _ = target_child_probs(tree, out.logits, sampling)
         self._fit_caches(state, None, None)
-        return tree_oracle(
-            tree,
-            child_probs,
-            rng,
-            lambda h, nodes: self._tree_time(buffer, profile, max(1, buffer.steps_for(h)), nodes),
-            zero_time=self._tree_time(buffer, profile, 1, 0),
-        )
+        price = tree_prices(profile, buffer, self.drafter.needs_features)
+        return tree_oracle(tree, child_probs, rng, price, zero_time=price(0, 0))
 
     def _oracle_length(
         self,
@@ -390,14 +381,11 @@ class SpeculativeDecoder:
         out = self.target.forward(state.target_cache, [state.ids[-1]] + drafts, with_hidden=False)
         prefix = acceptance_prefix(torch.tensor(drafts, dtype=torch.long), probs, out.logits, sampling, rng)
         self._fit_caches(state, None, None)
-        d_star = buffer.oracle_length(prefix.numpy(), profile, self._upkeep_s(profile))
+        price = chain_prices(profile, buffer, self.drafter.needs_features)
+        d_star = oracle_length(prefix.numpy(), price, zero_time=price(0))
         return d_star, d_star if sampling.greedy else min(int(prefix[-1]) + 1, D)
 
     # -- helpers -------------------------------------------------------------------------------
-
-    def _upkeep_s(self, profile: LatencyProfile) -> float:
-        """Modeled seconds of a round's drafter context upkeep (target features in, for drafters that read them)."""
-        return profile.fit_s if self.drafter.needs_features else 0.0
 
     def _fit_caches(
         self, state: _State, hidden_states, first_position: int | None, rows: list[int] | None = None

@@ -14,7 +14,7 @@ from test_sampling import V, chi2_quantile
 from test_sampling import pair as v6_pair  # noqa: F401  (fixture)
 
 import libraspec.engine as engine
-from libraspec.cost import LatencyProfile
+from libraspec.cost import LatencyProfile, drafting_s
 from libraspec.drafters import drafter_with_fallback, make_drafter
 from libraspec.drafters.lookup import (
     CORPUS_MAX_MATCH,
@@ -163,7 +163,7 @@ def test_hybrid_times_a_step_once_and_prices_the_proposal_it_drops(pair, monkeyp
         ((step, dropped),) = [d for d in buffer.discarded if d[0] == 0]
         kept.add(buffer.pass_sources[0])
         assert dropped != buffer.pass_sources[0]
-        assert buffer.modeled_draft_s(PROFILE, 1) == pytest.approx(PROFILE.draft_time(1) + PROFILE.lookup_s)
+        assert drafting_s(PROFILE, buffer.steps_run(1)) == pytest.approx(PROFILE.draft_time(1) + PROFILE.lookup_s)
     assert kept == {"lookup", "dflash"}  # the repetitive prompt keeps the look-up, the other the diffusion pass
 
 

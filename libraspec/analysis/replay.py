@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 
-from ..cost import LatencyProfile
+from ..cost import LatencyProfile, chain_prices, chain_round_s
+from ..oracle import oracle_length
 from ..policy import Decision, LengthPolicy
 from ..records import RoundRecord
 from ..verify import SamplingConfig
@@ -65,7 +66,7 @@ def replay_greedy(
         )
         committed = output[generated : generated + accepted + 1]
         ids += committed
-        step_s = buffer.modeled_round_s(profile, d, blocks)  # a look-up drafter has no context upkeep
+        step_s = chain_round_s(profile, buffer.steps_run(blocks), d, needs_features=False)  # ids only: no upkeep
         modeled += step_s
         shown = blocks * buffer.n
         record = RoundRecord(
@@ -112,4 +113,5 @@ def _oracle_length(buffer, rest: list[int], D: int, profile: LatencyProfile) -> 
         return None
     buffer.ensure(D)
     a = _accepted(buffer.tokens[:D], rest)
-    return buffer.oracle_length([min(d, a) for d in range(1, D + 1)], profile)  # greedy: a(d) = min(d, a)
+    price = chain_prices(profile, buffer, needs_features=False)
+    return oracle_length([min(d, a) for d in range(1, D + 1)], price, zero_time=price(0))  # greedy: a(d) = min(d, a)

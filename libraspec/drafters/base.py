@@ -22,7 +22,6 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from ..oracle import oracle_length
 from ..verify import SamplingConfig
 
 
@@ -107,26 +106,10 @@ class DraftBuffer:
         """Steps a round needs to reach d drafts (0 for d = 0: an AR step drafts nothing)."""
         return -(-int(d) // self.n)
 
-    def modeled_draft_s(self, profile, steps: int) -> float:
-        """The latency profile's time for this round's first `steps` steps, by the drafter that ran each."""
-        ran = self.pass_sources[:steps] + [source for step, source in self.discarded if step < steps]
-        lookups = sum(1 for s in ran if s == "lookup")
-        return profile.draft_time(len(ran) - lookups) + lookups * profile.lookup_s
-
-    def modeled_round_s(self, profile, d: int, steps: int, upkeep_s: float = 0.0) -> float:
-        """Modeled seconds of a chain round: its first `steps` drafting steps, one verification of
-        [last token, d drafts] and the drafter's context upkeep (`upkeep_s`)."""
-        return self.modeled_draft_s(profile, steps) + profile.verify_time(d + 1) + upkeep_s
-
-    def oracle_length(self, accepted_prefix, profile, upkeep_s: float = 0.0) -> int:
-        """d* over d = 0..len(accepted_prefix) for this round's drafts (`oracle.oracle_length`), each
-        length priced as a round that drafts just enough steps; the first step is drafted in every
-        round, d = 0 included."""
-
-        def round_time(d: int) -> float:
-            return self.modeled_round_s(profile, d, max(1, self.steps_for(d)), upkeep_s)
-
-        return oracle_length(accepted_prefix, round_time, zero_time=round_time(0))
+    def steps_run(self, steps: int) -> list[str]:
+        """The source of every drafting step the round's first `steps` steps ran, the proposals made
+        within them and not used included: what `cost.drafting_s` prices."""
+        return self.pass_sources[:steps] + [source for step, source in self.discarded if step < steps]
 
 
 def one_hot(tokens: list[int], vocab_size: int) -> torch.Tensor:
