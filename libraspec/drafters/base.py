@@ -76,6 +76,13 @@ class DraftBuffer:
         probs = self.draft_probs(d) if d else torch.zeros(0, self.vocab_size, dtype=torch.float64)  # (d, V)
         return [rng.draw(i, probs[i]) for i in range(d)], probs
 
+    def propose(self, chain: list[int]) -> tuple[list[int], list[float], torch.Tensor | None, str]:
+        """One step of proposals after `chain` (a composite drafter's chain so far, other sources'
+        tokens included), which becomes this buffer's chain; the step is returned, not appended
+        (the composite keeps it): (tokens, q_i, proposal probs or None, source)."""
+        self.tokens = list(chain)
+        return self._step()
+
     def candidates(self, i: int, k: int) -> tuple[list[int], list[float]]:
         """Up to k most likely tokens at draft position i (0-based) and their probabilities, most
         likely first (a draft tree's choices). A drafter with one proposal per position offers it."""

@@ -24,25 +24,21 @@ class HybridDraft(DraftBuffer):
         self.block, self.lookup = block, lookup
         self.source: str | None = None  # the source kept after the first step
 
-    def _propose(self, draft: DraftBuffer):
-        draft.tokens = list(self.tokens)  # both condition on the chain so far
-        return draft._step()
-
     def _step(self):
         step = len(self.pass_seconds)  # the index of the step being drafted; `extend` times all of it
         if self.source is None:
-            look, block = self._propose(self.lookup), self._propose(self.block)
+            look, block = self.lookup.propose(self.tokens), self.block.propose(self.tokens)
             use_lookup = not self.lookup.empty and expected_accepted(look[1]) > expected_accepted(block[1])
             self.source = "lookup" if use_lookup else "dflash"
             self.discarded.append((step, "dflash" if use_lookup else "lookup"))
             return look if use_lookup else block
         if self.source == "lookup":
-            look = self._propose(self.lookup)
+            look = self.lookup.propose(self.tokens)
             if look[1][0] > 0.0:  # the look-up found something to say
                 return look
             self.source = "dflash"
             self.discarded.append((step, "lookup"))
-        return self._propose(self.block)
+        return self.block.propose(self.tokens)
 
 
 class HybridDrafter:
