@@ -31,6 +31,20 @@ class PolicyStep:
     blocks_requested: int  # blocks drafted by this iteration (line 12), 0 if none
     rollback: bool  # True when eps* <= d ended the loop (line 8)
 
+    @property
+    def action(self) -> str:
+        """The iteration in one word (`step_action`): "extend", "roll back" or "stop"."""
+        return step_action(self.d_before, self.d_after, self.rollback)
+
+
+def step_action(d_before: int, d_after: int, ended: bool) -> str:
+    """Algorithm 1's vocabulary for one iteration: "extend" (eps* > d: d grows to min(eps*, d_max)),
+    "roll back" (eps* < d: d shrinks to eps* and the loop ends) or "stop" (eps* = d: d stays and
+    the loop ends). The record's `rollback` flag is line 8's test eps* <= d, true for both endings."""
+    if not ended:
+        return "extend"
+    return "roll back" if d_after < d_before else "stop"
+
 
 @dataclass(frozen=True)
 class RoundRecord:

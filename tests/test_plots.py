@@ -202,7 +202,7 @@ def test_epsilon_figure_libraspec_round(frame):
     table = next(t for t in fig.data if isinstance(t, go.Table))
     columns = table.cells.values
     assert len(columns) == 7 and all(len(c) == 2 for c in columns)  # two Algorithm 1 steps
-    assert list(columns[6]) == ["", "yes"]
+    assert table.header.values[6] == "action" and list(columns[6]) == ["extend", "roll back"]
 
 
 def test_epsilon_figure_computes_bounds_for_modes_without_them(frame):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.modes import make_policy
 from libraspec.policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy, epsilon_bounds
-from libraspec.records import PolicyStep, RoundRecord
+from libraspec.records import PolicyStep, RoundRecord, step_action
 from libraspec.tree import TreePolicy
 
 LAYER = "unit"  # tests/conftest.py
@@ -96,6 +96,16 @@ def test_worked_example_extend_then_rollback():
     assert decision.d == 5
     assert decision.steps == (PolicyStep(4, 5, 5, 3, 1, False), PolicyStep(5, 5, 5, 3, 0, True))
     assert len(buf.confidences) == 8 and buf.extend_calls == 1 and buf.blocks_extended == 1
+
+
+def test_iterations_speak_one_vocabulary():
+    """extend / roll back / stop (issue 34): eps* = d ends the loop with d unchanged, a stop, which
+    the views used to call a rollback; eps* < d is the rollback."""
+    decision = LibraSpecPolicy(2.0, 12).choose_length(stream([1, 1, 0.75, 0.5, 0.5, 0.5, 0, 0, 0, 0, 0, 0], 4))
+    assert [s.action for s in decision.steps] == ["extend", "stop"]  # the worked example above
+    low = LibraSpecPolicy(1.0, 12).choose_length(stream([0.1] * 4, 4))  # eps_i = i: eps* = 1 < d = 4
+    assert [(s.d_before, s.eps_star, s.d_after, s.action) for s in low.steps] == [(4, 1, 1, "roll back")]
+    assert step_action(4, 7, False) == "extend" and step_action(5, 5, True) == "stop"
 
 
 def test_worked_example_all_confident_grows_to_d_max():

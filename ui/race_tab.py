@@ -124,7 +124,7 @@ def round_info(run: Run, mode: str, round_index: int) -> str:
     steps = len(r.policy_steps)
     algorithm = (
         f" Algorithm 1 ran {steps} iteration{'s' if steps != 1 else ''}"
-        f"{' (the last a rollback)' if steps and r.policy_steps[-1].rollback else ''}."
+        f"{f' (the last: {r.policy_steps[-1].action})' if steps and r.policy_steps[-1].rollback else ''}."
         if mode == "libraspec" or steps
         else ""
     )

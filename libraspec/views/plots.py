@@ -29,6 +29,7 @@ from plotly.subplots import make_subplots
 
 from libraspec.modes import MODES
 from libraspec.policy import epsilon_bounds
+from libraspec.records import step_action
 
 MODE_COLORS: dict[str, str] = {name: mode.colour for name, mode in MODES.items()}
 MODE_ORDER = tuple(MODE_COLORS)
@@ -335,7 +336,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
             col=1,
             secondary_y=True,
         )
-    header = ["iter", "d before", "eps*", "d after", "B", "blocks", "rollback"]
+    header = ["iter", "d before", "eps*", "d after", "B", "blocks", "action"]
     if not steps:  # a policy without Algorithm 1 (static, oracle) or a round it did not run in
         header[0] = "no Algorithm 1 iterations"
     cells = [
@@ -345,7 +346,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
         [s["d_after"] for s in steps],
         [s["budget"] for s in steps],
         [s["blocks_requested"] for s in steps],
-        ["yes" if s["rollback"] else "" for s in steps],
+        [step_action(s["d_before"], s["d_after"], s["rollback"]) for s in steps],
     ]
     fig.add_trace(
         go.Table(
