@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -261,6 +262,16 @@ def test_empty_frame_gives_placeholder_figures():
     }
     for text, fig in figures.items():
         assert not fig.data and fig.layout.annotations[0].text == text
+
+
+def test_epsilon_figure_of_a_tree_round_draws_the_trees_q():
+    """Issue 34 defect 3: a tree mode's bars and q_i line both come from the tree's per-depth
+    confidences (what its depth policy read); the chain's q_i drawn over them disagreed."""
+    record = dataclasses.replace(_tree_round(), tree_confidences=(0.95, 0.6, 0.25))
+    traces = _by_name(plots.epsilon_figure(dataclasses.asdict(record), alpha=2.2))
+    line = traces["q_i (the tree's, per depth)"]
+    assert list(line.y) == [0.95, 0.6, 0.25] and "q_i" not in traces
+    assert list(traces["eps_i"].y) == epsilon_bounds([0.95, 0.6, 0.25], 2.2).tolist()
 
 
 def _tree_round(k: int = 2, bonus: int | None = 67) -> RoundRecord:

@@ -265,12 +265,15 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     `record_row` is one row of a record frame (`frame.iloc[k]`) or a mapping with the
     same keys. The bars are the record's `eps_bounds` (eps_i over q_1..q_d at the
     chosen d, Algorithm 1 line 6); a record without them (static, oracle, ...) gets
-    them from its confidences with the given alpha. q_i is drawn on a second axis.
+    them from its confidences with the given alpha. q_i is drawn on a second axis: for a tree
+    mode the tree's per-depth confidences, which its depth policy read, not the drafter's chain.
     """
     mode = str(_record_value(record_row, "mode"))
     d = int(_record_value(record_row, "chosen_length"))
     eps = [int(e) for e in _sequence(record_row, "eps_bounds")]
-    q = [float(v) for v in _sequence(record_row, "confidences")]
+    # the q_i the policy read: a tree mode's per-depth confidences (`tree.depth_confidences`), else the chain's
+    tree_q = [float(v) for v in _sequence(record_row, "tree_confidences")] if "tree_confidences" in record_row else []
+    q = tree_q or [float(v) for v in _sequence(record_row, "confidences")]
     if not eps and 0 < d <= len(q):
         eps = epsilon_bounds(q[:d], alpha).tolist()  # modes that record no bounds
     steps = _sequence(record_row, "policy_steps")
@@ -326,7 +329,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
             go.Scatter(
                 x=list(range(1, len(shown) + 1)),
                 y=shown,
-                name="q_i",
+                name="q_i (the tree's, per depth)" if tree_q else "q_i",
                 mode="lines+markers",
                 line=dict(color="#56B4E9", width=1.5),
                 marker=dict(size=4),
