@@ -190,6 +190,11 @@ def test_no_best_cell_is_crowned_within_noise_or_among_identical_decisions():
     clear = same.assign(noise_s=[0.01] * 3)  # 0.1% noise: 3.41 is ahead
     assert best_cell(clear, "speedup_measured") == 0
     assert best_cell(same.assign(mad_vs_oracle=[0.5, 0.25, 0.5]), "mad_vs_oracle") == 1
+    # issue 34 defect 2: 1.54x over 1.37x with identical decisions was crowned; twins tie however
+    # small the noise estimate, and a cell whose decisions are its own still wins
+    twins = clear.assign(decisions=["a", "b", "a"], speedup_measured=[1.54, 1.2, 1.37])
+    assert best_cell(twins, "speedup_measured") is None
+    assert best_cell(twins.assign(decisions=["a", "b", "c"]), "speedup_measured") == 0
     assert not [t for t in tuning_plots.sweep_figure(same).data if t.type == "scatter"]
 
 

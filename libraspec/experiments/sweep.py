@@ -9,14 +9,16 @@ Per cell, totals over prompts (docs/ARCHITECTURE.md, "What is timed"; as in `rec
 speedup_measured = AR seconds per token / cell seconds per token, speedup_modeled the
 same with the latency profile's times, tau = tokens per round, mad_vs_oracle =
 mean |d - d*| over rounds, alpha_used = mean alpha of the rounds (the value itself when
-fixed), noise_s = the timing noise of wall_s (`records.timing_noise_s`). `best_cell` crowns
-a cell only when it is ahead of every other beyond noise. Symbols: alpha, d_max, n (block size), d, d*, tau.
+fixed), noise_s = the timing noise of wall_s (`records.timing_noise_s`), decisions = a digest of
+every round's d (`decisions_digest`). `best_cell` crowns a cell only when it is ahead of every
+other beyond noise and no other cell made its decisions. Symbols: alpha, d_max, n (block size), d, d*, tau.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import math
 import threading
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ COLUMNS = [
     "speedup_measured",
     "speedup_modeled",
     "mad_vs_oracle",
+    "decisions",
 ]
 
 
@@ -90,7 +93,15 @@ def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRe
         "speedup_measured": s.speedup_measured,
         "speedup_modeled": s.speedup_modeled,
         "mad_vs_oracle": s.mad_vs_oracle,
+        "decisions": decisions_digest(runs),
     }
+
+
+def decisions_digest(runs: list[list[RoundRecord]]) -> str:
+    """A short digest of every round's chosen length, prompt by prompt: two cells with the same
+    digest made identical decisions, so their measured times differ by noise alone."""
+    lengths = [[r.chosen_length for r in run] for run in runs]
+    return hashlib.sha1(repr(lengths).encode()).hexdigest()[:12]
 
 
 def _cell_config(configs: list[DecodeConfig], d_max: int, index: int) -> DecodeConfig:
@@ -179,8 +190,10 @@ def run_sweep(
 def best_cell(frame: pd.DataFrame, metric: str) -> int | None:
     """Row position of the best cell for `metric` (lowest for mad_vs_oracle, else highest), or None
     when no cell is ahead of all others: a measured speedup must lead the runner-up by more than
-    NOISE_Z standard deviations of their timing noise (`noise_s`), any other metric, computed from
-    the decisions alone, must be strictly ahead (cells with identical decisions tie)."""
+    NOISE_Z standard deviations of their timing noise (`noise_s`) and share its decisions with no
+    other cell (identical decisions differ in measured time by noise alone, however small the noise
+    estimate); any other metric, computed from the decisions alone, must be strictly ahead (cells
+    with identical decisions tie)."""
     values = (
         pd.to_numeric(frame[metric], errors="coerce").reset_index(drop=True)
         if metric in frame
@@ -198,6 +211,10 @@ def best_cell(frame: pd.DataFrame, metric: str) -> int | None:
     if metric == "speedup_measured":
         if "noise_s" not in frame or "wall_s" not in frame:
             return None  # no noise known: no winner claimed
+        if "decisions" in frame:
+            decisions = frame["decisions"].reset_index(drop=True)
+            if (decisions == decisions[best]).sum() > 1:
+                return None  # one tie with the cells that decided the same
         noise = frame["noise_s"].reset_index(drop=True).astype(float) / frame["wall_s"].reset_index(drop=True)
         spread = math.hypot(values[best] * noise[best], values[runner_up] * noise[runner_up])
         return best if gap > NOISE_Z * spread else None
