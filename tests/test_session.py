@@ -311,3 +311,21 @@ def test_a_field_left_at_zero_keeps_its_zero_after_a_race(session):
                 assert fields[name].value is None, (attempt, name, fields[name].value)  # no value: 0 stays
             assert fields["d_max"].value == 14  # other fields carry their checked value
         assert "Not run" not in str(yields[-1][0]), yields[-1][0]
+
+
+def test_a_prompt_beyond_the_cap_is_refused_within_seconds(session, monkeypatch):
+    """Issue 34 defect 4: a very long prompt (20,000 characters on the embedded pair) was taken
+    without a word and raced for minutes. Beyond the device's cap (LIBRASPEC_MAX_PROMPT_TOKENS here,
+    the tiny pair's context being only 512) it is refused before anything runs, with the numbers and
+    the remedy; a prompt within the cap is prepared as before."""
+    import time
+
+    from ui.settings import PROMPT_CAP_ENV, Settings
+
+    monkeypatch.setenv(PROMPT_CAP_ENV, "100")
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=r"the prompt has \d+ tokens; races here take prompts of up to 100 tokens"):
+        list(session.stream("word " * 60, Settings(max_new_tokens=4), owner="long-prompt"))
+    assert time.monotonic() - started < 5
+    ids, _ = session.prepare("a short question", Settings(max_new_tokens=4))
+    assert 0 < len(ids) <= 100

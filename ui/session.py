@@ -64,6 +64,7 @@ from .settings import (
     MAX_NEW_TOKENS_CAP,
     Checked,
     Settings,
+    check_prompt_length,
     check_race_modes,
     check_settings,
     integer_setting,
@@ -383,6 +384,7 @@ class Session:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty: type a question or instruction")
         ids = self.pair.encode_prompt(prompt)
+        check_prompt_length(len(ids), self.pair.target.device.type)
         return ids, check_settings(settings, self.pair.n, self.pair.max_context, len(ids))
 
     def _step(self, iterator: Iterator):

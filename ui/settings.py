@@ -15,6 +15,7 @@ Paper symbols: alpha (LibraSpec trade-off), n (block size), d_max (length cap).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 from libraspec.analysis.theory import auto_alpha
@@ -23,6 +24,11 @@ from libraspec.modes import ALPHA_RANGE, MODES, PolicySettings
 from libraspec.records import RoundRecord
 
 MAX_NEW_TOKENS_CAP = 512
+# the longest prompt a race takes, by device: every mode prefills it and every step attends to it,
+# so on a CPU a long prompt turns a race of seconds into many minutes (a 20,000-character prompt
+# showed 70 s of "Starting..." and an estimate of 57 minutes); LIBRASPEC_MAX_PROMPT_TOKENS overrides
+PROMPT_TOKENS_CAP = {"cpu": 2048, "cuda": 8192}
+PROMPT_CAP_ENV = "LIBRASPEC_MAX_PROMPT_TOKENS"
 D_MAX_CAP = 64
 TEMPERATURE_MAX = 1.5
 ALPHA_MIN, ALPHA_MAX = ALPHA_RANGE
@@ -68,6 +74,27 @@ class Checked:
     @property
     def note_list(self) -> list[str]:
         return [self.notes[name] for name in FIELDS if name in self.notes]
+
+
+def prompt_cap(device_type: str) -> int:
+    """The longest prompt, in tokens, a race takes on this device (`PROMPT_TOKENS_CAP`, or the env)."""
+    value = os.environ.get(PROMPT_CAP_ENV, "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"{PROMPT_CAP_ENV} must be a positive integer, got {value!r}")
+        return int(value)
+    return PROMPT_TOKENS_CAP.get(device_type, PROMPT_TOKENS_CAP["cpu"])
+
+
+def check_prompt_length(tokens: int, device_type: str) -> None:
+    """Refuse, with the numbers and the remedy, a prompt longer than `prompt_cap` before anything runs."""
+    cap = prompt_cap(device_type)
+    if tokens > cap:
+        raise ValueError(
+            f"the prompt has {tokens:,} tokens; races here take prompts of up to {cap:,} tokens on the "
+            f"{device_type.upper()} (every mode prefills the prompt and every step attends to it, so a longer "
+            f"one would take many minutes): shorten it, or raise the cap with {PROMPT_CAP_ENV}"
+        )
 
 
 def allowed(name: str, n: int | None) -> tuple[float, float]:
