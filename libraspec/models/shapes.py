@@ -67,13 +67,12 @@ SHAPES = {
     "tiny": Shape(
         "tiny",
         dict(
+            _QWEN3,
             num_hidden_layers=6,
             num_attention_heads=4,
             num_key_value_heads=2,
             head_dim=16,
             vocab_size=512,
-            rope_theta=1_000_000.0,
-            rms_norm_eps=1e-6,
             max_position_embeddings=4096,
             hidden_size=64,
             intermediate_size=128,
