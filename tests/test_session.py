@@ -329,3 +329,23 @@ def test_a_prompt_beyond_the_cap_is_refused_within_seconds(session, monkeypatch)
     assert time.monotonic() - started < 5
     ids, _ = session.prepare("a short question", Settings(max_new_tokens=4))
     assert 0 < len(ids) <= 100
+
+
+def test_the_sweep_drafts_with_the_chosen_drafter_says_which_and_reuses_the_profile(session, monkeypatch):
+    """Issue 34 defect 5: the sweep had no drafter choice, never named the drafter it used, and
+    measured the latency profile again (105 s) although the session had one that reached its d_max."""
+    import ui.session as session_module
+
+    def no_second_measurement(*args, **kwargs):
+        raise AssertionError("the sweep measured a profile although the session's reaches its d_max")
+
+    monkeypatch.setattr(session_module, "cached_profile", no_second_measurement)
+    longest = len(session.profile().verify_s) - 1
+    lines, last = [], None
+    for line, event in session.sweep(["Hello"], "2.2", str(longest), 6, owner="sweeper", drafter="lookup"):
+        lines.append(line)
+        last = event or last
+    assert last is not None and last.done == last.total == 2  # AR, then the one cell
+    assert "Preparing the lookup drafter" in lines[0] and "drafting with lookup" in lines[-1]
+    with pytest.raises(ValueError, match="unknown drafter 'nope'"):
+        list(session.sweep(["Hello"], "2.2", str(longest), 6, owner="sweeper", drafter="nope"))

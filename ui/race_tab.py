@@ -20,7 +20,7 @@ import time
 
 import gradio as gr
 
-from libraspec.drafters import DRAFTERS
+from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.models.registry import describe_pair
 from libraspec.records import records_to_frame
 from libraspec.views import plots
@@ -43,11 +43,6 @@ from .settings import (
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
 EMPTY = records_to_frame([])
-DRAFTER_LABELS = {
-    "dflash": "block diffusion (dflash)",
-    "lookup": "look-up in the text so far (lookup)",
-    "hybrid": "hybrid: per round the more promising of both",
-}
 SOURCE_NAMES = {"dflash": "block diffusion", "lookup": "look-up"}
 LABELS = {
     "alpha": "alpha (LibraSpec trade-off)",
@@ -195,7 +190,7 @@ class RaceTabs:
                     else None
                 )
                 self.drafter = gr.Dropdown(
-                    [(DRAFTER_LABELS.get(d, d), d) for d in DRAFTERS],
+                    [(DRAFTER_TITLES[d], d) for d in DRAFTERS],
                     value=self.session.default_drafter or DRAFTERS[0],
                     label="drafter",
                     elem_id="ls-drafter",

@@ -530,10 +530,11 @@ class Session:
     # -- sweeps and calibration runs ----------------------------------------------------------
 
     def sweep(
-        self, prompts: list[str], alphas, d_maxes, max_new_tokens, owner: str = LOCAL
+        self, prompts: list[str], alphas, d_maxes, max_new_tokens, owner: str = LOCAL, drafter: str | None = None
     ) -> Iterator[tuple[str, SweepEvent | None]]:
         """LibraSpec over an alpha x d_max grid on `prompts` (`iter_sweep`: AR once per prompt, the
-        oracle annotation in every cell); yields (status line, event or None). `cancel_sweep(owner)`
+        oracle annotation in every cell), drafting with `drafter` (None or "": the pair's default);
+        yields (status line, event or None), every line naming the drafter. `cancel_sweep(owner)`
         stops it before its next run."""
         grid_alphas, grid_d = parse_alphas(alphas), parse_d_maxes(d_maxes)
         config = DecodeConfig(max_new_tokens=integer_setting(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP))
@@ -545,15 +546,19 @@ class Session:
             if max(grid_d) > pair.max_context // 2:
                 raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
             ids = [pair.encode_prompt(p) for p in prompts]
-            yield f"Measuring the latency profile up to d_max = {max(grid_d)} (once per machine and pair)…", None
-            decoder, fallback = self._sweep_decoder(max(grid_d))
+            name = drafter or pair.default_drafter
+            if name not in DRAFTERS:
+                raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
+            yield f"Preparing the {name} drafter and a latency profile up to d_max = {max(grid_d)}…", None
+            decoder, fallback = self._sweep_decoder(max(grid_d), name)
+            used = decoder.drafter.name
             iterator = iter_sweep(decoder, ids, grid_alphas, grid_d, config, cancel)
             for event in self._steps(iterator):
                 state = "Cancelled" if event.cancelled else "Finished" if event.done == event.total else "Running"
                 yield (
                     (
-                        f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}."
-                        + (f" {fallback}" if fallback else "")
+                        f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}, drafting with "
+                        f"{used}." + (f" {fallback}" if fallback else "")
                     ),
                     event,
                 )
@@ -568,15 +573,24 @@ class Session:
             cancel.set()
         return cancel is not None
 
-    def _sweep_decoder(self, longest: int) -> tuple[SpeculativeDecoder, str | None]:
-        """A decoder with the pair's default drafter whose latency profile reaches d_max = `longest`
-        (measured once per machine and pair, then read from the disk cache), and the note of
-        `drafter_with_fallback` (None when the default drafter was made)."""
+    def _sweep_decoder(self, longest: int, drafter: str) -> tuple[SpeculativeDecoder, str | None]:
+        """A decoder drafting with `drafter` whose latency profile verifies up to d_max = `longest`
+        drafts: the session's own profile when its verification table reaches that far (no second
+        measurement: a sweep after a race used to measure for 105 s; passes beyond the measured ones
+        are priced by the profile's linear continuation, each pass being the same forward), else
+        one measured once per machine and pair and read from the disk cache; and the note of
+        `drafter_with_fallback` (None when the drafter was made)."""
         pair = self.pair
         self._activate(None)
+        own = self.profile()
         with self._model_lock:
-            profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)))
-        return _decoder(pair, pair.default_drafter, profile)
+            if own is not None and len(own.verify_s) >= longest + 1:
+                profile = own
+            else:
+                profile = cached_profile(
+                    pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n))
+                )
+        return _decoder(pair, drafter, profile)
 
     def static_run(
         self, prompts: list[str], d, max_new_tokens, drafter: str | None = None

@@ -16,6 +16,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
+from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.experiments.bench import read_prompts
 from libraspec.experiments.sweep import (
     COLUMNS,
@@ -90,6 +91,12 @@ class SweepTab:
                 self.max_new_tokens = gr.Slider(
                     8, MAX_NEW_TOKENS_CAP, value=64, step=8, label="max new tokens", elem_id="ls-sweep-max-new"
                 )
+                self.drafter = gr.Dropdown(
+                    [(DRAFTER_TITLES[d], d) for d in DRAFTERS],
+                    value=self.session.default_drafter or DRAFTERS[0],
+                    label="drafter",
+                    elem_id="ls-sweep-drafter",
+                )
             with gr.Row():
                 self.run_button = gr.Button("Run sweep", variant="primary", elem_id="ls-sweep-run")
                 self.cancel_button = gr.Button("Cancel", variant="stop", elem_id="ls-sweep-cancel")
@@ -103,7 +110,7 @@ class SweepTab:
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
 
     def _wire(self) -> None:
-        inputs = [self.alphas, self.d_maxes, self.prompt_set, self.count, self.max_new_tokens]
+        inputs = [self.alphas, self.d_maxes, self.prompt_set, self.count, self.max_new_tokens, self.drafter]
         self.run_button.click(
             self.sweep_live,
             inputs,
@@ -121,20 +128,22 @@ class SweepTab:
             return status_html("No sweep of yours is running.")
         return status_html("Cancelling after the current run…")
 
-    def _events(self, owner: str, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens):
+    def _events(self, owner: str, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens, drafter=None):
         """(message, SweepEvent or None) while the sweep runs; bad input raises ValueError."""
         prompts = load_prompt_set(prompt_set, int(count))
-        return self.session.sweep(prompts, alphas, d_maxes, max_new_tokens, owner)
+        return self.session.sweep(prompts, alphas, d_maxes, max_new_tokens, owner, drafter)
 
-    def sweep_live(self, request: gr.Request, alphas, d_maxes, prompt_set, count, max_new_tokens):
+    def sweep_live(self, request: gr.Request, alphas, d_maxes, prompt_set, count, max_new_tokens, drafter=None):
         """Stream progress and heatmaps; the table and CSV once the sweep ends or is cancelled."""
-        yield from self._sweep_live_gpu(client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens)
+        yield from self._sweep_live_gpu(
+            client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens, drafter
+        )
 
-    def _sweep_live(self, owner, alphas, d_maxes, prompt_set, count, max_new_tokens):
+    def _sweep_live(self, owner, alphas, d_maxes, prompt_set, count, max_new_tokens, drafter=None):
         axes = None
         shown = 0.0
         try:
-            for message, event in self._events(owner, alphas, d_maxes, prompt_set, count, max_new_tokens):
+            for message, event in self._events(owner, alphas, d_maxes, prompt_set, count, max_new_tokens, drafter):
                 if event is None:
                     yield status_html(message), gr.skip(), gr.skip(), gr.skip()
                     continue
@@ -167,15 +176,17 @@ class SweepTab:
         prompt_set: str = EXAMPLES,
         count: int = 3,
         max_new_tokens: int = 64,
+        drafter: str = "",
     ) -> list[dict]:
         """Run a sweep and return one row per (alpha, d_max) cell: tau, mean d, alpha used,
-        measured and modeled speedup over AR, mean |d - d*|."""
-        return self._sweep_gpu(client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens)
+        measured and modeled speedup over AR, mean |d - d*|, and the drafter it drafted with
+        (drafter "" = the pair's default; dflash, lookup or hybrid)."""
+        return self._sweep_gpu(client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens, drafter)
 
-    def _sweep(self, owner, alphas, d_maxes, prompt_set, count, max_new_tokens) -> list[dict]:
+    def _sweep(self, owner, alphas, d_maxes, prompt_set, count, max_new_tokens, drafter="") -> list[dict]:
         event = None
         try:
-            for _, ev in self._events(owner, alphas, d_maxes, prompt_set, count, max_new_tokens):
+            for _, ev in self._events(owner, alphas, d_maxes, prompt_set, count, max_new_tokens, drafter):
                 event = ev or event
         except (ValueError, OSError) as error:
             raise gr.Error(str(error)) from error

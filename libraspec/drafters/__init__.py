@@ -11,6 +11,11 @@ from .hybrid import HybridDrafter
 from .lookup import LookupCalibration, LookupCalibrationError, LookupDrafter, load_corpus
 
 DRAFTERS = ("dflash", "lookup", "hybrid")
+DRAFTER_TITLES = {  # what the app's drafter choices say
+    "dflash": "block diffusion (dflash)",
+    "lookup": "look-up in the text so far (lookup)",
+    "hybrid": "hybrid: per round the more promising of both",
+}
 
 
 def make_drafter(name: str, pair) -> Drafter:
