@@ -45,7 +45,7 @@ class Inputs:
     alpha: float = 2.2
     n: int = 8
     d_max: int = 24
-    cost: str = "linear t0 + c*d"
+    cost: str = "measured profile"  # this machine's, once loaded; the linear cost is a teaching toy
     t0_ms: float = 20.0
     c_ms: float = 1.0
     draft_ms: float = 5.0
@@ -146,10 +146,12 @@ def replay_check(source: Confidences, states: list) -> str | None:
 
 
 def cost_profile(inputs: Inputs, n: int, d_max: int, measured: LatencyProfile | None) -> tuple[LatencyProfile, str]:
-    """The latency profile for E[eta_d]: the loaded pair's measured one, or t0 + c*k."""
-    if inputs.cost == "measured profile":
-        if measured is None:
-            raise ValueError("the model is not loaded yet, so there is no measured profile: pick the linear cost")
+    """The latency profile for E[eta_d]: the loaded pair's measured one (the default), or t0 + c*k,
+    which also stands in, saying so, until a model is loaded."""
+    fallback = ""
+    if inputs.cost == "measured profile" and measured is None:
+        fallback = " (the model is not loaded yet, so there is no measured profile: the linear cost stands in)"
+    elif inputs.cost == "measured profile":
         t0, c = measured.linear_fit()
         note = (
             f"measured profile of {measured.meta.get('pair', 'the loaded pair')}: fit t0 = {1000 * t0:.2f} ms, "
@@ -168,7 +170,7 @@ def cost_profile(inputs: Inputs, n: int, d_max: int, measured: LatencyProfile | 
     )
     return profile, (
         f"linear cost: verify t0 + c*k = {inputs.t0_ms:g} + {inputs.c_ms:g} k ms, "
-        f"drafting {inputs.draft_ms:g} ms per block"
+        f"drafting {inputs.draft_ms:g} ms per block{fallback}"
     )
 
 
