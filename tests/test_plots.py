@@ -362,3 +362,35 @@ def test_tree_size_figure_per_round():
 def test_tree_size_figure_for_a_chain_mode_says_so(frame):
     fig = plots.tree_size_figure(frame, "static")
     assert not fig.data and "drafts a chain" in fig.layout.annotations[0].text
+
+
+def test_epsilon_figure_steps_through_every_iteration():
+    """Issue 34 defect 6: the inspector showed only the bounds at the submitted d, so its eps* (at
+    the final d) differed from the table's last iteration and the steps 4 -> 5 -> ... could not be
+    seen. A slider shows each iteration's bounds, whose minimum is that row's eps*."""
+    from libraspec.analysis.stepper import ArrayBuffer
+    from libraspec.policy import LibraSpecPolicy
+
+    q = [1, 1, 1, 1, 1, 1, 0.5, 0.5, 0.25, 0, 0, 0]
+    decision = LibraSpecPolicy(3.0, 12).choose_length(ArrayBuffer(q[:8], 4, more=q[8:]))
+    assert [s.action for s in decision.steps] == ["extend", "extend", "extend", "stop"]
+    record = dataclasses.replace(
+        _tree_round(),
+        mode="libraspec",
+        confidences=tuple(q),
+        chosen_length=decision.d,
+        policy_steps=decision.steps,
+        eps_bounds=decision.eps_bounds,
+        alpha=3.0,
+        tree_confidences=(),
+    )
+    fig = plots.epsilon_figure(dataclasses.asdict(record), alpha=1.0)  # the record's alpha wins
+    slider = fig.layout.sliders[0]
+    assert [p.label for p in slider.steps] == ["submitted d"] + [f"iteration {k}" for k in range(1, 5)]
+    for k, step in enumerate(decision.steps, start=1):
+        visible = slider.steps[k].args[0]["visible"]
+        bars = [t for t, v in zip(fig.data, visible) if v and t.type == "bar"]
+        assert len(bars) == 1 and list(bars[0].y) == epsilon_bounds(q[: step.d_before], 3.0).tolist()
+        assert min(bars[0].y) == step.eps_star  # the table's row, drawn
+    shown = slider.steps[0].args[0]["visible"]
+    assert [t.name for t, v in zip(fig.data, shown) if v and t.type == "bar"] == ["eps_i"]

@@ -361,6 +361,8 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
         col=1,
     )
     top = max(eps + [d, 1])
+    if steps and eps and q:
+        top = max(top, _iteration_stepper(fig, steps, q, _round_alpha(record_row, alpha), mode, main=2))
     fig.update_xaxes(
         title_text="draft position i", range=[0.5, width + 0.5], dtick=max(1, -(-width // 12)), row=1, col=1
     )
@@ -369,9 +371,70 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     round_index = _record_value(record_row, "round_index")
     drafted_by = _source_text(_sequence(record_row, "draft_sources")[: max(d, 1)])
     source = f", {drafted_by} drafts" if drafted_by else ""
+    used = _round_alpha(record_row, alpha)  # the record's own alpha when it has one
     return apply_layout(
-        fig, "epsilon", f"Round {round_index} ({mode}{source}): eps_i, alpha = {alpha:g}", barmode="overlay"
+        fig, "epsilon", f"Round {round_index} ({mode}{source}): eps_i, alpha = {used:g}", barmode="overlay"
     )
+
+
+def _round_alpha(record_row, alpha: float) -> float:
+    """The alpha the round's Algorithm 1 used (the record's), else the one given."""
+    value = _record_value(record_row, "alpha") if "alpha" in record_row else None
+    return float(value) if value is not None and _present(value) else float(alpha)
+
+
+def _iteration_stepper(fig: go.Figure, steps, q: list[float], alpha: float, mode: str, main: int) -> int:
+    """A slider over Algorithm 1's iterations: iteration k shows the bounds eps_i over q_1..q_d that
+    its line 6 compared (d = its d before) with their minimum, which is the table's eps* of that row;
+    the first position shows the bounds at the submitted d (the `main` traces added before).
+    Returns the highest bound drawn."""
+    first, top = len(fig.data), 0
+    for k, step in enumerate(steps, start=1):
+        d_before = int(step["d_before"])
+        bounds = epsilon_bounds(q[:d_before], alpha).tolist()
+        top = max(top, max(bounds))
+        star = min(bounds)
+        action = step_action(step["d_before"], step["d_after"], step["rollback"])
+        fig.add_trace(
+            go.Bar(
+                x=list(range(1, d_before + 1)),
+                y=bounds,
+                name=f"iteration {k}: eps_i at d = {d_before}",
+                marker_color=mode_color(mode),
+                opacity=0.75,
+                marker_line=dict(width=[3 if e == star else 0 for e in bounds], color="#000000"),
+                visible=False,
+                hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[0.5, d_before + 0.5],
+                y=[star, star],
+                name=f"iteration {k}: eps* = {star}, {action}",
+                mode="lines",
+                line=dict(color="#000000", dash="dash", width=1.5),
+                visible=False,
+            ),
+            row=1,
+            col=1,
+        )
+    count = len(fig.data)
+    ours = set(range(first, count))
+
+    def showing(own: set[int]) -> list[bool]:
+        return [j in own or (j not in ours and j >= main) for j in range(count)]
+
+    positions = [dict(label="submitted d", method="restyle", args=[{"visible": showing(set(range(main)))}])]
+    for k in range(1, len(steps) + 1):
+        pair = {first + 2 * (k - 1), first + 2 * (k - 1) + 1}
+        positions.append(dict(label=f"iteration {k}", method="restyle", args=[{"visible": showing(pair)}]))
+    fig.update_layout(
+        sliders=[dict(active=0, steps=positions, currentvalue=dict(prefix="Algorithm 1: "), pad=dict(t=30), y=-0.02)]
+    )
+    return top
 
 
 def speedup_figure(
