@@ -309,6 +309,11 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         page.get_by_role("tab", name="Algorithm step-through").click()
         page.locator("#ls-teach-source").get_by_text("last race round").click()
         page.wait_for_selector("#ls-teach-text:has-text('Replay of LibraSpec round 0')", timeout=TIMEOUT_MS)
+        # the sliders take the race's settings (n 7 here, where the tab's default is 8), so they show
+        # what the replay uses (issue 34: they showed 2.2 and 8 while the replay used 8 and 7)
+        page.wait_for_function(
+            "document.querySelector('#ls-teach-n input[type=number]').value === '7'", timeout=TIMEOUT_MS
+        )
         page.get_by_role("button", name="Run to end").click()
         page.wait_for_selector(f"#ls-teach-text:has-text('Step {iterations} of {iterations}.')", timeout=TIMEOUT_MS)
         text = page.locator("#ls-teach-text").inner_text()

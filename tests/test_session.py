@@ -21,7 +21,7 @@ from libraspec.drafters import lookup
 from libraspec.records import LIST_COLUMNS
 from ui.calibration_tab import summarize_calibration
 from ui.session import RACE_MODES, Session, Settings
-from ui.teach_tab import Inputs, TeachTab, confidences_for, step_view
+from ui.teach_tab import Inputs, TeachTab, confidences_for, race_round_settings, step_view
 
 LAYER = "app"  # tests/conftest.py
 
@@ -58,7 +58,9 @@ def test_the_step_through_replays_every_round_of_a_real_race(session, drafter, a
     rounds = [r for r in run.records["libraspec"] if r.policy_steps]
     assert rounds and run.drafter == drafter
     for record in rounds:
-        inputs = Inputs(source="last race round", round_index=record.round_index)
+        chosen = Inputs(source="last race round", round_index=record.round_index)
+        alpha, n, d_max = race_round_settings(chosen, [run])  # what the sliders take when the round is chosen
+        inputs = dataclasses.replace(chosen, alpha=alpha, n=n, d_max=d_max)
         source = confidences_for(inputs, [run])
         states = algorithm_states(source.padded, source.n, source.alpha, source.d_max)
         assert tuple(s.step for s in states[1:]) == record.policy_steps, record.round_index
@@ -240,8 +242,8 @@ def test_the_calibration_summary_counts_the_rounds_of_every_prompt(session):
 
 
 def test_the_step_through_sets_the_alpha_its_text_suggests(session):
-    inputs = Inputs(alpha=1.0)
-    text = step_view(inputs, 0)[3]
+    inputs = Inputs(alpha=1.0)  # the default cost: the loaded pair's measured profile, as the tab uses it
+    text = step_view(inputs, 0, None, session.profile())[3]
     suggested = float(re.search(r"suggest alpha = T_verify / \(tau c\) = ([\d.]+)", text).group(1))
     slider = TeachTab(session).use_suggested_alpha(
         SimpleNamespace(session_hash="teacher"), 0, *dataclasses.astuple(inputs)

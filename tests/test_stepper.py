@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -118,7 +120,7 @@ def test_teach_tab_views_every_source():
     from test_calibration import record
 
     from ui.session import Settings
-    from ui.teach_tab import Inputs, confidences_for, step_view
+    from ui.teach_tab import Inputs, confidences_for, race_round_settings, step_view
 
     index, step_fig, curve_fig, text = step_view(Inputs(), 10**6, None)
     assert text.startswith(f"**Step {index} of {index}.**") and "exhaustive argmax" in text
@@ -132,10 +134,16 @@ def test_teach_tab_views_every_source():
         settings=Settings(alpha=3.0, d_max=24),
         records={"libraspec": [record("libraspec", 0, [0.9] * 6 + [0.5] * 6, d=8, accepted=3)]},
     )
-    source = confidences_for(Inputs(source="last race round", round_index=5, alpha=1.0, d_max=7), [run])
-    # the race's own settings, not the sliders'; one recorded block of 12 drafts, zeros past it
-    assert (source.n, source.d_max, source.alpha, len(source.q)) == (12, 24, 3.0, 12)
-    assert list(source.padded[12:]) == [0.0] * 12
+    # issue 34 defect 8: the sliders showed 2.2 and n 8 while the replay used the race's 8 and 7;
+    # choosing the round now sets them to the race's values, and the replay uses what they show
+    inputs = Inputs(source="last race round", round_index=5, alpha=1.0, d_max=7)
+    assert race_round_settings(inputs, [run]) == (3.0, 12, 24)
+    adopted = dataclasses.replace(inputs, alpha=3.0, n=12, d_max=24)
+    source = confidences_for(adopted, [run])
+    assert (source.n, source.d_max, source.alpha, len(source.q)) == (12, 24, 3.0, 12)  # as the race ran it
+    assert list(source.padded[12:]) == [0.0] * 12 and "replayed with" not in source.notes[0]
+    moved = confidences_for(dataclasses.replace(adopted, alpha=1.0), [run])
+    assert moved.alpha == 1.0 and moved.n == 12 and "replayed with the sliders' alpha = 1" in moved.notes[0]
     # issue 34 defect 8: the speedup curve defaults to this machine's measured profile; before a model
     # is loaded the linear cost stands in and the text says so (it used to default to 20 + 1 k ms)
     assert Inputs().cost == "measured profile"

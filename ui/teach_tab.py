@@ -73,9 +73,8 @@ class Confidences:
         return min(self.d_max, int(self.q.size))
 
 
-def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
-    """A LibraSpec round of the visitor's last race, with that race's alpha, n and d_max, so the
-    replay starts from the same first block and takes the same decisions (Algorithm 1 line 3)."""
+def _race_round_record(inputs: Inputs, runs: list[Run] | None) -> tuple[Run, RoundRecord]:
+    """The visitor's last race and its LibraSpec round `inputs.round_index` (the next one that ran)."""
     runs = [r for r in runs or [] if r.records.get("libraspec")]
     if not runs:
         raise ValueError("no race yet: run one on the Race tab, or pick synthetic / pasted confidences")
@@ -89,16 +88,35 @@ def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
             "nothing to offer, so Algorithm 1 did not run. Rounds with drafts: "
             f"{', '.join(map(str, drafted[:20]))}{' …' if len(drafted) > 20 else ''}"
         )
+    return run, record
+
+
+def race_round_settings(inputs: Inputs, runs: list[Run] | None) -> tuple[float, int, int]:
+    """(alpha, n, d_max) the race ran the chosen round with: what the sliders take when a race round
+    is chosen, so that the step-through starts as the race decided and shows what it uses."""
+    run, record = _race_round_record(inputs, runs)
     alpha = record.alpha if record.alpha is not None else run.settings.alpha
-    n, d_max = run.n, run.settings.d_max
+    return float(alpha), int(run.n), int(run.settings.d_max)
+
+
+def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
+    """A LibraSpec round of the visitor's last race: its recorded confidences and the race's n (the
+    blocks it drafted), with the sliders' alpha and d_max, which take the race's own values when the
+    round is chosen (`race_round_settings`), so the replay starts from the same first block and
+    takes the same decisions (Algorithm 1 line 3) until a slider is moved (`replay_check` says so)."""
+    run, record = _race_round_record(inputs, runs)
+    recorded_alpha, n, recorded_d_max = race_round_settings(inputs, runs)
+    alpha, d_max = float(inputs.alpha), max(int(inputs.d_max), n)
+    same = alpha == recorded_alpha and d_max == recorded_d_max
     notes = (
-        f'Replay of LibraSpec round {record.round_index} of the last race ("{run.prompt[:60]}") with its '
-        f"own alpha = {alpha:g}, n = {n} and d_max = {d_max} (the sliders apply to synthetic and pasted "
-        f"confidences): the race drafted {record.blocks_drafted} block(s) and chose d = "
-        f"{record.chosen_length} after {len(record.policy_steps)} iteration(s). Positions past the "
-        f"{len(record.confidences)} drafted have no q_i; the policy never reads them.",
+        f'Replay of LibraSpec round {record.round_index} of the last race ("{run.prompt[:60]}"), recorded with '
+        f"alpha = {recorded_alpha:g}, n = {n} and d_max = {recorded_d_max}"
+        + ("" if same else f"; replayed with the sliders' alpha = {alpha:g} and d_max = {d_max}")
+        + f": the race drafted {record.blocks_drafted} block(s) and chose d = {record.chosen_length} after "
+        f"{len(record.policy_steps)} iteration(s). Positions past the {len(record.confidences)} drafted have "
+        "no q_i (drawn as 0); n is the race's.",
     )
-    return Confidences(np.asarray(record.confidences, dtype=np.float64), n, d_max, float(alpha), notes, record)
+    return Confidences(np.asarray(record.confidences, dtype=np.float64), n, d_max, alpha, notes, record)
 
 
 def confidences_for(inputs: Inputs, runs: list[Run] | None) -> Confidences:
@@ -269,7 +287,12 @@ class TeachTab:
                         )
                         self.suggest = gr.Button("Use suggested alpha", size="sm", elem_id="ls-teach-suggest", scale=1)
                     self.n = gr.Slider(
-                        1, 32, value=defaults.n, step=1, label="n (block size; a race round has its own)"
+                        1,
+                        32,
+                        value=defaults.n,
+                        step=1,
+                        label="n (block size; a race round has its own)",
+                        elem_id="ls-teach-n",
                     )
                     self.d_max = gr.Slider(1, D_MAX_CAP, value=defaults.d_max, step=1, label="d_max")
                     self.cost = gr.Radio(list(COSTS), value=defaults.cost, label="cost model for E[eta_d]")
@@ -319,6 +342,14 @@ class TeachTab:
             button.click(handler, [self.index, *controls], outputs, api_visibility="private")
         for control in controls:
             event = control.release if isinstance(control, gr.Slider) else control.change
+            if control in (self.source, self.round):  # a race round: the sliders take its settings first
+                event(
+                    self.adopt_race_round,
+                    [self.index, *controls],
+                    [self.alpha, self.n, self.d_max],
+                    api_visibility="private",
+                ).then(self.restart, [self.index, *controls], outputs, api_visibility="private")
+                continue
             event(self.restart, [self.index, *controls], outputs, api_visibility="private")
         self.suggest.click(
             self.use_suggested_alpha, [self.index, *controls], [self.alpha], api_visibility="private"
@@ -356,6 +387,19 @@ class TeachTab:
         if suggestion is None:
             raise gr.Error("this cost model's verification cost does not grow with d (c <= 0): no finite alpha")
         return gr.Slider(value=round(min(max(suggestion[0], ALPHA_MIN), ALPHA_MAX), 2))
+
+    def adopt_race_round(self, request: gr.Request, index, *values):
+        """When the source is the last race round (or its round number changes): the alpha, n and d_max
+        sliders take the values the race ran it with (issue 34: they showed 2.2 and 8 while the
+        replay used 8 and 7); other sources leave the sliders alone."""
+        inputs = Inputs(*values)
+        if inputs.source != SOURCES[1]:
+            return gr.skip(), gr.skip(), gr.skip()
+        try:
+            alpha, n, d_max = race_round_settings(inputs, self.session.runs(client_key(request)))
+        except ValueError:
+            return gr.skip(), gr.skip(), gr.skip()  # the view that follows says why
+        return gr.Slider(value=alpha), gr.Slider(value=n), gr.Slider(value=d_max)
 
     def opening(self, request: gr.Request):
         return self.restart(request, 0, *dataclasses.astuple(Inputs()))
