@@ -351,3 +351,9 @@ def test_the_sweep_drafts_with_the_chosen_drafter_says_which_and_reuses_the_prof
     assert "Preparing the lookup drafter" in lines[0] and "drafting with lookup" in lines[-1]
     with pytest.raises(ValueError, match="unknown drafter 'nope'"):
         list(session.sweep(["Hello"], "2.2", str(longest), 6, owner="sweeper", drafter="nope"))
+
+
+def test_the_status_says_where_the_pair_runs(session):
+    """Issue 34: the status names the device, the dtype and, on a CPU, torch's threads."""
+    text = session.describe()
+    assert "CPU · float32 · " in text and f"{torch.get_num_threads()} thread" in text

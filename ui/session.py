@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import pandas as pd
+import torch
 
 from libraspec.cost import LatencyProfile
 from libraspec.device import free_memory, on_zero_gpu
@@ -359,9 +360,14 @@ class Session:
         return lambda token: decode([int(token)])
 
     def describe(self) -> str:
+        """The pair and where it runs: n, context window, device, dtype and, on a CPU, torch's threads."""
         if self.pair is None:
             return "model not loaded yet"
-        return f"{self.pair.description} · n = {self.pair.n} · context {self.pair.max_context}"
+        target = self.pair.target
+        where = f"{target.device.type.upper()} · {str(target.dtype).removeprefix('torch.')}"
+        if target.device.type == "cpu":
+            where += f" · {torch.get_num_threads()} thread{'s' if torch.get_num_threads() != 1 else ''}"
+        return f"{self.pair.description} · n = {self.pair.n} · context {self.pair.max_context} · {where}"
 
     def suggested_alpha(self, owner: str = LOCAL) -> tuple[float, str]:
         """Section 3.4's alpha = T_verify / (tau c) from this machine's latency profile and the mean tau
