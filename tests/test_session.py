@@ -357,3 +357,31 @@ def test_the_status_says_where_the_pair_runs(session):
     """Issue 34: the status names the device, the dtype and, on a CPU, torch's threads."""
     text = session.describe()
     assert "CPU · float32 · " in text and f"{torch.get_num_threads()} thread" in text
+
+
+def test_three_tries_side_by_side(session):
+    """Issue 34, tuning you can compare: three tries of one visitor in one table (settings, tau,
+    modeled and measured speedup with noise, d_max binding, iterations by action), with the notes
+    that d_max never bound and that two tries made identical decisions; nobody else's tries."""
+    from ui.history import COLUMNS, history_frame, history_notes
+
+    owner = "tuner"
+    for alpha, d_max in ((2.2, 14), (2.2, 28), (16.0, 14)):
+        race(session, "lookup", owner=owner, alpha=alpha, d_max=d_max, modes=["libraspec"], max_new_tokens=24)
+    race(session, "lookup", owner="someone else", modes=["libraspec"], max_new_tokens=8)
+    frame = history_frame(session.runs(owner))
+    assert list(frame.columns) == COLUMNS and list(frame["try"]) == [1, 2, 3]
+    assert list(frame["alpha"]) == [2.2, 2.2, 16.0] and list(frame["d_max"]) == [14, 28, 14]
+    assert (frame["measured noise (1 sd)"] > 0).all() and (frame["tau"] >= 1).all()
+    runs = session.runs(owner)
+    for k, run in enumerate(runs):
+        steps = [s.action for r in run.records["libraspec"] for s in r.policy_steps]
+        assert frame["extend"][k] + frame["roll back"][k] + frame["stop"][k] == len(steps)
+        bound = sum(r.chosen_length == run.settings.d_max for r in run.records["libraspec"])
+        assert frame["d_max bound (share of rounds)"][k] == round(bound / len(run.records["libraspec"]), 3)
+    notes = history_notes(frame)
+    digests = list(frame["decisions"])
+    assert digests[0] == digests[1] != digests[2]  # alpha 2.2 never reaches d_max 14 here: 28 decides the same
+    assert any(note.startswith("Tries 1, 2 (LibraSpec") and "one tie" in note for note in notes)
+    never = [t for t, share in zip(frame["try"], frame["d_max bound (share of rounds)"]) if share == 0]
+    assert all(any(note.startswith(f"Try {t} ") and "never bound" in note for note in notes) for t in never)

@@ -16,9 +16,11 @@ the status line; the previous run's results stay as they were, unmarked.
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 import gradio as gr
+import pandas as pd
 
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.models.registry import describe_pair
@@ -26,6 +28,8 @@ from libraspec.records import records_to_frame
 from libraspec.views import plots
 
 from .common import QUEUE, client_key, load_examples
+from .history import COLUMNS as HISTORY_COLUMNS
+from .history import history_frame, history_notes
 from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .render import column_html, legend_html, status_html, title
 from .session import PROFILE_TOLERANCE, RACE_MODES, Run, Session, Snapshot
@@ -247,6 +251,12 @@ class RaceTabs:
                 )
                 for mode in RACEABLE
             ]
+        with gr.Accordion("Your tries: every finished race side by side", open=False, elem_id="ls-history"):
+            self.history_notes = gr.Markdown("No finished race yet.", elem_id="ls-history-notes")
+            self.history_table = gr.Dataframe(
+                pd.DataFrame(columns=HISTORY_COLUMNS), interactive=False, elem_id="ls-history-table"
+            )
+            self.history_file = gr.File(label="your tries (CSV)", interactive=False)
         with gr.Accordion("Downloads: this run's round records", open=False):
             self.run_id = gr.Textbox(label="run id", interactive=False, elem_id="ls-run-id")
             self.files = gr.File(
@@ -336,7 +346,13 @@ class RaceTabs:
                 self.lock, None, [self.run_button, self.settings_box], queue=False, api_visibility="private"
             )
             race = started.then(self.race_live, inputs, outputs, show_progress="hidden", **api, **QUEUE)
-            race.then(self.unlock, None, [self.run_button], queue=False, api_visibility="private")
+            race.then(self.unlock, None, [self.run_button], queue=False, api_visibility="private").then(
+                self.history,
+                None,
+                [self.history_notes, self.history_table, self.history_file],
+                queue=False,
+                api_visibility="private",
+            )
             races.append(race)
         self.stop_button.click(None, cancels=races).then(
             lambda: (status_html("Stopped. The next run starts cleanly."), gr.Button(RUN_LABEL, interactive=True)),
@@ -483,6 +499,17 @@ class RaceTabs:
             keeps = name in keep
             updates.append(gr.Number(info=info) if keeps else gr.Number(value=getattr(settings, name), info=info))
         return tuple(updates)
+
+    def history(self, request: gr.Request):
+        """This visitor's tries (`ui.history`): the notes, the table and its CSV."""
+        frame = history_frame(self.session.runs(client_key(request)))
+        if frame.empty:
+            return "No finished race yet.", frame, None
+        notes = history_notes(frame)
+        path = os.path.join(self.session.downloads.folder(), "libraspec-tries.csv")
+        frame.to_csv(path, index=False)
+        text = f"{frame['try'].max()} finished race(s); measured speedups carry their timing noise (1 sd)."
+        return text + ("\n\n" + "\n".join(f"- {note}" for note in notes) if notes else ""), frame, path
 
     def use_suggested_alpha(self, request: gr.Request):
         """Set alpha to what section 3.4 suggests for this visitor's last race; the reason when it cannot."""
