@@ -656,7 +656,7 @@ class Session:
 
     def export(self, run_id: str, owner: str = LOCAL) -> list[str]:
         """`owner`'s run's round records (AR baseline included) as CSV and Parquet files named after
-        the run and its drafter (the schema: README.md, "Exported round records")."""
+        the run and its drafter (the schema: docs/REFERENCE.md, "Exported round records")."""
         run = self.get_run(run_id, owner)
         frame = run.frame()
         stem = os.path.join(self.downloads.folder(), f"libraspec-{run.run_id}-{run.drafter}")
