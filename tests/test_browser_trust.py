@@ -407,3 +407,42 @@ def test_a_tree_mode_races_and_the_inspector_draws_its_tree_at_1440x900(server):
         choose(page, "ls-inspect-mode", "Static")
         page.wait_for_selector("#ls-tree-plot", state="hidden", timeout=TIMEOUT_MS)
         assert not page.locator("#ls-tree-size-plot").is_visible()
+
+
+def open_settings(page) -> None:
+    """Unfold "Settings and examples" (a race folds it) so its fields can be typed into."""
+    if not page.locator("#ls-alpha").is_visible():
+        page.get_by_text("Settings and examples").click()
+        page.wait_for_selector("#ls-alpha input[type=number]", state="visible", timeout=TIMEOUT_MS)
+
+
+def test_the_tuning_journey_at_1440x900(server, tmp_path):
+    """Issue 34: a researcher tries three settings, compares them in "Your tries", then sweeps
+    with a chosen drafter, which every status line names. Screenshots go to the test's tmp folder."""
+    with browser() as chromium:
+        page = ready(chromium.new_page(viewport=VIEWPORT), server)
+        for k, (alpha, d_max) in enumerate(((2.2, 14), (2.2, 28), (16, 14)), start=1):
+            open_settings(page)
+            type_into(page, "ls-alpha", alpha)
+            type_into(page, "ls-d-max", d_max)
+            race(page, PROMPT, "lookup", 24)
+            if k == 1:
+                page.get_by_text("Your tries: every finished race side by side").click()
+            page.wait_for_selector(f"#ls-history-notes:has-text('{k} finished race(s)')", timeout=60_000)
+        notes = page.locator("#ls-history-notes").inner_text()
+        assert "3 finished race(s)" in notes and "timing noise" in notes
+        table = page.locator("#ls-history-table").inner_text()
+        assert "LibraSpec" in table and "lookup" in table
+        page.locator("#ls-history").scroll_into_view_if_needed()
+        page.screenshot(path=str(tmp_path / "tries.png"), full_page=True)
+
+        page.get_by_role("tab", name="Sweep").click()
+        page.locator("#ls-sweep-alphas textarea, #ls-sweep-alphas input").first.fill("2.2")
+        page.locator("#ls-sweep-dmax textarea, #ls-sweep-dmax input").first.fill("14")
+        page.locator("#ls-sweep-drafter input").click()
+        page.get_by_role("option", name=re.compile(r"\(lookup\)")).click()
+        page.locator("#ls-sweep-run").click()
+        page.wait_for_selector("#ls-sweep-status:has-text('Finished')", timeout=TIMEOUT_MS)
+        assert "drafting with lookup" in page.locator("#ls-sweep-status").inner_text()
+        page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
+        print("screenshots:", tmp_path)

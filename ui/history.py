@@ -72,7 +72,10 @@ def history_frame(runs) -> pd.DataFrame:
                     "decisions": decisions_digest([records]),
                 }
             )
-    return pd.DataFrame(rows, columns=COLUMNS)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    for column in ("d_max", "static length"):  # integers with gaps: not 14.0
+        frame[column] = frame[column].astype("Int64")
+    return frame
 
 
 def history_notes(frame: pd.DataFrame) -> list[str]:
