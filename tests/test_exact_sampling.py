@@ -89,7 +89,7 @@ def policy_maker(pair, mode: str):
     return (lambda state: make_policy(name, pair.n, **settings)), (lambda policy: None)
 
 
-def exact(pair, mode: str, drafter, observe=None, **sampling) -> dict:
+def exact(pair, mode: str, drafter, observe=None, new: int = NEW, **sampling) -> dict:
     decoder = SpeculativeDecoder(pair, PROFILE, drafter=drafter)
     make, state_of = policy_maker(pair, mode)
     return output_distribution(
@@ -97,7 +97,7 @@ def exact(pair, mode: str, drafter, observe=None, **sampling) -> dict:
         PROMPT,
         mode.removesuffix("-paper"),
         make,
-        NEW,
+        new,
         dict(temperature=1.0, lookahead=6, **sampling),
         state_of,
         observe,
@@ -205,3 +205,53 @@ def test_libraspec_reading_sampled_drafts_is_caught(v6_pair):  # noqa: F811
     tv = total_variation(dist, target_distribution(v6_pair, PROMPT, NEW, top_k=3))
     print(f"pre-fix LibraSpec (top-k 3): total variation {tv:.4g}")  # 0.0075 when written
     assert tv > 1e-3
+
+
+DEEP = 5  # n + 2 new tokens: a first round can verify d = 4 > n, so second-block drafts are verified
+SECOND_BLOCK = {
+    "static": dict(static_length=4),
+    "libraspec": dict(alpha=16.0, d_max=6),
+    "oracle": {},
+    "ddtree": dict(tree_depth=4, node_budget=6),
+}
+
+
+def topk_target(pair, prompt: list[int], k_tokens: int, top_k: int) -> dict[tuple, float]:
+    """The target's distribution of k_tokens tokens under top-k, recursing over each step's support."""
+    model, out = pair.target.model, {}
+
+    def walk(seq: list[int], p: float) -> None:
+        if len(seq) == k_tokens:
+            out[tuple(seq)] = p
+            return
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + seq], device=model.device)).logits[0, -1].double().cpu()
+        row = filtered(torch.softmax(logits, -1).tolist(), top_k, 1.0)
+        for token, q in enumerate(row):
+            if q > 0.0:
+                walk(seq + [token], p * q)
+
+    walk([], 1.0)
+    return out
+
+
+@pytest.mark.parametrize("drafter", ["dflash", "hybrid"])
+@pytest.mark.parametrize("mode", list(SECOND_BLOCK))
+def test_rounds_that_verify_second_block_drafts_sample_the_target_exactly(v6_pair, mode, drafter):  # noqa: F811
+    """5 new tokens with top-k 2: rounds verify d = 4 > n = 3 drafts, so the second block's proposals
+    (conditioned on the chain), their draws (uniforms past the first block) and the hybrid's switch
+    from look-up to diffusion are enumerated too; the output is the target's exactly. (Planted, not
+    kept: second-block drafts verified against the steps' proposals swapped give TV 0.134; the
+    3-token cells above never verify a second block.)"""
+    records = []
+    decoder = SpeculativeDecoder(v6_pair, PROFILE, drafter=drafter)
+    settings = SECOND_BLOCK[mode]
+    make = (lambda state: None) if mode == "oracle" else (lambda state: make_policy(mode, v6_pair.n, **settings))
+    dist = output_distribution(
+        decoder, PROMPT, mode, make, DEEP, dict(temperature=1.0, top_k=2, lookahead=6), observe=records.append
+    )
+    tv = total_variation(dist, topk_target(v6_pair, PROMPT, DEEP, 2))
+    assert tv < 1e-9, f"{mode} / {drafter}: total variation {tv:.3g}"
+    if mode != "oracle":  # the oracle draws D = 4 drafts for its look-ahead, verifying a(D) + 1 <= 2 of them here
+        assert any(r.blocks_drafted >= 2 for r in records)
+        assert max(r.chosen_length for r in records) > v6_pair.n  # drafts of a second block were verified

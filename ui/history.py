@@ -4,8 +4,9 @@ One row per finished race and raced mode, read from the races' records only: the
 mode used, tau, the modeled speedup and the measured one with its timing noise (one standard
 deviation, `records.timing_noise_s`), the share of rounds where d_max bound d, the counts of
 Algorithm 1's iterations by action (extend / roll back / stop, `records.step_action`) and a digest
-of the decisions (`sweep.decisions_digest`). `history_notes` says when d_max never bound and when
-two tries made identical decisions (their measured difference is noise alone). No gradio here.
+of the work done (`sweep.decisions_digest`: each round's d, drafting steps, tree size and accepted
+count). `history_notes` says when d_max never bound and when two tries did identical work (their
+measured difference is noise alone). No gradio here.
 """
 
 from __future__ import annotations

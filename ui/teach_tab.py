@@ -280,7 +280,7 @@ class TeachTab:
                             ALPHA_MIN,
                             ALPHA_MAX,
                             value=defaults.alpha,
-                            step=0.05,
+                            step=0.01,  # fine enough to hold a race's alpha (its field takes any number)
                             label="alpha",
                             elem_id="ls-teach-alpha",
                             scale=4,

@@ -98,10 +98,11 @@ def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRe
 
 
 def decisions_digest(runs: list[list[RoundRecord]]) -> str:
-    """A short digest of every round's chosen length, prompt by prompt: two cells with the same
-    digest made identical decisions, so their measured times differ by noise alone."""
-    lengths = [[r.chosen_length for r in run] for run in runs]
-    return hashlib.sha1(repr(lengths).encode()).hexdigest()[:12]
+    """A short digest of every round's work, prompt by prompt: its d, the drafting steps it ran, its
+    tree's size and what it accepted. Two cells with the same digest did the same work, so their
+    measured times differ by noise alone (the same d after different drafting does not count)."""
+    work = [[(r.chosen_length, r.blocks_drafted, r.tree_size, r.accepted) for r in run] for run in runs]
+    return hashlib.sha1(repr(work).encode()).hexdigest()[:12]
 
 
 def _cell_config(configs: list[DecodeConfig], d_max: int, index: int) -> DecodeConfig:

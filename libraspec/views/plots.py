@@ -361,7 +361,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
         col=1,
     )
     top = max(eps + [d, 1])
-    if steps and eps and q:
+    if steps and eps and q and not tree_q:  # a tree's per-depth q change as it deepens: only the final ones are kept
         top = max(top, _iteration_stepper(fig, steps, q, _round_alpha(record_row, alpha), mode, main=2))
     fig.update_xaxes(
         title_text="draft position i", range=[0.5, width + 0.5], dtick=max(1, -(-width // 12)), row=1, col=1
