@@ -135,19 +135,15 @@ def run_tests(out: Path, name: str, args: list[str], env: dict, timeout: int) ->
     """One pytest run (a subprocess with its own time limit): its summary, counts and the lines the
     tests print for the report (CUDA-GREEDY)."""
     command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", *args]
-    try:
-        done = subprocess.run(
-            command, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout
-        )
-        output, code = done.stdout + done.stderr, done.returncode
-    except subprocess.TimeoutExpired as expired:
-        output, code = (
-            (expired.stdout or b"").decode(errors="replace")
-            if isinstance(expired.stdout, bytes)
-            else (expired.stdout or ""),
-            "timeout",
-        )
-    (out / f"{name}.log").write_text(output)
+    log = out / f"{name}.log"
+    with open(log, "w") as handle:  # straight to the file: a run killed at its limit leaves what it printed
+        try:
+            code = subprocess.run(
+                command, cwd=ROOT, env={**os.environ, **env}, stdout=handle, stderr=subprocess.STDOUT, timeout=timeout
+            ).returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+    output = log.read_text(errors="replace")
     lines = [line for line in output.splitlines() if line.strip()]
     greedy = [json.loads(line.split("CUDA-GREEDY ", 1)[1]) for line in lines if "CUDA-GREEDY " in line]
     return {

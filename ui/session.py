@@ -366,7 +366,8 @@ class Session:
         target = self.pair.target
         where = f"{target.device.type.upper()} · {str(target.dtype).removeprefix('torch.')}"
         if target.device.type == "cpu":
-            where += f" · {torch.get_num_threads()} thread{'s' if torch.get_num_threads() != 1 else ''}"
+            threads = torch.get_num_threads()
+            where += f" · {threads} thread{'s' if threads != 1 else ''}"
         return f"{self.pair.description} · n = {self.pair.n} · context {self.pair.max_context} · {where}"
 
     def suggested_alpha(self, owner: str = LOCAL) -> tuple[float, str]:

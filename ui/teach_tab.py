@@ -94,7 +94,10 @@ def _race_round_record(inputs: Inputs, runs: list[Run] | None) -> tuple[Run, Rou
 def race_round_settings(inputs: Inputs, runs: list[Run] | None) -> tuple[float, int, int]:
     """(alpha, n, d_max) the race ran the chosen round with: what the sliders take when a race round
     is chosen, so that the step-through starts as the race decided and shows what it uses."""
-    run, record = _race_round_record(inputs, runs)
+    return _settings_of(*_race_round_record(inputs, runs))
+
+
+def _settings_of(run: Run, record: RoundRecord) -> tuple[float, int, int]:
     alpha = record.alpha if record.alpha is not None else run.settings.alpha
     return float(alpha), int(run.n), int(run.settings.d_max)
 
@@ -105,7 +108,7 @@ def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
     round is chosen (`race_round_settings`), so the replay starts from the same first block and
     takes the same decisions (Algorithm 1 line 3) until a slider is moved (`replay_check` says so)."""
     run, record = _race_round_record(inputs, runs)
-    recorded_alpha, n, recorded_d_max = race_round_settings(inputs, runs)
+    recorded_alpha, n, recorded_d_max = _settings_of(run, record)
     alpha, d_max = float(inputs.alpha), max(int(inputs.d_max), n)
     same = alpha == recorded_alpha and d_max == recorded_d_max
     notes = (

@@ -286,32 +286,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     )
     width = max(len(eps), d, 1)
     if eps:
-        eps_star = min(eps)
-        positions = list(range(1, len(eps) + 1))
-        fig.add_trace(
-            go.Bar(
-                x=positions,
-                y=eps,
-                name="eps_i",
-                marker_color=mode_color(mode),
-                opacity=0.75,
-                marker_line=dict(width=[3 if e == eps_star else 0 for e in eps], color="#000000"),
-                hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>",
-            ),
-            row=1,
-            col=1,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=[0.5, width + 0.5],
-                y=[eps_star, eps_star],
-                name=f"eps* = {eps_star}",
-                mode="lines",
-                line=dict(color="#000000", dash="dash", width=1.5),
-            ),
-            row=1,
-            col=1,
-        )
+        _add_bounds(fig, eps, mode, width, "eps_i", f"eps* = {min(eps)}")
     fig.add_trace(
         go.Scatter(
             x=[0.5, width + 0.5],
@@ -377,6 +352,40 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     )
 
 
+def _add_bounds(
+    fig: go.Figure, bounds: list[int], mode: str, width: int, name: str, star_name: str, visible: bool = True
+) -> None:
+    """Two traces in the top panel: the bounds eps_i as bars (their minimum outlined) and eps* as a
+    dashed line across `width` positions."""
+    star = min(bounds)
+    fig.add_trace(
+        go.Bar(
+            x=list(range(1, len(bounds) + 1)),
+            y=bounds,
+            name=name,
+            marker_color=mode_color(mode),
+            opacity=0.75,
+            marker_line=dict(width=[3 if e == star else 0 for e in bounds], color="#000000"),
+            visible=visible,
+            hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[0.5, width + 0.5],
+            y=[star, star],
+            name=star_name,
+            mode="lines",
+            line=dict(color="#000000", dash="dash", width=1.5),
+            visible=visible,
+        ),
+        row=1,
+        col=1,
+    )
+
+
 def _round_alpha(record_row, alpha: float) -> float:
     """The alpha the round's Algorithm 1 used (the record's), else the one given."""
     value = _record_value(record_row, "alpha") if "alpha" in record_row else None
@@ -393,34 +402,9 @@ def _iteration_stepper(fig: go.Figure, steps, q: list[float], alpha: float, mode
         d_before = int(step["d_before"])
         bounds = epsilon_bounds(q[:d_before], alpha).tolist()
         top = max(top, max(bounds))
-        star = min(bounds)
         action = step_action(step["d_before"], step["d_after"], step["rollback"])
-        fig.add_trace(
-            go.Bar(
-                x=list(range(1, d_before + 1)),
-                y=bounds,
-                name=f"iteration {k}: eps_i at d = {d_before}",
-                marker_color=mode_color(mode),
-                opacity=0.75,
-                marker_line=dict(width=[3 if e == star else 0 for e in bounds], color="#000000"),
-                visible=False,
-                hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>",
-            ),
-            row=1,
-            col=1,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=[0.5, d_before + 0.5],
-                y=[star, star],
-                name=f"iteration {k}: eps* = {star}, {action}",
-                mode="lines",
-                line=dict(color="#000000", dash="dash", width=1.5),
-                visible=False,
-            ),
-            row=1,
-            col=1,
-        )
+        label = f"iteration {k}: eps* = {min(bounds)}, {action}"
+        _add_bounds(fig, bounds, mode, d_before, f"iteration {k}: eps_i at d = {d_before}", label, visible=False)
     count = len(fig.data)
     ours = set(range(first, count))
 
