@@ -13,6 +13,7 @@ policy and verification wall clock (docs/ARCHITECTURE.md, "What is timed").
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -79,6 +80,8 @@ class SpeculativeDecoder:
     `drafter` is a registry name (`drafters.DRAFTERS`) or a `Drafter`; default: the pair's
     `default_drafter`.
     """
+
+    measures_time = True  # False where nothing runs a model (a replay's measured fields are NaN)
 
     def __init__(self, pair, profile: LatencyProfile | None = None, drafter: str | Drafter | None = None):
         self.pair = pair
@@ -170,11 +173,7 @@ class SpeculativeDecoder:
 
     def _ar_step(self, state: _State, sampling: SamplingConfig, profile: LatencyProfile) -> RoundRecord:
         start = time.perf_counter()
-        logits = self.target.forward(state.target_cache, state.ids[-1:], with_hidden=False).logits  # (1, V)
-        if sampling.greedy:
-            token = int(logits[0].argmax())
-        else:
-            token = state.rng.sample(probabilities(logits[0], sampling))
+        token = self._target_next(state, sampling)
         state.ids.append(token)
         verify_s = time.perf_counter() - start
         return self._record(
@@ -216,17 +215,12 @@ class SpeculativeDecoder:
         #    [last token, x_1..x_d] in one target forward
         start = time.perf_counter()
         drafts, draft_probs = buffer.draw(d, rng)
-        out = self.target.forward(state.target_cache, [state.ids[-1]] + drafts, with_hidden=self.drafter.needs_features)
         # 4. accept the longest valid prefix and take the bonus / correction token
-        draft_ids = torch.tensor(drafts, dtype=torch.long)
-        if sampling.greedy:
-            accepted, bonus = greedy_accept(draft_ids, out.logits)
-        else:
-            accepted, bonus = sample_accept(draft_ids, draft_probs, out.logits, sampling, rng)
+        accepted, bonus, hidden_states = self._verify_chain(state, drafts, draft_probs, sampling, rng)
         committed = self._truncate(drafts[:accepted] + [bonus], room)
         # 5. commit, then roll back every cache to the committed length
         state.ids.extend(committed)
-        self._fit_caches(state, out.hidden_states, L - 1)
+        self._fit_caches(state, hidden_states, L - 1)
         verify_s = time.perf_counter() - start
         # 6. record: the verified drafts, then the chain past them
         shown = blocks * self.n
@@ -290,20 +284,12 @@ class SpeculativeDecoder:
             oracle = self._tree_oracle(state, view, lookahead, sampling, rng, profile)
         # 3. verify [last token, nodes...] in one target forward with the tree attention mask
         start = time.perf_counter()
-        out = self.target.forward_tree(
-            state.target_cache,
-            state.ids[-1],
-            tree.tokens,
-            tree.parents,
-            tree.depths,
-            with_hidden=self.drafter.needs_features,
-        )
         # 4. accept a root path (greedy: the target's argmax; sampling: recursive rejection), then the bonus
-        path, bonus = tree_accept(tree, out.logits, sampling, rng)
+        path, bonus, hidden_states = self._verify_tree(state, tree, sampling, rng)
         committed = self._truncate([tree.tokens[j] for j in path] + [bonus], room)
         # 5. commit, then keep the root and the accepted path in every cache
         state.ids.extend(committed)
-        self._fit_caches(state, out.hidden_states, L - 1, rows=[0] + [1 + j for j in path])
+        self._fit_caches(state, hidden_states, L - 1, rows=[0] + [1 + j for j in path])
         verify_s = time.perf_counter() - start
         # 6. record: the drafts shown are the drafter's own chain, the tree's nodes beside them
         shown = blocks * self.n
@@ -348,11 +334,7 @@ class SpeculativeDecoder:
         buffer = view.buffer
         buffer.ensure(depth)
         tree = view.tree(depth)
-        out = self.target.forward_tree(
-            state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths, with_hidden=False
-        )
-        child_probs, _ = target_child_probs(tree, out.logits, sampling)
-        self._fit_caches(state, None, None)
+        child_probs = self._tree_child_probs(state, tree, sampling)
         price = tree_prices(profile, buffer, self.drafter.needs_features)
         return tree_oracle(tree, child_probs, rng, price, zero_time=price(0, 0))
 
@@ -378,12 +360,61 @@ class SpeculativeDecoder:
             return None, 0
         buffer.ensure(D)
         drafts, probs = buffer.draw(D, rng)  # the same first d drafts as a round that verifies d draws
+        prefix = self._accepted_prefix(state, drafts, probs, sampling, rng)
+        price = chain_prices(profile, buffer, self.drafter.needs_features)
+        d_star = oracle_length(prefix, price, zero_time=price(0))
+        return d_star, d_star if sampling.greedy else min(int(prefix[-1]) + 1, D)
+
+    # -- the target's side of a round (`analysis.replay.ReplayDecoder` answers these from a trace) --
+
+    def _target_next(self, state: _State, sampling: SamplingConfig) -> int:
+        """An AR step: the target's next token after the committed ids (the cache takes the anchor)."""
+        logits = self.target.forward(state.target_cache, state.ids[-1:], with_hidden=False).logits  # (1, V)
+        if sampling.greedy:
+            return int(logits[0].argmax())
+        return state.rng.sample(probabilities(logits[0], sampling))
+
+    def _verify_chain(self, state: _State, drafts: list[int], draft_probs, sampling: SamplingConfig, rng):
+        """Verify [last token, x_1..x_d] in one target forward: (accepted, bonus / correction token,
+        the verified rows' hidden states for the drafter)."""
+        out = self.target.forward(state.target_cache, [state.ids[-1]] + drafts, with_hidden=self.drafter.needs_features)
+        draft_ids = torch.tensor(drafts, dtype=torch.long)
+        if sampling.greedy:
+            accepted, bonus = greedy_accept(draft_ids, out.logits)
+        else:
+            accepted, bonus = sample_accept(draft_ids, draft_probs, out.logits, sampling, rng)
+        return accepted, bonus, out.hidden_states
+
+    def _verify_tree(self, state: _State, tree, sampling: SamplingConfig, rng):
+        """Verify [last token, nodes...] in one forward with the tree attention mask: (accepted node
+        indices root to leaf, bonus / correction token, every row's hidden states)."""
+        out = self.target.forward_tree(
+            state.target_cache,
+            state.ids[-1],
+            tree.tokens,
+            tree.parents,
+            tree.depths,
+            with_hidden=self.drafter.needs_features,
+        )
+        path, bonus = tree_accept(tree, out.logits, sampling, rng)
+        return path, bonus, out.hidden_states
+
+    def _accepted_prefix(self, state: _State, drafts: list[int], probs, sampling: SamplingConfig, rng):
+        """The oracle's look-ahead: a(d) for d = 1..D from one verification of D drafts, untimed, caches
+        rolled back after (`verify.acceptance_prefix`)."""
         out = self.target.forward(state.target_cache, [state.ids[-1]] + drafts, with_hidden=False)
         prefix = acceptance_prefix(torch.tensor(drafts, dtype=torch.long), probs, out.logits, sampling, rng)
         self._fit_caches(state, None, None)
-        price = chain_prices(profile, buffer, self.drafter.needs_features)
-        d_star = oracle_length(prefix.numpy(), price, zero_time=price(0))
-        return d_star, d_star if sampling.greedy else min(int(prefix[-1]) + 1, D)
+        return prefix.numpy()
+
+    def _tree_child_probs(self, state: _State, tree, sampling: SamplingConfig):
+        """The tree oracle's look-ahead: each node's target probability at its parent, untimed."""
+        out = self.target.forward_tree(
+            state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths, with_hidden=False
+        )
+        child_probs, _ = target_child_probs(tree, out.logits, sampling)
+        self._fit_caches(state, None, None)
+        return child_probs
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -442,6 +473,8 @@ class SpeculativeDecoder:
         tree_confidences=(),
         oracle_tree_size: int | None = None,
     ) -> RoundRecord:
+        if not self.measures_time:  # a replay: its clock timed no model
+            draft_s = policy_s = verify_s = math.nan
         state.seconds += draft_s + policy_s + verify_s
         state.modeled += modeled_s
         record = RoundRecord(

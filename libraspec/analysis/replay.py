@@ -1,30 +1,165 @@
-"""Greedy rounds replayed without the target, for drafters that draft from token ids alone.
+"""Greedy rounds replayed without the target: the engine's own rounds, verified against a known text.
 
 Greedy verification accepts the longest prefix of the drafts that equals the target's greedy
-text and appends the target's next token. So once the target's greedy output for a prompt is
-known (an AR run, or a committed self-generated answer), a drafter that reads only token ids
-(look-up: `needs_features` is False) makes the same drafts, the policy the same d and the target
-would accept the same prefix, round for round, as the engine. A replay costs microseconds a
-round instead of a target forward, which makes it cheap to compare length policies over many
-prompts (benchmarks/lookup_alpha.py chooses alpha this way, on answers never evaluated on).
+text and appends the target's next token; a draft tree accepts the root path that follows that
+text. So once the target's greedy output of a prompt is known (an AR run), verification needs
+no model. `ReplayDecoder` is the engine (`SpeculativeDecoder`) with the target's side of a round
+(`_target_next`, `_verify_chain`, `_verify_tree` and the oracle's look-aheads) answered from the
+output, and its drafter either an ids-only drafter (look-up, which drafts the same from the same
+ids) or a `trace.TraceDrafter` (any drafter, from a recorded `DraftTrace`). Every round runs the
+engine's code: the policy, Algorithm 1, the tree, the record and the price list (`cost.py`) are
+the ones a real decode uses, so every mode, policy, setting and latency profile replays in
+microseconds a round instead of a target forward.
 
 The records have the engine's fields; their measured times are NaN (nothing ran on a target)
 and their modeled times come from the given latency profile, as the engine's do. One difference:
 where the text ends at an end-of-sequence token, the engine may also accept drafts beyond it
 (which it then cuts), so its last round can count more accepted drafts than the replay's.
+`best_schedule` finds the lengths that minimise a text's modeled time in hindsight.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from types import SimpleNamespace
 
-from ..cost import LatencyProfile, chain_prices, chain_round_s
-from ..oracle import oracle_length
-from ..policy import Decision, LengthPolicy
+import numpy as np
+import torch
+
+from ..cost import LatencyProfile, chain_prices
+from ..engine import DecodeConfig, SpeculativeDecoder, _State
+from ..modes import PolicySettings, get_mode
+from ..policy import LengthPolicy
 from ..records import RoundRecord
-from ..verify import SamplingConfig
+from ..verify import Randomness
+from .trace import DraftTrace, TraceBuffer, TraceDrafter
 
-NOT_MEASURED = math.nan  # a replay times nothing
+UNKNOWN = -1  # the token after the known text: never committed (the round's room cuts it)
+
+
+class ReplayDecoder(SpeculativeDecoder):
+    """`SpeculativeDecoder` whose target is a known greedy text (module docstring)."""
+
+    measures_time = False
+
+    def __init__(
+        self,
+        drafter,
+        prompt,
+        output,
+        profile: LatencyProfile,
+        *,
+        vocab_size: int,
+        max_positions: int = 1 << 30,
+        eos_ids=(),
+        max_new_tokens: int | None = None,
+    ):
+        target = SimpleNamespace(eos_token_ids=tuple(eos_ids), max_positions=max_positions, vocab_size=vocab_size)
+        super().__init__(SimpleNamespace(target=target, stop_ids=()), profile, drafter)
+        self.prompt, self.output = [int(t) for t in prompt], [int(t) for t in output]
+        self._output = np.asarray(self.output, dtype=np.int64)
+        # the text ends where AR stopped: at an end token, or at the budget it was generated under
+        self.ends_text = bool(self.output) and (
+            self.output[-1] in self.eos_ids or (max_new_tokens is not None and len(self.output) < max_new_tokens)
+        )
+
+    @classmethod
+    def from_trace(cls, trace: DraftTrace, profile: LatencyProfile) -> "ReplayDecoder":
+        return cls(
+            TraceDrafter(trace),
+            trace.prompt,
+            trace.output,
+            profile,
+            vocab_size=trace.vocab_size,
+            max_positions=trace.max_positions,
+            eos_ids=trace.eos_ids,
+            max_new_tokens=trace.max_new_tokens,
+        )
+
+    def run(self, prompt_ids, mode: str, policy, config: DecodeConfig):
+        if not config.sampling.greedy:
+            raise ValueError("replay is greedy only (temperature 0): sampled text is not fixed")
+        if config.max_new_tokens > len(self.output) and not self.ends_text:
+            raise ValueError(
+                f"the known text has {len(self.output)} new tokens and does not end there; "
+                f"replay at most max_new_tokens = {len(self.output)}"
+            )
+        return super().run(prompt_ids, mode, policy, config)
+
+    # -- the target's side, answered from the known text ------------------------------------
+
+    def _prefill(self, prompt_ids, seed: int) -> _State:
+        ids = [int(t) for t in prompt_ids]
+        if ids != self.prompt:
+            raise ValueError("replay needs the prompt its text was generated from")
+        state = _State(ids, len(ids), None, self.drafter.new_context(), Randomness(int(seed)))
+        self.drafter.fit_context(state.context, ids, None, 0)
+        return state
+
+    def _rest(self, state: _State) -> np.ndarray:
+        return self._output[state.generated :]
+
+    def _target_next(self, state, sampling) -> int:
+        rest = self._rest(state)
+        return int(rest[0]) if len(rest) else UNKNOWN
+
+    def _verify_chain(self, state, drafts, draft_probs, sampling, rng):
+        rest = self._rest(state)
+        accepted = _matches(drafts, rest)
+        return accepted, int(rest[accepted]) if accepted < len(rest) else UNKNOWN, None
+
+    def _verify_tree(self, state, tree, sampling, rng):
+        rest = self._rest(state)
+        path, node = [], -1
+        while len(path) < len(rest):
+            follow = [c for c in tree.children.get(node, ()) if tree.tokens[c] == rest[len(path)]]
+            if not follow:
+                break
+            node = follow[0]
+            path.append(node)
+        return path, int(rest[len(path)]) if len(path) < len(rest) else UNKNOWN, None
+
+    def _accepted_prefix(self, state, drafts, probs, sampling, rng) -> np.ndarray:
+        a = _matches(drafts, self._rest(state))
+        return np.minimum(np.arange(1, len(drafts) + 1), a)  # greedy: a(d) = min(d, a)
+
+    def _tree_child_probs(self, state, tree, sampling):
+        rest, on_path = self._rest(state), []
+        for j, (token, parent, depth) in enumerate(zip(tree.tokens, tree.parents, tree.depths)):
+            on_path.append((parent < 0 or on_path[parent]) and depth <= len(rest) and token == rest[depth - 1])
+        return torch.tensor(on_path, dtype=torch.float64)  # greedy: 1 where the target's argmax is the node
+
+    def _fit_caches(self, state, hidden_states, first_position, rows=None) -> None:
+        self.drafter.fit_context(state.context, state.ids, None, None)
+
+
+def _matches(drafts, rest: np.ndarray) -> int:
+    """Greedy verification's accepted prefix: how many drafts equal the text's next tokens."""
+    k = min(len(drafts), len(rest))
+    differ = np.nonzero(np.asarray(drafts[:k], dtype=np.int64) != rest[:k])[0]
+    return int(differ[0]) if len(differ) else k
+
+
+def replay(
+    trace: DraftTrace,
+    mode: str,
+    profile: LatencyProfile,
+    settings: PolicySettings = PolicySettings(),
+    max_new_tokens: int | None = None,
+    lookahead: int | None = None,
+) -> list[RoundRecord]:
+    """The rounds greedy decoding of the traced prompt runs in `mode` (any mode of `modes.MODES`)
+    with `settings` (clamped by `PolicySettings.checked`) under `profile`. With `lookahead`, policy
+    and tree rounds also carry the oracle's d* over that many drafts (the oracle mode uses it too)."""
+    decoder = ReplayDecoder.from_trace(trace, profile)
+    settings, _ = settings.checked(trace.n, trace.max_positions - 1)
+    config = DecodeConfig(
+        max_new_tokens=max_new_tokens or len(trace.output),
+        lookahead=lookahead or min(trace.lookahead, 24),
+        annotate_oracle=lookahead is not None and get_mode(mode).kind in ("policy", "tree"),
+    )
+    return list(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(settings), config))
 
 
 def replay_greedy(
@@ -36,82 +171,75 @@ def replay_greedy(
     profile: LatencyProfile,
     lookahead: int | None = None,
 ) -> list[RoundRecord]:
-    """The rounds greedy speculative decoding of `prompt` with `drafter` and `policy` runs, given the
-    target's greedy `output` (what AR decoding of at most `max_new_tokens` tokens produced).
-    With `lookahead`, each round with a draft also carries the oracle length d* over that many
-    drafts, as the engine's annotation (`DecodeConfig.annotate_oracle`) computes it."""
+    """The rounds greedy speculative decoding of `prompt` with an ids-only `drafter` (look-up) and a
+    policy mode's `policy` runs, given the target's greedy `output` (what AR decoding of at most
+    `max_new_tokens` tokens produced). With `lookahead`, each round with a draft also carries the
+    oracle length d* over that many drafts, as the engine's annotation computes it."""
     if drafter.needs_features:
-        raise ValueError(f"the {drafter.name} drafter reads the target's features, so only the engine can run it")
+        raise ValueError(
+            f"the {drafter.name} drafter reads the target's features: only the engine, or a recorded trace, can run it"
+        )
     if not prompt or len(output) > max_new_tokens:
         raise ValueError(
             f"replay needs a prompt and at most max_new_tokens = {max_new_tokens} output tokens, "
             f"got {len(prompt)} and {len(output)}"
         )
-    policy.reset()
-    ids, context, records, modeled = list(prompt), drafter.new_context(), [], 0.0
-    while (generated := len(ids) - len(prompt)) < len(output):
-        cap = max(0, max_new_tokens - generated - 1)  # d drafts commit up to d + 1 tokens
-        drafter.fit_context(context, ids, None, None)
-        buffer = drafter.start_round(context, ids, SamplingConfig())
-        buffer.extend(1)  # the first step, as in every engine round
-        decision = Decision(0) if buffer.empty else policy.choose_length(buffer)
-        decision = decision.capped(min(decision.d, cap), buffer.confidences)  # the round's room may cut d
-        d = decision.d
-        accepted = _accepted(buffer.tokens[:d], output[generated:])
-        blocks = buffer.blocks  # the annotation's look-ahead drafts further; this round drafted these
-        oracle_d = (
-            _oracle_length(buffer, output[generated:], min(lookahead, cap), profile)
-            if lookahead and cap and not buffer.empty
-            else None
-        )
-        committed = output[generated : generated + accepted + 1]
-        ids += committed
-        step_s = chain_round_s(profile, buffer.steps_run(blocks), d, needs_features=False)  # ids only: no upkeep
-        modeled += step_s
-        shown = blocks * buffer.n
-        record = RoundRecord(
-            mode=policy.name,
-            round_index=len(records),
-            start_position=len(ids) - len(committed),
-            draft_tokens=tuple(buffer.tokens[:shown]),
-            confidences=tuple(float(q) for q in buffer.confidences[:shown]),
-            draft_sources=tuple(buffer.sources[:shown]),
-            blocks_drafted=blocks,
-            policy_steps=decision.steps,
-            eps_bounds=decision.eps_bounds,
-            chosen_length=d,
-            accepted=accepted,
-            committed_tokens=tuple(committed),
-            bonus_token=output[generated + accepted] if generated + accepted < len(output) else None,
-            oracle_length=oracle_d,
-            draft_s=NOT_MEASURED,
-            policy_s=NOT_MEASURED,
-            verify_s=NOT_MEASURED,
-            modeled_s=step_s,
-            cumulative_tokens=len(ids) - len(prompt),
-            cumulative_s=NOT_MEASURED,
-            cumulative_modeled_s=modeled,
-            finished=len(ids) - len(prompt) >= len(output),
-            alpha=decision.alpha,
-        )
-        policy.update(record)
-        records.append(record)
-    return records
+    decoder = ReplayDecoder(
+        drafter, prompt, output, profile, vocab_size=drafter.vocab_size, max_new_tokens=max_new_tokens
+    )
+    if decoder.ends_text:  # AR stopped before the budget: the last token ended the text
+        decoder.eos_ids = frozenset([output[-1]])
+    config = DecodeConfig(
+        max_new_tokens=len(output) if not decoder.ends_text else max_new_tokens,
+        lookahead=lookahead or 24,
+        annotate_oracle=bool(lookahead),
+    )
+    return list(decoder.run(prompt, policy.name, policy, config))
 
 
-def _accepted(drafts: list[int], rest: list[int]) -> int:
-    """Greedy verification's accepted prefix: drafts equal to the target's next tokens."""
-    accepted = 0
-    while accepted < len(drafts) and accepted < len(rest) and drafts[accepted] == rest[accepted]:
-        accepted += 1
-    return accepted
+@dataclass(frozen=True)
+class Schedule:
+    """The best sequence of lengths in hindsight for one text, drafter and profile."""
+
+    lengths: tuple[int, ...]  # d of each round
+    starts: tuple[int, ...]  # output position each round starts at
+    seconds: float  # modeled seconds of the whole output
+    ar_seconds: float  # modeled seconds of AR decoding of the same output
+
+    @property
+    def speedup(self) -> float:
+        return self.ar_seconds / self.seconds
 
 
-def _oracle_length(buffer, rest: list[int], D: int, profile: LatencyProfile) -> int | None:
-    """d* over d = 0..D drafts, as the engine's `_oracle_length` (a look-up drafter has no upkeep)."""
-    if D < 1:
-        return None
-    buffer.ensure(D)
-    a = _accepted(buffer.tokens[:D], rest)
-    price = chain_prices(profile, buffer, needs_features=False)
-    return oracle_length([min(d, a) for d in range(1, D + 1)], price, zero_time=price(0))  # greedy: a(d) = min(d, a)
+def best_schedule(
+    trace: DraftTrace, profile: LatencyProfile, lookahead: int | None = None, max_new_tokens: int | None = None
+) -> Schedule:
+    """The lengths d = 0..lookahead, one per round, that minimise the modeled time of the whole
+    output (dynamic programming over output positions; every round drafts its first step, as the
+    engine's do, and is priced by `cost.chain_prices`): the limit any chain length policy with this
+    drafter reaches under this profile. A round at position g verifying d drafts commits
+    min(d, m_g) + 1 tokens, m_g the trace's greedy match there."""
+    N = min(len(trace.output), max_new_tokens or len(trace.output))
+    D = min(lookahead or trace.lookahead, trace.lookahead)
+    best = np.zeros(N + 1)
+    choice = np.zeros(N, dtype=np.int64)
+    for g in range(N - 1, -1, -1):
+        buffer = TraceBuffer(trace, g)
+        buffer.extend(1)
+        top = 0 if buffer.empty else min(D, N - g - 1)  # d drafts commit up to d + 1 tokens
+        if top:
+            buffer.ensure(top)
+        price, m = chain_prices(profile, buffer, trace.needs_features), trace.matches(g)
+        totals = [price(d) + best[min(N, g + min(d, m) + 1)] for d in range(top + 1)]
+        choice[g] = int(np.argmin(totals))
+        best[g] = totals[choice[g]]
+    lengths, starts, g = [], [], 0
+    while g < N:
+        starts.append(g)
+        lengths.append(int(choice[g]))
+        g += min(int(choice[g]), trace.matches(g)) + 1
+    return Schedule(tuple(lengths), tuple(starts), float(best[0]), N * profile.ar_token_time())
+
+
+def modeled_seconds(records: list[RoundRecord]) -> float:
+    return records[-1].cumulative_modeled_s if records else math.nan

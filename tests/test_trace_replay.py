@@ -1,0 +1,180 @@
+"""Draft traces and their replay: round for round what the engine does, for every mode and drafter
+(greedy, tiny pairs in float64); the best schedule in hindsight; a trace's file round trip."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+from decoding import generated, run, with_drafter
+from drafters import GreedyOracleDrafter, PartlyRightModule
+
+from libraspec.analysis.replay import ReplayDecoder, best_schedule, replay
+from libraspec.analysis.trace import DraftTrace, TraceTooShort, record_trace
+from libraspec.cost import LatencyProfile
+from libraspec.drafters import DRAFTERS
+from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.models.registry import tiny_pair
+from libraspec.modes import MODES, PolicySettings
+
+LAYER = "unit"  # tests/conftest.py
+
+torch.set_num_threads(1)
+PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
+UNTIMED = ("draft_s", "policy_s", "verify_s", "cumulative_s")
+SETTINGS = PolicySettings(alpha=2.2, d_max=14, static_length=5, node_budget=6, tree_depth=10)
+MAX_NEW = 24
+
+
+@pytest.fixture(scope="module")
+def base():
+    return tiny_pair("llama", seed=3, dtype=torch.float64)
+
+
+def doubles(base):
+    """Block-diffusion modules whose drafts are partly right (the real K/V context; a tree's
+    runner-up candidates), so rounds accept some, all or none of their drafts."""
+    return {
+        "random": base,
+        "partly": with_drafter(base, PartlyRightModule(base, 3)),
+        "runner-up": with_drafter(
+            base, GreedyOracleDrafter(base.target, block_size=8, confidence=0.9, runner_up=(0, 3))
+        ),
+    }
+
+
+def prompts(pair, count: int):
+    gen = torch.Generator().manual_seed(5)
+    return [torch.randint(3, pair.target.vocab_size, (5 + 4 * i,), generator=gen).tolist() for i in range(count)]
+
+
+def same_rounds(replayed, engine, where) -> None:
+    assert len(replayed) == len(engine), where
+    for ours, theirs in zip(replayed, engine):
+        assert math.isnan(ours.verify_s) and math.isnan(ours.cumulative_s)  # nothing was timed
+        assert all(math.isnan(getattr(ours, key)) for key in UNTIMED)
+        mine, want = dataclasses.asdict(ours), dataclasses.asdict(theirs)
+        for key in UNTIMED:
+            mine.pop(key), want.pop(key)
+        for key in ("modeled_s", "cumulative_modeled_s"):
+            assert mine.pop(key) == pytest.approx(want.pop(key), rel=1e-12), (where, ours.round_index)
+        for key in ("confidences", "tree_probs", "tree_confidences"):
+            np.testing.assert_allclose(mine.pop(key), want.pop(key), rtol=1e-9, atol=1e-12, err_msg=str(where))
+        assert mine == want, (where, ours.round_index)
+
+
+@pytest.mark.parametrize("double", ["random", "partly", "runner-up"])
+@pytest.mark.parametrize("drafter", DRAFTERS)
+def test_replay_equals_the_engine_round_for_round(base, drafter, double):
+    """Every mode of the registry (trees and the oracle included), annotated with d*: every field
+    of every round but the measured times, from a trace recorded once per prompt."""
+    pair = doubles(base)[double]
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter=drafter)
+    settings, _ = SETTINGS.checked(pair.n)
+    accepted, lengths = set(), set()
+    for prompt in prompts(pair, 3):
+        output = generated(run(decoder, prompt, "ar", None, max_new_tokens=MAX_NEW))
+        trace = record_trace(pair, drafter, prompt, output, MAX_NEW, lookahead=14, top_k=6)
+        for mode in (m for m in MODES if m != "ar"):
+            config = DecodeConfig(max_new_tokens=MAX_NEW, lookahead=14, annotate_oracle=mode != "oracle")
+            engine = list(decoder.run(prompt, mode, MODES[mode].policy(settings), config))
+            replayed = replay(trace, mode, PROFILE, SETTINGS, lookahead=14)
+            same_rounds(replayed, engine, (drafter, double, mode))
+            accepted |= {r.accepted for r in engine}
+            lengths |= {r.chosen_length for r in engine}
+    assert len(lengths) > 2  # rounds of several lengths were compared
+    if double != "random":
+        assert max(accepted) >= 2  # and rounds that accepted several drafts
+
+
+def test_best_schedule_is_the_hindsight_limit(base):
+    """The schedule's modeled time is what replaying its own lengths costs, and no policy of the
+    registry, at any setting tried, nor the per-round oracle, beats it."""
+    pair = doubles(base)["partly"]
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter="dflash")
+    for prompt in prompts(pair, 3):
+        output = generated(run(decoder, prompt, "ar", None, max_new_tokens=MAX_NEW))
+        trace = record_trace(pair, "dflash", prompt, output, MAX_NEW, lookahead=21)
+        schedule = best_schedule(trace, PROFILE)
+        # replaying the schedule's lengths (a scripted policy) costs exactly its time
+        scripted = ScriptedPolicy(schedule.lengths)
+        rounds = list(ReplayDecoder.from_trace(trace, PROFILE).run(trace.prompt, "static", scripted, _config()))
+        assert [r.start_position - len(prompt) for r in rounds] == list(schedule.starts)
+        assert rounds[-1].cumulative_modeled_s == pytest.approx(schedule.seconds, rel=1e-12)
+        assert generated(rounds) == output
+        others = [replay(trace, "oracle", PROFILE, lookahead=21)]
+        for alpha in (0.5, 2.2, 8.0):
+            for d_max in (7, 14, 21):
+                others.append(replay(trace, "libraspec", PROFILE, PolicySettings(alpha=alpha, d_max=d_max)))
+        for d in (1, 3, 7, 14):
+            others.append(replay(trace, "static", PROFILE, PolicySettings(static_length=d)))
+        times = [r[-1].cumulative_modeled_s for r in others]
+        assert min(times) >= schedule.seconds * (1 - 1e-12)
+        assert schedule.speedup == pytest.approx(len(output) * PROFILE.ar_token_time() / schedule.seconds)
+
+
+class ScriptedPolicy:
+    """A policy that verifies a given list of lengths, one per round."""
+
+    name = "static"
+    d_max = 64
+
+    def __init__(self, lengths):
+        self.lengths = list(lengths)
+        self.k = 0
+
+    def choose_length(self, buffer):
+        from libraspec.policy import Decision
+
+        d = self.lengths[self.k]
+        self.k += 1
+        buffer.ensure(d)
+        return Decision(d)
+
+    def update(self, record) -> None:
+        pass
+
+    def reset(self) -> None:
+        self.k = 0
+
+
+def _config():
+    return DecodeConfig(max_new_tokens=MAX_NEW, lookahead=21)
+
+
+def test_a_trace_round_trips_through_its_file_and_refuses_what_it_lacks(base, tmp_path):
+    pair = doubles(base)["runner-up"]
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter="hybrid")
+    prompt = prompts(pair, 1)[0]
+    output = generated(run(decoder, prompt, "ar", None, max_new_tokens=MAX_NEW))
+    trace = record_trace(pair, "hybrid", prompt, output, MAX_NEW, lookahead=7, top_k=2, meta={"commit": "abc"})
+    loaded = DraftTrace.load(trace.save(tmp_path / "t.npz"))
+    assert loaded.meta["commit"] == "abc" and loaded.meta["seconds"] > 0
+    for key in ("tokens", "q", "steps", "empty", "cand_tokens", "cand_probs"):
+        np.testing.assert_array_equal(getattr(loaded, key), getattr(trace, key))
+    assert (loaded.prompt, loaded.output, loaded.step_sources, loaded.discarded) == (
+        trace.prompt,
+        trace.output,
+        trace.step_sources,
+        trace.discarded,
+    )
+    want = replay(trace, "libraspec", PROFILE, PolicySettings(d_max=7))
+    same_rounds(replay(loaded, "libraspec", PROFILE, PolicySettings(d_max=7)), want, "loaded")
+    with pytest.raises(TraceTooShort, match="larger lookahead"):
+        replay(trace, "libraspec", PROFILE, PolicySettings(d_max=14, alpha=64))
+    replay(trace, "ddtree", PROFILE, PolicySettings(node_budget=4))  # the hybrid offers one candidate a position
+    block = record_trace(pair, "dflash", prompt, output, MAX_NEW, lookahead=7, top_k=2)
+    with pytest.raises(TraceTooShort, match="candidates"):
+        replay(block, "ddtree", PROFILE, PolicySettings(node_budget=4))
+    with pytest.raises(ValueError, match="greedy"):
+        ReplayDecoder.from_trace(trace, PROFILE).run(
+            trace.prompt, "static", MODES["static"].policy(SETTINGS.checked(7)[0]), DecodeConfig(temperature=1.0)
+        )
+    with pytest.raises(ValueError, match="prompt"):
+        list(ReplayDecoder.from_trace(trace, PROFILE).run([1, 2], "ar", None, DecodeConfig(max_new_tokens=4)))
+    (tmp_path / "bad.npz").write_bytes(b"not a trace")
+    with pytest.raises(ValueError, match="not a readable draft trace"):
+        DraftTrace.load(tmp_path / "bad.npz")
