@@ -19,6 +19,7 @@ more samples than any other k's.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -34,6 +35,7 @@ import torch
 from .cost import LatencyProfile
 from .drafters.block import BlockDiffusionDrafter
 from .drafters.lookup import LookupCalibration, LookupDrafter
+from .files import atomic_write_text
 from .models.target import crop_cache
 from .verify import SamplingConfig
 
@@ -330,6 +332,38 @@ def cached_profile(
     if found is not None:
         profile.meta["load_check"] = found | {"remeasured": True}
     return profile
+
+
+def cached_concurrency(
+    pair, batches=(1, 2, 4, 8), max_tokens: int = 25, repeats: int = 5, refresh: bool = False
+) -> dict[int, LatencyProfile]:
+    """{B: the batch-1 profile with verify_s replaced by one forward over B sequences of k new tokens}
+    (`measure_concurrency`, knot-fitted like `measure_profile`), cached beside the batch-1 profile.
+    Drafting, look-up and upkeep keep their batch-1 times (a batched drafter is not timed here):
+    meta["batch"] and meta["drafting"] say so."""
+    base = cached_profile(pair)
+    path = profile_path(pair).replace(".json", "-concurrency.json")
+    data = None
+    if not refresh and os.path.exists(path):
+        try:
+            with open(path) as handle:
+                data = {int(b): list(v) for b, v in json.load(handle)["verify_s"].items()}
+            if not set(batches) <= set(data) or min(len(v) for v in data.values()) < max_tokens:
+                data = None
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError):
+            data = None  # a damaged file is measured again
+    if data is None:
+        context_len = int(base.meta.get("context_len", 256))
+        data = measure_concurrency(pair.target, batches, max_tokens, context_len, repeats)
+        atomic_write_text(path, json.dumps({"verify_s": {str(b): v for b, v in data.items()}, "repeats": repeats}))
+    return {
+        B: dataclasses.replace(
+            base,
+            verify_s=knot_fit(times),
+            meta=base.meta | {"batch": B, "drafting": "batch-1 times", "raw_verify_s": list(times)},
+        )
+        for B, times in sorted(data.items())
+    }
 
 
 def within(ratio: float, tolerance: float) -> bool:

@@ -178,3 +178,41 @@ def test_a_trace_round_trips_through_its_file_and_refuses_what_it_lacks(base, tm
     (tmp_path / "bad.npz").write_bytes(b"not a trace")
     with pytest.raises(ValueError, match="not a readable draft trace"):
         DraftTrace.load(tmp_path / "bad.npz")
+
+
+def test_lockstep_prices_each_round_as_one_batched_forward(base):
+    """One request in lock-step costs what its own replay costs; several cost, per lock-step round,
+    the slowest drafting, one forward over the unfinished requests at the longest k and the upkeep."""
+    from libraspec.analysis.regimes import describe, lockstep, synthetic_profile
+
+    pair = doubles(base)["partly"]
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter="dflash")
+    traces = []
+    for prompt in prompts(pair, 3):
+        output = generated(run(decoder, prompt, "ar", None, max_new_tokens=MAX_NEW - 4 * len(traces)))
+        traces.append(record_trace(pair, "dflash", prompt, output, MAX_NEW, lookahead=14))
+    one = PROFILE
+    many = synthetic_profile(0.05, 0.02, 0.01, 7, max_tokens=40)  # a verified token costs 5x more at batch 3
+    profiles = {1: one, 3: many}
+    settings = PolicySettings(d_max=14)
+    alone = replay(traces[0], "libraspec", one, settings)
+    single = lockstep(traces[:1], "libraspec", profiles, settings)
+    assert single.seconds == pytest.approx(alone[-1].cumulative_modeled_s, rel=1e-12)
+    assert single.ar_seconds == pytest.approx(len(traces[0].output) * one.ar_token_time())
+    runs = [replay(t, "libraspec", one, settings) for t in traces]
+    want, k = 0.0, 0
+    while any(k < len(r) for r in runs):
+        live = [r[k] for r in runs if k < len(r)]
+        rows = max((r.tree_size or r.chosen_length) + 1 for r in live)
+        drafting = max(r.modeled_s - one.verify_time(r.chosen_length + 1) - one.fit_s for r in live)
+        forward = one.verify_time(rows) if len(live) == 1 else many.verify_time(rows) if len(live) == 3 else None
+        if forward is None:  # two requests left: halfway between the measured batch sizes
+            forward = (one.verify_time(rows) + many.verify_time(rows)) / 2
+        want += drafting + forward + one.fit_s
+        k += 1
+    together = lockstep(traces, "libraspec", profiles, settings)
+    assert together.seconds == pytest.approx(want, rel=1e-12)
+    assert together.rounds == max(len(r) for r in runs)
+    assert together.tokens == sum(len(t.output) for t in traces)
+    assert "synthetic" in describe(many) and "modeled" in describe(one)
+    assert "measured" in describe(dataclasses.replace(one, meta={"device": "cpu", "batch": 8}))
