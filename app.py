@@ -26,6 +26,7 @@ from ui.race_tab import RaceTabs  # noqa: E402
 from ui.session import Session  # noqa: E402
 from ui.sweep_tab import SweepTab  # noqa: E402
 from ui.teach_tab import TeachTab  # noqa: E402
+from ui.whatif_tab import WhatIfTab  # noqa: E402
 
 INTRO = (
     "# LibraSpec Explorer\n"
@@ -45,6 +46,7 @@ def build_demo(session: Session | None = None) -> gr.Blocks:
         gr.Markdown(INTRO)
         tabs.build()
         teach.build()
+        WhatIfTab(session).build()
         SweepTab(session).build()
         CalibrationTab(session, tabs.drafter).build()
         tabs.attach_load(demo)

@@ -407,6 +407,11 @@ class Session:
         while (item := self._step(iterator)) is not None:
             yield item
 
+    def exclusive(self, iterator: Iterator) -> Iterator:
+        """Items of `iterator`, each produced under the model lock as the active run (a what-if's
+        trace or profile measurement): a new race or sweep supersedes it, as it supersedes a race."""
+        yield from self._steps(iterator)
+
     def _activate(self, iterator: Iterator | None) -> None:
         """Make `iterator` (None: no run) the active run, after any step in flight; the previous
         one, a cancelled run left unfinished, is closed so that two runs never interleave."""

@@ -153,7 +153,6 @@ class DraftTrace:
         )
 
 
-@torch.inference_mode()
 def record_trace(
     pair,
     drafter: str,
@@ -163,13 +162,28 @@ def record_trace(
     lookahead: int,
     top_k: int = 1,
     meta: dict | None = None,
-    progress=None,
 ) -> DraftTrace:
     """The trace of `drafter` (a registry name) over `prompt` and its greedy `output` (what AR
     decoding of at most `max_new_tokens` tokens produced): at every output position, the steps
     a round anchored there drafts, enough of them for `lookahead` drafts, and each drafted
-    position's `top_k` candidates (a tree of node budget B needs top_k >= B). `progress(done,
-    total)` is called after each anchor."""
+    position's `top_k` candidates (a tree of node budget B needs top_k >= B)."""
+    *_, trace = iter_trace(pair, drafter, prompt, output, max_new_tokens, lookahead, top_k, meta)
+    return trace
+
+
+@torch.inference_mode()
+def iter_trace(
+    pair,
+    drafter: str,
+    prompt: list[int],
+    output: list[int],
+    max_new_tokens: int,
+    lookahead: int,
+    top_k: int = 1,
+    meta: dict | None = None,
+):
+    """`record_trace` in steps: yields the number of anchors done after each, then the trace (so
+    that a caller can hold the model for one anchor at a time and show progress)."""
     prompt, output = [int(t) for t in prompt], [int(t) for t in output]
     if not prompt or not output or len(output) > max_new_tokens:
         raise ValueError(
@@ -196,7 +210,9 @@ def record_trace(
     sources, discarded = [], []
     context = source.new_context()
     greedy = SamplingConfig()
+    busy = time.perf_counter() - started  # seconds spent working (a caller may pause between anchors)
     for g in range(A):
+        step_start = time.perf_counter()
         prefix = ids[: len(prompt) + g]
         have, keep = source.context_length(context), len(prefix) - 1
         rows = None if hidden is None else tuple(h[:, have:keep] for h in hidden)
@@ -210,13 +226,13 @@ def record_trace(
         steps[g], empty[g] = buffer.blocks, buffer.empty
         sources.append(tuple(buffer.pass_sources))
         discarded.append(tuple(buffer.discarded))
-        if progress is not None:
-            progress(g + 1, A)
+        busy += time.perf_counter() - step_start
+        yield g + 1
     eos = frozenset(target.eos_token_ids) | frozenset(getattr(pair, "stop_ids", ()))
     info = {"pair": getattr(pair, "name", "?"), "device": str(target.device)}
     info.update(meta or {})
-    info.update(features_s=round(features_s, 4), seconds=round(time.perf_counter() - started, 4))
-    return DraftTrace(
+    info.update(features_s=round(features_s, 4), seconds=round(busy, 4))
+    yield DraftTrace(
         prompt=tuple(prompt),
         output=tuple(output),
         drafter=drafter,

@@ -47,6 +47,8 @@ HEIGHTS = {
     "calibration": 440,
     "tree": 560,
     "tree_sizes": 560,
+    "whatif": 380,
+    "whatif_grid": 380,
 }
 MIN_LENGTH_AXIS = 24  # an empty figure's length axis shows 0..d_max (paper's DFlash d_max = 24)
 DODGE = 0.18  # horizontal offset between the d* markers of different modes in one round

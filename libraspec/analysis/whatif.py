@@ -1,0 +1,170 @@
+"""What if: a greedy text's rounds re-planned for other settings and profiles, without decoding.
+
+`Planner.plan` replays LibraSpec and the static length from one `DraftTrace` under a latency
+profile and sets them beside the best schedule in hindsight (`replay.best_schedule`, the limit
+of any chain length policy with this drafter and profile), the per-round oracle and AR;
+`Planner.grid` gives LibraSpec's modeled speedup over an alpha x d_max grid. Every number is
+modeled (a replay prices rounds with the profile, nothing is timed) and says which profile it
+came from (`regimes.describe`). The per-round oracle d* of the records (what the MAD of chosen
+lengths is measured against) looks at one round at a time; the best schedule plans the whole
+text, so it is at least as fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cost import LatencyProfile
+from ..modes import PolicySettings
+from ..records import RoundRecord
+from .regimes import describe
+from .replay import Schedule, best_schedule, replay
+from .trace import DraftTrace
+
+
+@dataclass(frozen=True)
+class Line:
+    """One way through the text: d of each round and where each round started."""
+
+    label: str
+    lengths: tuple[int, ...]
+    starts: tuple[int, ...]  # output position at the round's start
+    seconds: float  # modeled
+    tau: float  # tokens committed per round
+
+    def speedup(self, ar_seconds: float) -> float:
+        return ar_seconds / self.seconds
+
+
+@dataclass(frozen=True)
+class Plan:
+    profile: str  # `regimes.describe` of the profile every number came from
+    settings: PolicySettings
+    ar_seconds: float
+    libraspec: Line
+    static: Line
+    best: Line
+    oracle: Line  # the per-round d* of each round, followed round by round
+    plan_ms: float  # how long planning took
+
+    @property
+    def lines(self) -> tuple[Line, ...]:
+        return (self.libraspec, self.static, self.oracle, self.best)
+
+    def rows(self) -> list[dict]:
+        """One row per line: modeled seconds, speedup over AR, share of the best schedule's speed."""
+        return [
+            {
+                "way": line.label,
+                "rounds": len(line.lengths),
+                "mean d": float(np.mean(line.lengths)) if line.lengths else 0.0,
+                "tau": line.tau,
+                "modeled s": line.seconds,
+                "speedup vs AR (modeled)": line.speedup(self.ar_seconds),
+                "share of best schedule": self.best.seconds / line.seconds,
+            }
+            for line in self.lines
+        ]
+
+
+def _line(label: str, records: list[RoundRecord], prompt_len: int) -> Line:
+    tokens = sum(len(r.committed_tokens) for r in records)
+    return Line(
+        label,
+        tuple(r.chosen_length for r in records),
+        tuple(r.start_position - prompt_len for r in records),
+        records[-1].cumulative_modeled_s,
+        tokens / len(records),
+    )
+
+
+def _schedule_line(schedule: Schedule, trace: DraftTrace) -> Line:
+    return Line(
+        "best schedule (hindsight)",
+        schedule.lengths,
+        schedule.starts,
+        schedule.seconds,
+        len(trace.output) / len(schedule.lengths),
+    )
+
+
+class Planner:
+    """What-ifs over one trace and one latency profile: the parts that do not depend on alpha, d_max
+    or the static length (the best schedule, the per-round oracle, the grid) are computed once."""
+
+    def __init__(self, trace: DraftTrace, profile: LatencyProfile):
+        self.trace, self.profile = trace, profile
+        self.description = describe(profile)
+        self.ar_seconds = len(trace.output) * profile.ar_token_time()
+        self._best: Line | None = None
+        self._oracle: Line | None = None
+        self._grids: dict[tuple, np.ndarray] = {}
+
+    @property
+    def best(self) -> Line:
+        if self._best is None:
+            self._best = _schedule_line(best_schedule(self.trace, self.profile), self.trace)
+        return self._best
+
+    @property
+    def oracle(self) -> Line:
+        if self._oracle is None:
+            records = replay(self.trace, "oracle", self.profile, lookahead=self.trace.lookahead)
+            self._oracle = _line("oracle d* per round", records, len(self.trace.prompt))
+        return self._oracle
+
+    def plan(self, settings: PolicySettings) -> Plan:
+        """LibraSpec and static d with `settings` (`clamp_to_trace`) beside the oracle and the best schedule."""
+        start = time.perf_counter()
+        trace, settings = self.trace, clamp_to_trace(settings, self.trace)
+        P = len(trace.prompt)
+        libraspec = _line("LibraSpec", replay(trace, "libraspec", self.profile, settings), P)
+        static = _line(f"static d = {settings.static_length}", replay(trace, "static", self.profile, settings), P)
+        best, oracle = self.best, self.oracle
+        return Plan(
+            self.description,
+            settings,
+            self.ar_seconds,
+            libraspec,
+            static,
+            best,
+            oracle,
+            (time.perf_counter() - start) * 1e3,
+        )
+
+    def grid(self, alphas, d_maxes, base: PolicySettings = PolicySettings()) -> np.ndarray:
+        """LibraSpec's modeled speedup over AR for each (alpha, d_max): (len(alphas), len(d_maxes))."""
+        key = (tuple(alphas), tuple(d_maxes), base)
+        if key not in self._grids:
+            out = np.zeros((len(alphas), len(d_maxes)))
+            for i, alpha in enumerate(alphas):
+                for j, d_max in enumerate(d_maxes):
+                    settings = clamp_to_trace(dataclasses.replace(base, alpha=alpha, d_max=d_max), self.trace)
+                    out[i, j] = (
+                        self.ar_seconds
+                        / replay(self.trace, "libraspec", self.profile, settings)[-1].cumulative_modeled_s
+                    )
+            self._grids[key] = out
+        return self._grids[key]
+
+
+def plan(trace: DraftTrace, profile: LatencyProfile, settings: PolicySettings) -> Plan:
+    """`Planner(trace, profile).plan(settings)`: one what-if."""
+    return Planner(trace, profile).plan(settings)
+
+
+def clamp_to_trace(settings: PolicySettings, trace: DraftTrace) -> PolicySettings:
+    """Settings a trace can replay: `PolicySettings.checked`, then d_max and the static length
+    within the drafts it recorded at every position."""
+    settings, _ = settings.checked(trace.n, trace.max_positions - 1)
+    top = trace.lookahead
+    return dataclasses.replace(
+        settings,
+        d_max=min(settings.d_max, top),
+        static_length=min(settings.static_length, top),
+        failfast_step=min(settings.failfast_step, top),
+    )

@@ -1,0 +1,178 @@
+"""What-if tab: a greedy race re-planned for any alpha, d_max, static length and cost profile without
+decoding again (layout and wiring only; `ui.whatif` records the trace and picks the profile,
+`analysis.whatif.Planner` plans, `views.whatif_plots` draws).
+
+Replay records once what the drafter proposes from every position of the race's text (seconds
+to a minute on a CPU, with progress); after that every slider re-plans in milliseconds. Every
+figure and table here is a modeled replay, never a measurement.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+import pandas as pd
+
+from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
+from libraspec.modes import ALPHA_RANGE, PolicySettings
+from libraspec.views import whatif_plots
+
+from .common import QUEUE, client_key
+from .render import status_html
+from .session import Session
+from .whatif import BATCH_1, LOOKAHEAD, SYNTHETIC, WhatIf, profile_choices
+
+GRID_ALPHAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+GRID_D_MAXES = (8, 16, 24, 32, 48)
+EXPLAIN = (
+    "**Modeled replay, not a measurement.** Greedy decoding's text is fixed (it equals AR's), so a "
+    "race's rounds depend only on what the drafter proposes from each position. *Replay* records that "
+    "once for the race you pick; then every setting re-plans in milliseconds: LibraSpec and static d "
+    "with your alpha, d_max and static length, the oracle's d* round by round, and the **best schedule** "
+    "in hindsight (the lengths that minimise the whole text's modeled time: the limit of any length "
+    "policy with this drafter). *Modeled* means priced by the chosen latency profile; *measured* means "
+    "timed on this machine (the profile's own numbers). Choose a profile to see where the length choice "
+    "matters: at batch 1 on a CPU a verified token costs almost nothing; with several requests in "
+    "lock-step, or a steep synthetic cost per token, it does."
+)
+
+
+class WhatIfTab:
+    """The "What if" tab inside an open `gr.Blocks`."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.whatif = WhatIf(session)
+
+    def build(self) -> None:
+        n = self.session.n or 8
+        with gr.Tab("What if", id="whatif") as self.tab:
+            gr.Markdown(EXPLAIN)
+            with gr.Row():
+                self.race = gr.Dropdown([], label="your greedy race", elem_id="ls-whatif-race", scale=3)
+                self.drafter = gr.Dropdown(
+                    [(DRAFTER_TITLES[d], d) for d in DRAFTERS],
+                    value=self.session.default_drafter or DRAFTERS[0],
+                    label="drafter",
+                    elem_id="ls-whatif-drafter",
+                )
+                self.replay_button = gr.Button("Replay", variant="primary", elem_id="ls-whatif-replay")
+            self.status = gr.HTML(
+                status_html("Run a greedy race on the Race tab, then pick it here and press Replay."),
+                elem_id="ls-whatif-status",
+            )
+            with gr.Row():
+                self.alpha = gr.Slider(
+                    ALPHA_RANGE[0],
+                    32.0,
+                    value=PolicySettings.alpha,
+                    step=0.05,
+                    label="alpha",
+                    elem_id="ls-whatif-alpha",
+                )
+                self.d_max = gr.Slider(1, LOOKAHEAD, value=24, step=1, label="d_max", elem_id="ls-whatif-dmax")
+                self.static = gr.Slider(
+                    1, LOOKAHEAD, value=n, step=1, label="static length", elem_id="ls-whatif-static"
+                )
+            with gr.Row():
+                self.profile = gr.Dropdown(
+                    profile_choices(), value=BATCH_1, label="latency profile", elem_id="ls-whatif-profile", scale=3
+                )
+                self.t0 = gr.Number(20.0, label="synthetic t0 (ms)", minimum=0.01, maximum=10_000)
+                self.per_token = gr.Number(
+                    2.0, label="synthetic cost per verified token (ms)", minimum=0, maximum=10_000
+                )
+                self.draft = gr.Number(5.0, label="synthetic drafting step (ms)", minimum=0, maximum=10_000)
+            self.lengths_plot = gr.Plot(None, label="d per round", show_label=False, elem_id="ls-whatif-lengths")
+            self.table = gr.Dataframe(
+                pd.DataFrame(), label="modeled speedups", interactive=False, elem_id="ls-whatif-table"
+            )
+            self.grid_plot = gr.Plot(None, label="alpha x d_max", show_label=False, elem_id="ls-whatif-grid")
+            self.key = gr.State(None)  # (run id, drafter) of the trace this page replays
+            self._wire()
+
+    def _wire(self) -> None:
+        knobs = [self.alpha, self.d_max, self.static, self.profile, self.t0, self.per_token, self.draft]
+        outputs = [self.status, self.lengths_plot, self.table, self.grid_plot]
+        self.tab.select(self.refresh, None, [self.race], queue=False, api_visibility="private")
+        self.replay_button.click(
+            self.record,
+            [self.race, self.drafter] + knobs,
+            outputs + [self.key],
+            api_visibility="private",
+            show_progress="minimal",
+            **QUEUE,
+        )
+        for knob in knobs:
+            knob.change(
+                self.replan,
+                [self.key] + knobs,
+                outputs,
+                api_visibility="private",
+                show_progress="hidden",
+                trigger_mode="always_last",
+            )
+
+    def refresh(self, request: gr.Request):
+        choices = self.whatif.races(client_key(request))
+        return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
+
+    def record(self, request: gr.Request, run_id, drafter, *knobs):
+        """Record (or reuse) the trace of the chosen race, then plan with the current knobs."""
+        if not run_id:
+            raise gr.Error("No greedy race chosen: run one on the Race tab (temperature 0), then pick it here.")
+        try:
+            trace = None
+            for item in self.whatif.trace(run_id, drafter, client_key(request)):
+                if isinstance(item, str):
+                    yield status_html(item), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                else:
+                    trace = item
+            key = (run_id, drafter)
+            yield *self._plan(trace, *knobs, recorded=trace.meta.get("seconds")), key
+        except (ValueError, OSError) as error:
+            raise gr.Error(str(error)) from error
+
+    def replan(self, request: gr.Request, key, *knobs):
+        if key is None:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        try:
+            trace = self.whatif.kept(*key, client_key(request))
+            if trace is None:  # no longer kept: recording again needs the model queue
+                return status_html("The replay was dropped to make room: press Replay again."), *([gr.skip()] * 3)
+            return self._plan(trace, *knobs)
+        except (ValueError, OSError) as error:
+            raise gr.Error(str(error)) from error
+
+    def _plan(self, trace, alpha, d_max, static, profile_choice, t0, per_token, draft, recorded=None):
+        start = time.perf_counter()
+        profile = self.whatif.profile(profile_choice, float(t0 or 0), float(per_token or 0), float(draft or 0))
+        planner = self.whatif.planner(trace, profile)
+        settings = PolicySettings(alpha=float(alpha), d_max=int(d_max), static_length=int(static))
+        plan = planner.plan(settings)
+        d_maxes = [d for d in GRID_D_MAXES if trace.n <= d <= trace.lookahead]
+        grid = planner.grid(GRID_ALPHAS, d_maxes)
+        table = pd.DataFrame(plan.rows()).round(3)
+        lengths = whatif_plots.lengths_figure(plan)
+        chosen = (plan.settings.alpha, plan.settings.d_max)
+        grid_fig = whatif_plots.grid_figure(
+            grid, GRID_ALPHAS, d_maxes, plan.best.speedup(plan.ar_seconds), plan.profile, chosen
+        )
+        elapsed = (time.perf_counter() - start) * 1e3
+        clamped = []
+        if plan.settings.alpha != float(alpha):
+            clamped.append(f"alpha {alpha:g} -> {plan.settings.alpha:g}")
+        if plan.settings.d_max != int(d_max):
+            clamped.append(f"d_max {int(d_max)} -> {plan.settings.d_max}")
+        words = (
+            f"Modeled replay of {len(trace.output)} tokens drafted by {trace.drafter} under {plan.profile}; "
+            f"re-planned in {elapsed:.0f} ms."
+        )
+        if recorded is not None:
+            words = f"Recorded the drafter's proposals in {recorded:.1f} s. " + words
+        if clamped:
+            words += " Clamped: " + ", ".join(clamped) + "."
+        if profile_choice == SYNTHETIC:
+            words += " The synthetic profile is made up from the three numbers beside it."
+        return status_html(words), lengths, table, grid_fig
