@@ -4,6 +4,7 @@ be replayed (a sampled race, another visitor's race, unknown profiles) is refuse
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -76,14 +77,17 @@ def test_a_slider_replans_in_milliseconds_and_says_what_it_is(session):
     assert key == (run.run_id, "dflash")
     assert "Modeled replay" in status and "not a measurement" in lengths.layout.title.text
     assert list(table["way"]) == ["LibraSpec", "static d = 7", "oracle d* per round", "best schedule (hindsight)"]
-    times, mean_d = [], set()
+    walls, cpus, mean_d = [], [], set()
     for alpha, static in ((0.5, 1), (1.0, 3), (4.0, 7), (16.0, 14)):
         start = time.perf_counter()
         status, lengths, table, grid = tab.replan(request, key, alpha, 21, static, BATCH_1, 20.0, 2.0, 5.0)
-        times.append(time.perf_counter() - start)
+        walls.append(time.perf_counter() - start)
+        cpus.append(int(re.search(r"\((\d+) ms of CPU", status).group(1)))
         mean_d.add(float(table["mean d"][1]))
     assert len(mean_d) == 4  # each static length re-planned the static line
-    assert max(times) < 0.2, times  # the goal: a re-plan and its figures within 200 ms
+    # the goal: a re-plan and its figures within 200 ms of work; the wall clock also holds
+    # waiting for a core while other test workers run (up to 0.77 s seen under a load of 3)
+    assert max(cpus) < 200 and max(walls) < 2.0, (cpus, walls)
     clamped = tab.replan(request, key, 100.0, 60, 7, BATCH_1, 20.0, 2.0, 5.0)[0]
     traced = tab.whatif.kept(*key).lookahead  # 49: whole steps of n = 7 covering 48 drafts
     assert "alpha 100 -&gt; 64" in clamped and f"d_max 60 -&gt; {traced}" in clamped

@@ -61,8 +61,9 @@ class WhatIf:
         out = []
         for run in reversed(self.session.runs(owner)):
             if run.finished and run.settings.temperature == 0 and run.ar_records:
-                words = " ".join(run.prompt.split())[:48]
-                out.append((f"{run.run_id}: {words}… ({run.drafter}, {len(output_of(run))} tokens)", run.run_id))
+                words = " ".join(run.prompt.split())
+                words = words if len(words) <= 48 else words[:47] + "…"
+                out.append((f"{run.run_id}: {words} ({run.drafter}, {len(output_of(run))} tokens)", run.run_id))
         return out
 
     def trace(self, run_id: str, drafter: str, owner: str = LOCAL) -> Iterator[str | DraftTrace]:

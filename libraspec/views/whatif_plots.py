@@ -35,6 +35,8 @@ def lengths_figure(plan) -> go.Figure:
                 hovertemplate="position %{x}<br>d = %{y}<extra>" + line.label + "</extra>",
             )
         )
+    top = max((max(line.lengths, default=0) for line in plan.lines), default=0)
+    fig.update_yaxes(rangemode="tozero", dtick=max(1, -(-top // 8)))  # whole numbers: d counts drafts
     return apply_layout(
         fig,
         "whatif",
@@ -59,7 +61,7 @@ def grid_figure(speedups: np.ndarray, alphas, d_maxes, best_speedup: float, prof
             colorscale="Viridis",
             zmin=float(np.nanmin(share)) if np.isfinite(share).any() else 0.0,
             zmax=1.0,
-            colorbar=dict(title="share of best"),
+            colorbar=dict(title=dict(text="share of best", side="right")),
             hovertemplate="alpha %{y}, d_max %{x}<br>%{text} (%{z:.1%} of the best schedule)<extra></extra>",
         )
     )
