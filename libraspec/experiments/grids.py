@@ -1,0 +1,193 @@
+"""Benchmark grids from replay: every length policy and setting priced from draft traces, pooled over prompts.
+
+A grid row is a configuration (a mode and its settings, or the best schedule in hindsight);
+`replay_rows` replays it over traces under one latency profile and returns one `stats.per_prompt`
+row per prompt (modeled seconds only: nothing is timed), `lockstep_rows` the same for groups
+of B requests in lock-step (`analysis.regimes.lockstep`), and `summarize` pools them: the
+ratio of sums over prompts (AR's modeled seconds per token over the configuration's) with its
+95% bootstrap interval over prompts, stratified by suite, tau and mean d. Rows whose rounds made
+identical decisions on every prompt are found by `decision_digest` and reported as one tie.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..analysis.autoalpha import AutoAlphaLibraSpecPolicy
+from ..analysis.regimes import lockstep
+from ..analysis.replay import ReplayDecoder, best_schedule
+from ..analysis.trace import DraftTrace
+from ..cost import LatencyProfile
+from ..engine import DecodeConfig
+from ..modes import PolicySettings, get_mode
+from ..records import RoundRecord
+from .bench import FAILFAST_PAPER
+from .stats import speedup_interval
+
+BEST = "best schedule"
+ALPHAS = (1.0, 2.0, 2.2, 4.0, 8.0, 16.0, 32.0, 64.0)
+D_MAXES = (8, 16, 24, 32, 48, 60)
+NODE_BUDGETS = (16, 32, 64)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One row of a grid: `mode` with `settings`; mode BEST is the hindsight schedule, "auto" in
+    `alpha_auto` is LibraSpec with automatic alpha (`AutoAlphaLibraSpecPolicy`)."""
+
+    label: str
+    mode: str
+    settings: PolicySettings = PolicySettings()
+    alpha_auto: bool = False
+
+
+def chain_grid(n: int, d_max: int = 24) -> list[Config]:
+    """Static 1..2n and d_max, LibraSpec over alpha (and automatic) at d_max and over d_max at the
+    default alpha, G4, FailFast with this project's and the FailFast paper's settings, the oracle
+    and the best schedule."""
+    base = PolicySettings(d_max=d_max)
+    rows = [Config("AR", "ar")]
+    rows += [Config(f"static d={d}", "static", dataclasses.replace(base, static_length=d)) for d in range(1, 2 * n + 1)]
+    if d_max > 2 * n:
+        rows.append(Config(f"static d={d_max}", "static", dataclasses.replace(base, static_length=d_max)))
+    rows += [Config(f"LibraSpec alpha={a:g}", "libraspec", dataclasses.replace(base, alpha=a)) for a in ALPHAS]
+    rows.append(Config("LibraSpec alpha=auto", "libraspec", base, alpha_auto=True))
+    rows += [
+        Config(f"LibraSpec d_max={d}", "libraspec", dataclasses.replace(base, d_max=d)) for d in D_MAXES if d != d_max
+    ]
+    rows.append(Config("G4", "g4", base))
+    rows.append(Config("FailFast", "failfast", base))
+    paper = dataclasses.replace(
+        base,
+        failfast_threshold=FAILFAST_PAPER["threshold"],
+        failfast_step=FAILFAST_PAPER["step"],
+        d_max=FAILFAST_PAPER["d_max"],
+    )
+    rows.append(Config("FailFast (paper)", "failfast", paper))
+    rows.append(Config("oracle d* per round", "oracle", base))
+    rows.append(Config(BEST, BEST, base))
+    return rows
+
+
+def tree_grid(d_max: int = 24) -> list[Config]:
+    """ddtree and ddtree-libraspec at each node budget."""
+    base = PolicySettings(d_max=d_max)
+    return [
+        Config(f"{mode} nodes={b}", mode, dataclasses.replace(base, node_budget=b))
+        for mode in ("ddtree", "ddtree-libraspec")
+        for b in NODE_BUDGETS
+    ]
+
+
+def replay_config(trace: DraftTrace, config: Config, profile: LatencyProfile) -> list[RoundRecord]:
+    """The rounds of `config` on one trace under `profile` (empty for BEST, which has no records)."""
+    settings, _ = config.settings.checked(trace.n, trace.max_positions - 1)
+    decoder = ReplayDecoder.from_trace(trace, profile)
+    lookahead = min(trace.lookahead, max(settings.d_max, 24))
+    cfg = DecodeConfig(max_new_tokens=len(trace.output), lookahead=lookahead)
+    if config.alpha_auto:
+        policy = AutoAlphaLibraSpecPolicy(profile, settings.d_max)
+    else:
+        policy = get_mode(config.mode).policy(settings)
+    return list(decoder.run(list(trace.prompt), config.mode, policy, cfg))
+
+
+def decision_digest(records: Sequence[RoundRecord]) -> str:
+    """What a run decided, round by round: d, drafting steps, tree size and accepted count."""
+    text = ";".join(f"{r.chosen_length},{r.blocks_drafted},{r.tree_size},{r.accepted}" for r in records)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def replay_rows(traces: Sequence[DraftTrace], config: Config, profile: LatencyProfile) -> list[dict]:
+    """One row per trace: tokens, modeled seconds, AR's, rounds, sum of d, and the decisions' digest."""
+    rows = []
+    for trace in traces:
+        ar_s = len(trace.output) * profile.ar_token_time()
+        if config.mode == BEST:
+            schedule = best_schedule(trace, profile, lookahead=min(trace.lookahead, 60))
+            rounds, lengths, digest = len(schedule.lengths), sum(schedule.lengths), ""
+            seconds = schedule.seconds
+        else:
+            records = replay_config(trace, config, profile)
+            rounds, lengths = len(records), sum(r.chosen_length for r in records)
+            seconds, digest = records[-1].cumulative_modeled_s, decision_digest(records)
+        rows.append(
+            {
+                "tokens": len(trace.output),
+                "modeled_s": seconds,
+                "ar_tokens": len(trace.output),
+                "ar_modeled_s": ar_s,
+                "rounds": rounds,
+                "sum_d": lengths,
+                "digest": digest,
+            }
+        )
+    return rows
+
+
+def lockstep_rows(
+    groups: Sequence[Sequence[DraftTrace]], config: Config, profiles: dict[int, LatencyProfile]
+) -> list[dict]:
+    """One row per group of requests decoded in lock-step (`regimes.lockstep`)."""
+    rows = []
+    for group in groups:
+        result = lockstep(list(group), config.mode, profiles, config.settings)
+        tokens = sum(len(t.output) for t in group)
+        rows.append(
+            {
+                "tokens": tokens,
+                "modeled_s": result.seconds,
+                "ar_tokens": tokens,
+                "ar_modeled_s": result.ar_seconds,
+                "rounds": result.rounds,
+                "sum_d": result.verified_rows - result.rounds * len(group),  # approximate: rows beyond 1
+                "digest": "",
+            }
+        )
+    return rows
+
+
+def summarize(rows: Sequence[dict], strata: Sequence | None = None) -> dict:
+    """Pooled modeled speedup (ratio of sums), its 95% bootstrap interval over prompts, tau, mean d."""
+    tokens = sum(r["tokens"] for r in rows)
+    seconds = sum(r["modeled_s"] for r in rows)
+    ar = sum(r["ar_modeled_s"] for r in rows)
+    rounds = sum(r["rounds"] for r in rows)
+    interval = speedup_interval(list(rows), "modeled_s", strata=strata)
+    return {
+        "speedup": (ar / sum(r["ar_tokens"] for r in rows)) / (seconds / tokens),
+        "interval": list(interval) if interval else None,
+        "tau": tokens / rounds if rounds else None,
+        "mean_d": sum(r["sum_d"] for r in rows) / rounds if rounds else None,
+        "prompts": len(rows),
+        "digest": (
+            hashlib.sha256("".join(r["digest"] for r in rows).encode()).hexdigest()[:16]
+            if all(r["digest"] for r in rows)
+            else None  # the best schedule and lock-step groups record no decisions to compare
+        ),
+    }
+
+
+def ties(summaries: dict[str, dict]) -> dict[str, str]:
+    """label -> the first label (in order) whose rounds made identical decisions on every prompt."""
+    first: dict[str, str] = {}
+    out = {}
+    for label, summary in summaries.items():
+        digest = summary.get("digest")
+        if not digest:
+            continue
+        if digest in first:
+            out[label] = first[digest]
+        else:
+            first[digest] = label
+    return out
+
+
+def share(a: dict, b: dict) -> float:
+    """a's modeled speed as a share of b's (a / b of their speedups)."""
+    return float(np.float64(a["speedup"]) / b["speedup"])
