@@ -1,4 +1,6 @@
-"""`python -m libraspec report`: runs the benchmark suite and writes BENCHMARKS.md.
+"""`python -m libraspec report`: runs the measured benchmark suite (every run decoded for real) and writes
+its report (default benchmarks/results/measured/REPORT.md; BENCHMARKS.md comes from replay,
+`benchmarks/replay_report.py`).
 
 Per prompt suite (assets/prompts/{math,code,chat}.jsonl) and temperature (0 and 1) one
 `bench` run covers AR, every static length d, LibraSpec (alpha, d_max), G4, FailFast and
@@ -387,7 +389,7 @@ def build_figures(data: ReportData) -> dict:
 
 # -- CLI ---------------------------------------------------------------------------------------
 
-HELP = "run the benchmark suites on a model pair and write BENCHMARKS.md"
+HELP = "decode the benchmark suites on a model pair and write the measured report"
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -399,7 +401,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", default="BENCHMARKS.md")
+    parser.add_argument("--out", default="benchmarks/results/measured/REPORT.md")
     parser.add_argument(
         "--quick",
         action="store_true",
