@@ -275,7 +275,7 @@ class SpeculativeDecoder:
             policy_s = max(time.perf_counter() - start - (buffer.seconds - drafted_before), 0.0)
         depth = min(decision.d, cap)
         start = time.perf_counter()
-        tree = view.tree(depth)
+        tree = view.tree(depth, decision.nodes)
         policy_s += time.perf_counter() - start
         blocks = buffer.blocks
         tree_q = () if buffer.empty else view.confidences  # what the depth policy saw, before any look-ahead

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy
-from .tree import TreePolicy
+from .tree import MarginalTreePolicy, TreePolicy
 
 ALPHA_RANGE = (0.05, 64.0)  # the paper's alpha = T / (tau c) reaches ~16 on CPU profiles
 D_MAX_CAP = 512  # lengths beyond this are never useful on the supported models
@@ -30,7 +30,7 @@ class PolicySettings:
     failfast_threshold: float = 0.6  # FailFast extends while every q_i >= this
     failfast_step: int = 4  # FailFast's extension step
     tree_depth: int | None = None  # ddtree's depth; None = n (one block-diffusion pass)
-    node_budget: int = 32  # tree modes' nodes verified besides the root (paper: 64..512 on GPUs)
+    node_budget: int = 32  # tree modes' nodes verified besides the root (paper: 64..512 on GPUs); ddtree-marginal's cap
 
     def checked(self, n: int, limit: int = D_MAX_CAP) -> tuple["PolicySettings", tuple[str, ...]]:
         """Settings clamped to what a drafter with n drafts per step can run, and what was changed.
@@ -111,6 +111,13 @@ MODES: dict[str, Mode] = {
             "#882255",
             "tree",
             lambda s: TreePolicy(LibraSpecPolicy(s.alpha, s.d_max), s.node_budget),
+        ),
+        Mode(
+            "ddtree-marginal",
+            "DDTree+marginal nodes",
+            "#44AA99",
+            "tree",
+            lambda s: MarginalTreePolicy(s.alpha, s.d_max, s.node_budget),
         ),
     )
 }

@@ -77,6 +77,7 @@ class Decision:
     steps: tuple[PolicyStep, ...] = ()  # Algorithm 1 iterations (LibraSpec only)
     eps_bounds: tuple[int, ...] = ()  # eps_1..eps_d over q_1..q_d at the chosen d (LibraSpec only)
     alpha: float | None = None  # the alpha the bounds used (LibraSpec only)
+    nodes: int | None = None  # a tree mode's node count, when its policy chooses one (else the node budget)
 
     def capped(self, d: int, confidences) -> "Decision":
         """This decision cut to d drafts when the round has room for fewer than it chose, with the

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .policy import Decision, _check_alpha, _check_int
 from .verify import SamplingConfig, probabilities
 
 
@@ -230,14 +231,16 @@ class TreeView:
         self._candidates: list[tuple[list[int], list[float]]] = []
         self._trees: dict[int, DraftTree] = {}
 
-    def tree(self, depth: int) -> DraftTree:
-        """The best-first tree of `budget` nodes within `depth` (drafted positions only)."""
+    def tree(self, depth: int, nodes: int | None = None) -> DraftTree:
+        """The best-first tree of `budget` nodes (or the first `nodes` of them) within `depth`
+        (drafted positions only)."""
         depth = min(depth, len(self.buffer.tokens))
+        size = self.budget if nodes is None else min(nodes, self.budget)
         while len(self._candidates) < depth:
             self._candidates.append(self.buffer.candidates(len(self._candidates), self.budget))
-        if depth not in self._trees:
-            self._trees[depth] = build_tree(self._candidates[:depth], self.budget)
-        return self._trees[depth]
+        if (depth, size) not in self._trees:
+            self._trees[depth, size] = build_tree(self._candidates[:depth], size) if size else _EMPTY
+        return self._trees[depth, size]
 
     @property
     def confidences(self) -> np.ndarray:
@@ -246,6 +249,51 @@ class TreeView:
 
     def extend(self, num_blocks: int) -> None:
         self.buffer.extend(num_blocks)
+
+
+_EMPTY = DraftTree((), (), (), (), ())
+
+
+class MarginalTreePolicy:
+    """Each round's tree chosen node by node by marginal gain (docs/ARCHITECTURE.md, "Trees that pay").
+
+    Nodes enter in best-first order, so node j's path probability P_j = prod q along its root path
+    never rises from one node to the next. Node j is the drafter's estimate of one more accepted
+    token with probability P_j (the tree's expected accepted length is sum_j P_j) and costs one more
+    verified row, about c seconds (the paper's cost per position). With alpha = T / (tau c) (the
+    paper's trade-off: the seconds a committed token is worth, T / tau, in units of c), node j pays
+    when alpha * P_j >= 1; the tree is the longest best-first prefix that pays, within `node_cap`
+    nodes and depth d_max. A drafting step more is taken while the deepest paying node sits at the
+    last drafted position (every deeper node has a smaller P, so none could pay otherwise). On a
+    chain (one candidate per position) P_i = prod_{k<=i} q_k and the rule submits d = the last i
+    with alpha * P_i >= 1: Theorem 3.2's beneficial adjustment applied one position at a time.
+    Everything it reads is the drafter's distributions, never a sampled draft, so sampling stays
+    lossless."""
+
+    name = "tree-marginal"
+
+    def __init__(self, alpha: float, d_max: int, node_cap: int):
+        self.alpha = _check_alpha(alpha)
+        self.d_max = _check_int(d_max, "d_max")
+        self.node_budget = _check_int(node_cap, "node cap")
+
+    def choose_length(self, view: "TreeView") -> Decision:
+        while True:
+            drafted = min(len(view.buffer.tokens), self.d_max)
+            tree = view.tree(drafted)
+            keep = 0
+            while keep < len(tree) and self.alpha * tree.path_probs[keep] >= 1.0:
+                keep += 1
+            deepest = max(tree.depths[:keep], default=0)
+            if deepest < drafted or drafted >= self.d_max or len(view.buffer.tokens) > drafted:
+                return Decision(deepest, alpha=self.alpha, nodes=keep)
+            view.extend(1)
+
+    def update(self, record) -> None:
+        """The rule keeps no state across rounds."""
+
+    def reset(self) -> None:
+        """The rule keeps no state across rounds."""
 
 
 class TreePolicy:

@@ -47,8 +47,19 @@ SETTINGS = {  # knobs under which each mode makes its decisions on this pair
     "failfast-paper": dict(failfast_threshold=0.45, failfast_step=10, d_max=60),
     "ddtree": dict(tree_depth=3, node_budget=8),
     "ddtree-libraspec": dict(alpha=1.0, d_max=6, node_budget=8),
+    "ddtree-marginal": dict(alpha=3.0, d_max=6, node_budget=8),
 }
-MODES = ("static", "libraspec", "g4", "failfast", "failfast-paper", "oracle", "ddtree", "ddtree-libraspec")
+MODES = (
+    "static",
+    "libraspec",
+    "g4",
+    "failfast",
+    "failfast-paper",
+    "oracle",
+    "ddtree",
+    "ddtree-libraspec",
+    "ddtree-marginal",
+)
 FILTERS = {"plain": dict(), "top-k": dict(top_k=3), "top-p": dict(top_p=0.8)}
 
 

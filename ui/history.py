@@ -35,7 +35,7 @@ COLUMNS = [
     "stop",
     "decisions",
 ]
-USES_D_MAX = ("libraspec", "g4", "failfast", "ddtree-libraspec")  # modes whose d d_max can bind
+USES_D_MAX = ("libraspec", "g4", "failfast", "ddtree-libraspec", "ddtree-marginal")  # modes whose d d_max can bind
 
 
 def history_frame(runs) -> pd.DataFrame:
@@ -58,7 +58,9 @@ def history_frame(runs) -> pd.DataFrame:
                     "prompt": run.prompt[:40],
                     "drafter": run.drafter,
                     "mode": MODES[mode].label,
-                    "alpha": run.settings.alpha if mode in ("libraspec", "ddtree-libraspec") else None,
+                    "alpha": run.settings.alpha
+                    if mode in ("libraspec", "ddtree-libraspec", "ddtree-marginal")
+                    else None,
                     "d_max": d_max,
                     "static length": run.settings.static_length if mode == "static" else None,
                     "rounds": len(records),

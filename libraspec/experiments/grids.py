@@ -79,7 +79,7 @@ def tree_grid(d_max: int = 24) -> list[Config]:
     base = PolicySettings(d_max=d_max)
     return [
         Config(f"{mode} nodes={b}", mode, dataclasses.replace(base, node_budget=b))
-        for mode in ("ddtree", "ddtree-libraspec")
+        for mode in ("ddtree", "ddtree-libraspec", "ddtree-marginal")
         for b in NODE_BUDGETS
     ]
 
