@@ -189,8 +189,9 @@ def test_lockstep_prices_each_round_as_one_batched_forward(base):
     decoder = SpeculativeDecoder(pair, PROFILE, drafter="dflash")
     traces = []
     for prompt in prompts(pair, 3):
-        output = generated(run(decoder, prompt, "ar", None, max_new_tokens=MAX_NEW - 4 * len(traces)))
-        traces.append(record_trace(pair, "dflash", prompt, output, MAX_NEW, lookahead=14))
+        budget = MAX_NEW - 4 * len(traces)  # requests of different lengths: some finish first
+        output = generated(run(decoder, prompt, "ar", None, max_new_tokens=budget))
+        traces.append(record_trace(pair, "dflash", prompt, output, budget, lookahead=14))
     one = PROFILE
     many = synthetic_profile(0.05, 0.02, 0.01, 7, max_tokens=40)  # a verified token costs 5x more at batch 3
     profiles = {1: one, 3: many}

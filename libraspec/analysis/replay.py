@@ -155,7 +155,7 @@ def replay(
     decoder = ReplayDecoder.from_trace(trace, profile)
     settings, _ = settings.checked(trace.n, trace.max_positions - 1)
     config = DecodeConfig(
-        max_new_tokens=max_new_tokens or len(trace.output),
+        max_new_tokens=max_new_tokens or trace.max_new_tokens,  # the budget AR had: the last rounds' room
         lookahead=lookahead or min(trace.lookahead, 24),
         annotate_oracle=lookahead is not None and get_mode(mode).kind in ("policy", "tree"),
     )

@@ -89,7 +89,7 @@ def replay_config(trace: DraftTrace, config: Config, profile: LatencyProfile) ->
     settings, _ = config.settings.checked(trace.n, trace.max_positions - 1)
     decoder = ReplayDecoder.from_trace(trace, profile)
     lookahead = min(trace.lookahead, max(settings.d_max, 24))
-    cfg = DecodeConfig(max_new_tokens=len(trace.output), lookahead=lookahead)
+    cfg = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=lookahead)
     if config.alpha_auto:
         policy = AutoAlphaLibraSpecPolicy(profile, settings.d_max)
     else:
