@@ -1,0 +1,411 @@
+"""BENCHMARKS.md from replay: the grids priced from draft traces, and a measured check.
+
+    python benchmarks/replay_report.py                 # default size; resumes from its cache
+    python benchmarks/replay_report.py --quick --out /tmp/BENCHMARKS.md
+
+1. Traces: the first --limit prompts of GSM8K, HumanEval, MATH-500 and MT-Bench (../shared/data,
+   read at run time), --max-new-tokens tokens of greedy AR text each, and for every drafter what
+   it proposes from every position of that text (`analysis.trace`), --lookahead drafts deep and
+   (block diffusion) 64 candidates wide for trees. Cached per prompt under the cache folder: a
+   rerun resumes.
+2. Grids (`experiments.grids`): every static length 1..2n and 24, LibraSpec over alpha (and
+   automatic) and over d_max, G4, both FailFasts, the per-round oracle, the best schedule in
+   hindsight and (block diffusion) trees at node budgets 16/32/64, replayed under three latency
+   profiles: (a) this machine at batch 1, measured; (b) 8 requests in lock-step, forwards
+   measured at batch 8; (d) a synthetic steep profile (a verified token costs 1/8 of an AR step).
+   Modeled, never timed.
+3. Measured check: the first --measured prompts of each suite decoded for real with the block
+   drafter (AR, the best static length of grid (a), LibraSpec, the oracle) at temperature 0 and 1;
+   measured against modeled speedup with intervals, and at temperature 0 the share of rounds the
+   replay reproduced exactly. Cached per prompt too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from libraspec.analysis.regimes import describe, synthetic_profile  # noqa: E402
+from libraspec.analysis.replay import replay  # noqa: E402
+from libraspec.analysis.trace import DraftTrace, record_trace  # noqa: E402
+from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
+from libraspec.experiments import grids  # noqa: E402
+from libraspec.experiments.bench import read_prompts  # noqa: E402
+from libraspec.experiments.provenance import (  # noqa: E402
+    cpu_clock,
+    git_state,
+    load_average,
+    model_files,
+    others_share,
+    versions,
+)
+from libraspec.experiments.stats import distinguishable, per_prompt, speedup_interval  # noqa: E402
+from libraspec.models.registry import load_pair  # noqa: E402
+from libraspec.modes import MODES, PolicySettings  # noqa: E402
+from libraspec.profiling import cache_root, cached_concurrency, cached_profile, machine_description  # noqa: E402
+
+SUITES = {
+    "gsm8k": "gsm8k_test.jsonl",
+    "humaneval": "humaneval.jsonl",
+    "math500": "math500.jsonl",
+    "mtbench": "mt_bench_questions.jsonl",
+}
+DRAFTERS = ("dflash", "lookup", "hybrid")
+LOCKSTEP_B = 8
+TREE_TOP_K = 64
+PROFILE_KEYS = ("a", "b", "d")
+
+
+def arguments():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=16, help="prompts per suite in the grids")
+    parser.add_argument("--measured", type=int, default=8, help="prompts per suite decoded for the measured check")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--lookahead", type=int, default=63, help="drafts traced per position (d_max up to 60)")
+    parser.add_argument("--drafters", default=",".join(DRAFTERS))
+    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
+    parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "replay"))
+    parser.add_argument("--quick", action="store_true", help="2 prompts per suite, 1 measured, 32 tokens")
+    args = parser.parse_args()
+    if args.quick:
+        args.limit, args.measured, args.max_new_tokens = 2, 1, 32
+    return args
+
+
+def folder(args, pair) -> Path:
+    key = f"{pair.name}-{pair.drafter_id[:16]}-{args.max_new_tokens}-{args.lookahead}".replace(":", "")
+    path = Path(cache_root()) / "replay_report" / key
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def traces_for(args, pair, cache: Path) -> dict[str, list[tuple[str, DraftTrace]]]:
+    """drafter -> [(suite, trace)] in suite order; recorded once, then read from the cache."""
+    decoder = SpeculativeDecoder(pair, drafter="dflash")
+    out = {d: [] for d in args.drafters.split(",")}
+    for suite, file in SUITES.items():
+        for i, text in enumerate(read_prompts(Path(args.data) / file)[: args.limit]):
+            paths = {d: cache / f"{suite}-{i:02d}-{d}.npz" for d in out}
+            missing = [d for d, p in paths.items() if not p.exists()]
+            if missing:
+                prompt = pair.encode_prompt(text)
+                config = DecodeConfig(max_new_tokens=args.max_new_tokens)
+                start = time.perf_counter()
+                output = [t for r in decoder.run(prompt, "ar", None, config) for t in r.committed_tokens]
+                ar_s = time.perf_counter() - start
+                for d in missing:
+                    top_k = TREE_TOP_K if d == "dflash" else 1
+                    trace = record_trace(
+                        pair, d, prompt, output, args.max_new_tokens, args.lookahead, top_k, {"ar_s": ar_s}
+                    )
+                    trace.save(paths[d])
+                print(f"traced {suite} {i} ({', '.join(missing)})", flush=True)
+            for d, p in paths.items():
+                out[d].append((suite, DraftTrace.load(p)))
+    return out
+
+
+def grid_results(traces, profiles, concurrency, n: int) -> dict:
+    """drafter -> profile key -> label -> summary (plus each config's mode)."""
+    results = {}
+    for drafter, items in traces.items():
+        strata = [suite for suite, _ in items]
+        just = [t for _, t in items]
+        groups = []
+        for suite in dict.fromkeys(strata):
+            mine = [t for s, t in items if s == suite]
+            groups += [mine[k : k + LOCKSTEP_B] for k in range(0, len(mine), LOCKSTEP_B)]
+        configs = grids.chain_grid(n) + (grids.tree_grid() if drafter == "dflash" else [])
+        results[drafter] = {key: {} for key in PROFILE_KEYS}
+        for config in configs:
+            for key in ("a", "d"):
+                rows = grids.replay_rows(just, config, profiles[key])
+                results[drafter][key][config.label] = grids.summarize(rows, strata) | {"mode": config.mode}
+            if config.mode not in (grids.BEST,) and not config.alpha_auto:
+                rows = grids.lockstep_rows(groups, config, concurrency)
+                results[drafter]["b"][config.label] = grids.summarize(rows) | {"mode": config.mode, "groups": len(rows)}
+        print(f"grids {drafter}: {len(configs)} configurations", flush=True)
+    return results
+
+
+def best_static(summaries: dict) -> str:
+    statics = {k: v for k, v in summaries.items() if v["mode"] == "static"}
+    return max(statics, key=lambda k: statics[k]["speedup"])
+
+
+def measured_check(args, pair, cache: Path, static_d: int) -> list[dict]:
+    """Per prompt and temperature: per_prompt rows of each mode (measured and modeled), and at
+    temperature 0 how many rounds the replay of the same prompt reproduced."""
+    decoder = SpeculativeDecoder(pair, drafter="dflash")
+    profile = decoder.profile
+    settings, _ = PolicySettings(static_length=static_d).checked(pair.n)
+    modes = {"static": f"static d={static_d}", "libraspec": "LibraSpec", "oracle": "oracle"}
+    out = []
+    for suite, file in SUITES.items():
+        for i, text in enumerate(read_prompts(Path(args.data) / file)[: args.measured]):
+            for temperature in (0.0, 1.0):
+                path = cache / f"measured-{suite}-{i:02d}-T{temperature:g}-d{static_d}.json"
+                if path.exists():
+                    out.append(json.loads(path.read_text()))
+                    continue
+                prompt = pair.encode_prompt(text)
+                config = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=temperature, seed=i)
+                ar = list(decoder.run(prompt, "ar", None, config))
+                row = {"suite": suite, "prompt": i, "temperature": temperature, "modes": {}}
+                trace = DraftTrace.load(cache / f"{suite}-{i:02d}-dflash.npz") if temperature == 0 else None
+                for mode, label in modes.items():
+                    records = list(decoder.run(prompt, mode, MODES[mode].policy(settings), config))
+                    entry = per_prompt([records], [ar])[0]
+                    if trace is not None:
+                        replayed = replay(trace, mode, profile, settings)
+                        same = sum(
+                            (a.chosen_length, a.accepted, a.committed_tokens)
+                            == (b.chosen_length, b.accepted, b.committed_tokens)
+                            for a, b in zip(records, replayed)
+                        )
+                        entry |= {"rounds": len(records), "equal_rounds": same, "replay_rounds": len(replayed)}
+                        entry["replay_modeled_s"] = replayed[-1].cumulative_modeled_s
+                    row["modes"][label] = entry
+                path.write_text(json.dumps(row))
+                out.append(row)
+                print(f"measured {suite} {i} T={temperature:g}", flush=True)
+    return out
+
+
+def measured_summary(rows: list[dict]) -> dict:
+    summary = {}
+    for temperature in (0.0, 1.0):
+        mine = [r for r in rows if r["temperature"] == temperature]
+        strata = [r["suite"] for r in mine]
+        for label in mine[0]["modes"] if mine else ():
+            entries = [r["modes"][label] for r in mine]
+            tokens = sum(e["tokens"] for e in entries)
+            item = {
+                "prompts": len(entries),
+                "measured": (sum(e["ar_wall_s"] for e in entries) / sum(e["ar_tokens"] for e in entries))
+                / (sum(e["wall_s"] for e in entries) / tokens),
+                "measured_interval": speedup_interval(entries, "wall_s", strata=strata),
+                "modeled": (sum(e["ar_modeled_s"] for e in entries) / sum(e["ar_tokens"] for e in entries))
+                / (sum(e["modeled_s"] for e in entries) / tokens),
+                "modeled_interval": speedup_interval(entries, "modeled_s", strata=strata),
+            }
+            if temperature == 0:
+                item["equal_rounds"] = sum(e["equal_rounds"] for e in entries)
+                item["rounds"] = sum(max(e["rounds"], e["replay_rounds"]) for e in entries)
+                item["replay_modeled"] = (
+                    sum(e["ar_modeled_s"] for e in entries) / sum(e["ar_tokens"] for e in entries)
+                ) / (sum(e["replay_modeled_s"] for e in entries) / tokens)
+            summary[f"T={temperature:g} {label}"] = item
+    return summary
+
+
+# ---- markdown ----------------------------------------------------------------------------------
+
+
+def _x(value) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _ci(summary: dict) -> str:
+    interval = summary.get("interval")
+    return _x(summary["speedup"]) + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+
+
+def render(args, pair, profiles, concurrency, results, measured, meta) -> str:
+    n = pair.n
+    words = {
+        "a": describe(profiles["a"]),
+        "b": describe(concurrency[LOCKSTEP_B]),
+        "d": describe(profiles["d"]),
+    }
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Generated {meta['date']} by `{meta['command']}` in {meta['minutes']:.1f} min on this machine "
+        f"({meta['machine']}, {args.threads} torch threads, no GPU). Load average (1 min) before: "
+        f"{meta['load_before']:.2f}, after: {meta['load_after']:.2f} (this run's own threads included); other "
+        f"processes' share of the CPU during the run: {meta['others_share']:.1%}. "
+        f"Code: commit `{meta['git']['commit']}`"
+        f"{' with uncommitted changes' if meta['git']['dirty'] else ' (no uncommitted changes to tracked files)'}.",
+        "",
+        "Two kinds of numbers, never mixed: **modeled** figures replay the target's greedy text "
+        "(`analysis.replay`: the engine's own rounds, verified against the known text) and price every "
+        "round with a latency profile; **measured** figures time real decoding on this machine "
+        "(drafting + policy + verification wall clock, prefill excluded). Speedups are AR's seconds per "
+        "token over a mode's, as ratios of sums over prompts; intervals are 95% percentile bootstraps over "
+        "prompts (2,000 resamples), stratified by suite. Overlapping intervals are reported as not "
+        "distinguishable; configurations whose rounds made identical decisions on every prompt are one tie.",
+        "",
+        "## Sample and conditions",
+        "",
+        f"- Pair `{pair.name}`, n = {n}; files (sha256): "
+        + "; ".join(f"{f['role']} `{f['path']}` {f['sha256'][:16]}" for f in meta["files"]),
+        f"- Suites (../shared/data, read at run time): {', '.join(SUITES)}; grids on the first {args.limit} "
+        f"prompts of each ({args.limit * len(SUITES)} prompts), {args.max_new_tokens} greedy tokens each; "
+        f"traces {args.lookahead} drafts deep, block-diffusion traces {TREE_TOP_K} candidates wide.",
+        f"- Profiles: (a) {words['a']}; (b) {words['b']}: requests of a suite replayed in groups of "
+        f"{LOCKSTEP_B} in lock-step, each choosing its own length (intervals over the groups); "
+        f"(d) {words['d']}. Forwards beyond the measured token counts continue the last measured segment.",
+        "- Trace cost: " + "; ".join(f"{d} {meta['trace_cost'][d]}" for d in meta["trace_cost"]) + ".",
+        "",
+        "## Where the length choice matters",
+        "",
+        "Modeled speedup over AR on the same prompts, per drafter and profile; the best schedule is the "
+        "sequence of lengths that minimises the modeled time of each text in hindsight (the limit of any "
+        "chain length policy with that drafter and profile; not computed for lock-step groups). "
+        "LibraSpec is alpha = 2.2, d_max = 24.",
+        "",
+        "| drafter | profile | best static | LibraSpec | oracle d* per round | best schedule | "
+        "LibraSpec / best static | LibraSpec / best schedule |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for drafter, by_profile in results.items():
+        for key in PROFILE_KEYS:
+            s = by_profile[key]
+            static = best_static(s)
+            lib = s["LibraSpec alpha=2.2"]
+            best = s.get(grids.BEST)
+            verdict = distinguishable(lib.get("interval"), s[static].get("interval"))
+            lines.append(
+                f"| {drafter} | ({key}) | {static}: {_ci(s[static])} | {_ci(lib)} | {_ci(s['oracle d* per round'])} "
+                f"| {_ci(best) if best else '-'} | {grids.share(lib, s[static]):.1%}"
+                f"{'' if verdict else ' (not distinguishable)'} | "
+                f"{f'{grids.share(lib, best):.1%}' if best else '-'} |"
+            )
+    lines += ["", *takeaways(results), ""]
+    for drafter, by_profile in results.items():
+        lines += [f"## Grid: {drafter} drafter", ""]
+        lines += grid_table(by_profile, args)
+        lines.append("")
+    lines += ["## Measured check (block-diffusion drafter)", ""]
+    lines += measured_table(measured, args)
+    lines += [
+        "",
+        "## Reproduce",
+        "",
+        f"`{meta['command']}` (traces and measured runs are cached per prompt under "
+        "`~/.cache/libraspec/replay_report/`; a rerun resumes). The replay's exactness against the engine: "
+        "`benchmarks/results/replay_check/` (`python benchmarks/replay_check.py`). Per-configuration numbers: "
+        f"`{Path(args.results).relative_to(ROOT) if Path(args.results).is_relative_to(ROOT) else args.results}"
+        "/grids.json`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def takeaways(results) -> list[str]:
+    out = []
+    for drafter, by_profile in results.items():
+        parts = []
+        for key in PROFILE_KEYS:
+            s = by_profile[key]
+            static, lib = best_static(s), s["LibraSpec alpha=2.2"]
+            best = s.get(grids.BEST)
+            gap = f", best schedule {_x(best['speedup'])}" if best else ""
+            parts.append(f"({key}) LibraSpec {_x(lib['speedup'])} vs {static} {_x(s[static]['speedup'])}{gap}")
+        out.append(f"- {drafter}: " + "; ".join(parts) + ".")
+    return out
+
+
+def grid_table(by_profile: dict, args) -> list[str]:
+    tied = {key: grids.ties(by_profile[key]) for key in ("a", "d")}
+    lines = [
+        f"{args.limit * len(SUITES)} prompts x {args.max_new_tokens} tokens, greedy; modeled speedup over AR "
+        "[95% interval] under each profile; tau and mean d under (a).",
+        "",
+        "| configuration | (a) batch 1 | (b) lock-step 8 | (d) steep | tau (a) | mean d (a) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, a in by_profile["a"].items():
+        b, d = by_profile["b"].get(label), by_profile["d"][label]
+        note = f" (same decisions as {tied['a'][label]})" if label in tied["a"] else ""
+        tau = "-" if a["tau"] is None else f"{a['tau']:.2f}"
+        mean_d = "-" if a["mean_d"] is None else f"{a['mean_d']:.1f}"
+        lines.append(f"| {label}{note} | {_ci(a)} | {_ci(b) if b else '-'} | {_ci(d)} | {tau} | {mean_d} |")
+    return lines
+
+
+def measured_table(summary: dict, args) -> list[str]:
+    lines = [
+        f"First {args.measured} prompts of each suite ({args.measured * len(SUITES)} prompts), "
+        f"{args.max_new_tokens} tokens, AR decoded beside each mode on the same prompt; temperature 1 "
+        "uses seed = prompt index. At temperature 0 the replay of the same prompt is compared round by round "
+        "(d, accepted, committed tokens).",
+        "",
+        "| temperature, mode | measured [95%] | modeled from its records [95%] | modeled by replay "
+        "| rounds the replay reproduced |",
+        "|---|---|---|---|---|",
+    ]
+    for label, s in summary.items():
+
+        def ci(value, interval):
+            return _x(value) + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+
+        equal = f"{s['equal_rounds']}/{s['rounds']}" if "rounds" in s else "- (sampled text is not fixed)"
+        lines.append(
+            f"| {label} | {ci(s['measured'], s['measured_interval'])} | {ci(s['modeled'], s['modeled_interval'])} "
+            f"| {_x(s.get('replay_modeled'))} | {equal} |"
+        )
+    return lines
+
+
+def main() -> None:
+    args = arguments()
+    torch.set_num_threads(args.threads)
+    started, load_before, clock_before = time.perf_counter(), load_average(), cpu_clock()
+    pair = load_pair()
+    cache = folder(args, pair)
+    profile = cached_profile(pair, max_tokens=args.lookahead + 2, max_blocks=-(-args.lookahead // pair.n))
+    concurrency = cached_concurrency(pair, batches=(1, 2, 4, LOCKSTEP_B))
+    t0 = profile.ar_token_time()
+    steep = dataclasses.replace(
+        synthetic_profile(t0, t0 / 8, profile.draft_s[0], pair.n, args.lookahead + 2),
+        lookup_s=profile.lookup_s,
+        fit_s=profile.fit_s,
+    )
+    profiles = {"a": profile, "d": steep}
+    traces = traces_for(args, pair, cache)
+    results = grid_results(traces, profiles, concurrency, pair.n)
+    static_d = int(best_static(results["dflash"]["a"]).split("=")[1]) if "dflash" in results else pair.n
+    measured = measured_summary(measured_check(args, pair, cache, static_d))
+    trace_cost = {}
+    for drafter, items in traces.items():
+        per_token = np.mean([t.meta["seconds"] / len(t.output) for _, t in items])
+        ar = np.mean([t.meta["ar_s"] / len(t.output) for _, t in items])
+        trace_cost[drafter] = f"{per_token * 1e3:.1f} ms per token traced against {ar * 1e3:.1f} ms per AR token"
+    meta = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python benchmarks/replay_report.py " + " ".join(sys.argv[1:]),
+        "minutes": (time.perf_counter() - started) / 60,
+        "machine": machine_description().get("cpu", "?"),
+        "load_before": load_before,
+        "load_after": load_average(),
+        "others_share": others_share(clock_before, cpu_clock()),
+        "git": git_state(),
+        "files": model_files(pair, "dflash"),
+        "trace_cost": trace_cost,
+        "versions": versions(),
+    }
+    out = Path(args.results)
+    out.mkdir(parents=True, exist_ok=True)
+    payload = {"meta": meta, "grids": results, "measured": measured, "args": vars(args)}
+    (out / "grids.json").write_text(json.dumps(payload, indent=1, default=float) + "\n")
+    Path(args.out).write_text(render(args, pair, profiles, concurrency, results, measured, meta))
+    print(f"wrote {args.out} in {meta['minutes']:.1f} min", flush=True)
+
+
+if __name__ == "__main__":
+    main()
