@@ -440,6 +440,8 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
         "ddtree-b32",
         "ddtree-libraspec-b16",
         "ddtree-libraspec-b32",
+        "ddtree-marginal-b16",
+        "ddtree-marginal-b32",
     }
     assert all(
         r["output_ids"] == next(a["output_ids"] for a in trees["runs"] if a["mode"] == "ar") for r in trees["runs"]

@@ -107,6 +107,7 @@ def test_mode_colours_are_distinct_and_cover_every_mode():
         "failfast",
         "ddtree",
         "ddtree-libraspec",
+        "ddtree-marginal",
     }
     assert len(set(plots.MODE_COLORS.values())) == len(plots.MODE_COLORS)
 
