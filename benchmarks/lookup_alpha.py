@@ -32,6 +32,7 @@ from libraspec.analysis.replay import replay_greedy  # noqa: E402
 from libraspec.cost import LatencyProfile  # noqa: E402
 from libraspec.drafters import make_drafter  # noqa: E402
 from libraspec.drafters.lookup_corpus import held_apart, sequences  # noqa: E402
+from libraspec.engine import end_ids  # noqa: E402
 from libraspec.experiments.bench import (
     read_prompts,  # noqa: E402
     static_grid,  # noqa: E402
@@ -127,7 +128,8 @@ def main() -> int:
     results = {}
     for label, policy in policies.items():
         runs = [
-            replay_greedy(drafter, policy, prompt, output, args.max_new_tokens, profile) for prompt, output in answers
+            replay_greedy(drafter, policy, prompt, output, args.max_new_tokens, profile, eos_ids=end_ids(pair))
+            for prompt, output in answers
         ]
         rows = per_prompt(runs, None)
         judged = [r for run in runs for r in run if r.chosen_length]

@@ -30,6 +30,7 @@ from lookup_alpha import held_apart_answers, run_answers  # noqa: E402  (benchma
 from libraspec.analysis.replay import replay_greedy  # noqa: E402
 from libraspec.drafters.lookup import SEPARATOR, CorpusIndex, LookupDrafter  # noqa: E402
 from libraspec.drafters.lookup_corpus import corpus_sequences  # noqa: E402
+from libraspec.engine import end_ids  # noqa: E402
 from libraspec.experiments.report import PUBLIC_DATA  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
@@ -90,7 +91,16 @@ def main() -> int:
         for name, answers in sets.items():
             policy = make_policy("libraspec", pair.n, alpha=args.alpha, d_max=args.d_max)
             runs = [
-                replay_greedy(drafter, policy, prompt, output, args.max_new_tokens, profile, lookahead=args.d_max)
+                replay_greedy(
+                    drafter,
+                    policy,
+                    prompt,
+                    output,
+                    args.max_new_tokens,
+                    profile,
+                    lookahead=args.d_max,
+                    eos_ids=end_ids(pair),
+                )
                 for prompt, output in answers
             ]
             row["sets"][name] = regime(runs)

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
 import torch
 
 from .cost import LatencyProfile, chain_prices, chain_round_s, tree_prices, tree_round_s
@@ -94,7 +95,7 @@ class SpeculativeDecoder:
         # called after every rollback with (committed ids, target cache, drafter context): a place to
         # check that the caches equal a rebuild from the committed tokens (tests/decoding.py)
         self.after_fit = None
-        self.eos_ids = frozenset(self.target.eos_token_ids) | frozenset(getattr(pair, "stop_ids", ()))
+        self.eos_ids = end_ids(pair)
 
     @property
     def profile(self) -> LatencyProfile:
@@ -218,6 +219,7 @@ class SpeculativeDecoder:
         # 4. accept the longest valid prefix and take the bonus / correction token
         accepted, bonus, hidden_states = self._verify_chain(state, drafts, draft_probs, sampling, rng)
         committed = self._truncate(drafts[:accepted] + [bonus], room)
+        accepted = min(accepted, len(committed))  # drafts past an EOS were never AR's tokens
         # 5. commit, then roll back every cache to the committed length
         state.ids.extend(committed)
         self._fit_caches(state, hidden_states, L - 1)
@@ -287,6 +289,7 @@ class SpeculativeDecoder:
         # 4. accept a root path (greedy: the target's argmax; sampling: recursive rejection), then the bonus
         path, bonus, hidden_states = self._verify_tree(state, tree, sampling, rng)
         committed = self._truncate([tree.tokens[j] for j in path] + [bonus], room)
+        path = path[: len(committed)]  # nodes past an EOS were never AR's tokens
         # 5. commit, then keep the root and the accepted path in every cache
         state.ids.extend(committed)
         self._fit_caches(state, hidden_states, L - 1, rows=[0] + [1 + j for j in path])
@@ -335,6 +338,10 @@ class SpeculativeDecoder:
         buffer.ensure(depth)
         tree = view.tree(depth)
         child_probs = self._tree_child_probs(state, tree, sampling)
+        under_stop = [False] * len(tree)  # nodes below an EOS node are never committed
+        for j, parent in enumerate(tree.parents):
+            under_stop[j] = parent >= 0 and (under_stop[parent] or tree.tokens[parent] in self.eos_ids)
+        child_probs = child_probs * torch.as_tensor([0.0 if u else 1.0 for u in under_stop], dtype=child_probs.dtype)
         price = tree_prices(profile, buffer, self.drafter.needs_features)
         return tree_oracle(tree, child_probs, rng, price, zero_time=price(0, 0))
 
@@ -361,6 +368,9 @@ class SpeculativeDecoder:
         buffer.ensure(D)
         drafts, probs = buffer.draw(D, rng)  # the same first d drafts as a round that verifies d draws
         prefix = self._accepted_prefix(state, drafts, probs, sampling, rng)
+        stops = [i for i, t in enumerate(drafts) if t in self.eos_ids]
+        if stops:  # drafts past an EOS are never committed
+            prefix = np.minimum(prefix, stops[0] + 1)
         price = chain_prices(profile, buffer, self.drafter.needs_features)
         d_star = oracle_length(prefix, price, zero_time=price(0))
         return d_star, d_star if sampling.greedy else min(int(prefix[-1]) + 1, D)
@@ -510,6 +520,11 @@ class SpeculativeDecoder:
         )
         state.rounds += 1
         return record
+
+
+def end_ids(pair) -> frozenset[int]:
+    """The tokens that end a run: the target's EOS ids and the pair's stop ids."""
+    return frozenset(pair.target.eos_token_ids) | frozenset(getattr(pair, "stop_ids", ()))
 
 
 def _replace(record: RoundRecord, **changes) -> RoundRecord:

@@ -61,7 +61,7 @@ def test_grids_pool_replays_and_the_best_schedule_bounds_them(traces):
     low, high = static["interval"]
     assert low <= static["speedup"] <= high
     ties = grids.ties(summaries)
-    assert "static d=3" not in ties and ties.get("static d=3") != "static d=1"
+    assert summaries["static d=3"]["digest"] != summaries["static d=1"]["digest"] and "static d=3" not in ties
     for label, first in ties.items():  # a tie is the same decisions, so the same modeled time
         assert summaries[label]["speedup"] == pytest.approx(summaries[first]["speedup"], rel=1e-12)
     assert ties, "some settings of this grid make identical decisions (d_max that never binds)"
@@ -76,3 +76,9 @@ def test_lockstep_rows_price_groups(traces):
     alone = replay(traces[1], "static", one, PolicySettings(static_length=3))
     assert rows[1]["modeled_s"] == pytest.approx(alone[-1].cumulative_modeled_s, rel=1e-12)
     assert grids.summarize(rows)["digest"] is None  # lock-step rows record no decisions to compare
+    # each request makes its own rounds in lock-step: tau and mean d count them, not lock-step rounds
+    each = [replay(t, "static", one, PolicySettings(static_length=3)) for t in traces[:2]]
+    assert rows[0]["rounds"] == sum(map(len, each)) and rows[1]["rounds"] == len(alone)
+    assert rows[0]["sum_d"] == sum(r.chosen_length for run in each for r in run)
+    summary = grids.summarize(rows[:1])
+    assert summary["tau"] == pytest.approx(rows[0]["tokens"] / sum(map(len, each)))

@@ -17,7 +17,7 @@ from test_lookup import (
 
 from libraspec.analysis.replay import replay_greedy
 from libraspec.drafters import make_drafter
-from libraspec.engine import DecodeConfig, SpeculativeDecoder
+from libraspec.engine import DecodeConfig, SpeculativeDecoder, end_ids
 from libraspec.modes import POLICY_MODES, make_policy
 
 LAYER = "unit"  # tests/conftest.py
@@ -47,6 +47,7 @@ def test_replay_makes_the_engines_rounds(pair, mode, lookahead):  # noqa: F811
             40,
             PROFILE,
             lookahead=lookahead,
+            eos_ids=end_ids(pair),
         )
         assert len(replayed) == len(engine_rounds)
         for ours, theirs in zip(replayed, engine_rounds):

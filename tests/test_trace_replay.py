@@ -180,6 +180,33 @@ def test_a_trace_round_trips_through_its_file_and_refuses_what_it_lacks(base, tm
         DraftTrace.load(tmp_path / "bad.npz")
 
 
+@pytest.mark.parametrize("drafter", ["dflash", "hybrid"])
+def test_a_text_that_ends_at_an_eos_replays_equal(base, drafter):
+    """A stop token early in the text, drafts that run on past it (a drafter that knows the target's
+    greedy text): the engine counts only the drafts up to the stop as accepted, and the replay of
+    every mode makes the same rounds to the end."""
+    probe = doubles(base)["runner-up"]
+    prompt = prompts(probe, 1)[0]
+    output = generated(run(SpeculativeDecoder(probe, PROFILE), prompt, "ar", None, max_new_tokens=MAX_NEW))
+    stop = output[9]
+    pair = dataclasses.replace(probe, stop_ids=frozenset({stop}))
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter=drafter)
+    output = generated(run(decoder, prompt, "ar", None, max_new_tokens=MAX_NEW))
+    assert output[-1] == stop and len(output) < MAX_NEW
+    trace = record_trace(pair, drafter, prompt, output, MAX_NEW, lookahead=14, top_k=6)
+    settings, _ = SETTINGS.checked(pair.n)
+    past = 0
+    for mode in (m for m in MODES if m != "ar"):
+        config = DecodeConfig(max_new_tokens=MAX_NEW, lookahead=14, annotate_oracle=mode != "oracle")
+        engine = list(decoder.run(prompt, mode, MODES[mode].policy(settings), config))
+        assert generated(engine) == output, mode
+        last = engine[-1]
+        assert last.accepted <= len(last.committed_tokens) and len(last.tree_path or ()) <= len(last.committed_tokens)
+        past += last.chosen_length > len(last.committed_tokens)  # it verified drafts past the stop
+        same_rounds(replay(trace, mode, PROFILE, SETTINGS, lookahead=14), engine, (drafter, mode))
+    assert past  # some last round drafted past the stop
+
+
 def test_lockstep_prices_each_round_as_one_batched_forward(base):
     """One request in lock-step costs what its own replay costs; several cost, per lock-step round,
     the slowest drafting, one forward over the unfinished requests at the longest k and the upkeep."""

@@ -58,9 +58,11 @@ class Lockstep:
 
     seconds: float  # modeled seconds until every request finished
     ar_seconds: float  # the same requests decoded AR in lock-step
-    rounds: int
+    rounds: int  # lock-step rounds (one batched forward each)
     tokens: int  # committed over all requests
     verified_rows: int  # rows verified over all requests (k_b = d_b + 1 per request and round)
+    request_rounds: int  # the requests' own rounds, summed (tau = tokens / request_rounds)
+    sum_d: int  # the requests' chosen lengths d_b, summed over their rounds
 
     @property
     def speedup(self) -> float:
@@ -100,7 +102,7 @@ def lockstep(
         config = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=min(trace.lookahead, 24))
         runs.append(iter(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(checked), config)))
     upkeep = upkeep_s(base, traces[0].needs_features)
-    seconds = rounds = tokens = rows = 0
+    seconds = rounds = tokens = rows = own_rounds = sum_d = 0
     while runs:
         records = [next(run) for run in runs]
         k = max(_rows(r) for r in records)
@@ -109,11 +111,13 @@ def lockstep(
         rounds += 1
         tokens += sum(len(r.committed_tokens) for r in records)
         rows += sum(_rows(r) for r in records)
+        own_rounds += len(records)
+        sum_d += sum(r.chosen_length for r in records)
         runs = [run for run, r in zip(runs, records) if not r.finished]
     longest = max(len(t.output) for t in traces)
     lengths = np.array([len(t.output) for t in traces])
     ar = sum(_at_batch(profiles, int((lengths > g).sum()), 1) for g in range(longest))
-    return Lockstep(float(seconds), float(ar), rounds, tokens, rows)
+    return Lockstep(float(seconds), float(ar), rounds, tokens, rows, own_rounds, sum_d)
 
 
 def _verify_alone(profile: LatencyProfile, record: RoundRecord) -> float:

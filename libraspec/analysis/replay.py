@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -170,10 +171,13 @@ def replay_greedy(
     max_new_tokens: int,
     profile: LatencyProfile,
     lookahead: int | None = None,
+    *,
+    eos_ids: Sequence[int] = (),
 ) -> list[RoundRecord]:
     """The rounds greedy speculative decoding of `prompt` with an ids-only `drafter` (look-up) and a
     policy mode's `policy` runs, given the target's greedy `output` (what AR decoding of at most
-    `max_new_tokens` tokens produced). With `lookahead`, each round with a draft also carries the
+    `max_new_tokens` tokens produced; a shorter output ended at one of `eos_ids`, the tokens that
+    end a run: `engine.end_ids(pair)`). With `lookahead`, each round with a draft also carries the
     oracle length d* over that many drafts, as the engine's annotation computes it."""
     if drafter.needs_features:
         raise ValueError(
@@ -185,15 +189,20 @@ def replay_greedy(
             f"got {len(prompt)} and {len(output)}"
         )
     decoder = ReplayDecoder(
-        drafter, prompt, output, profile, vocab_size=drafter.vocab_size, max_new_tokens=max_new_tokens
+        drafter,
+        prompt,
+        output,
+        profile,
+        vocab_size=drafter.vocab_size,
+        eos_ids=eos_ids,
+        max_new_tokens=max_new_tokens,
     )
-    if decoder.ends_text:  # AR stopped before the budget: the last token ended the text
-        decoder.eos_ids = frozenset([output[-1]])
-    config = DecodeConfig(
-        max_new_tokens=len(output) if not decoder.ends_text else max_new_tokens,
-        lookahead=lookahead or 24,
-        annotate_oracle=bool(lookahead),
-    )
+    if len(output) < max_new_tokens and (not output or output[-1] not in decoder.eos_ids):
+        raise ValueError(
+            f"the output has {len(output)} < max_new_tokens = {max_new_tokens} tokens and does not end at one "
+            f"of eos_ids {sorted(decoder.eos_ids)}: pass the ids that ended it"
+        )
+    config = DecodeConfig(max_new_tokens=max_new_tokens, lookahead=lookahead or 24, annotate_oracle=bool(lookahead))
     return list(decoder.run(prompt, policy.name, policy, config))
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from ..drafters import DraftBuffer, make_drafter
+from ..engine import end_ids
 from ..files import atomic_write
 from ..verify import SamplingConfig
 
@@ -228,7 +229,7 @@ def iter_trace(
         discarded.append(tuple(buffer.discarded))
         busy += time.perf_counter() - step_start
         yield g + 1
-    eos = frozenset(target.eos_token_ids) | frozenset(getattr(pair, "stop_ids", ()))
+    eos = end_ids(pair)
     info = {"pair": getattr(pair, "name", "?"), "device": str(target.device)}
     info.update(meta or {})
     info.update(features_s=round(features_s, 4), seconds=round(busy, 4))

@@ -144,8 +144,8 @@ def lockstep_rows(
                 "modeled_s": result.seconds,
                 "ar_tokens": tokens,
                 "ar_modeled_s": result.ar_seconds,
-                "rounds": result.rounds,
-                "sum_d": result.verified_rows - result.rounds * len(group),  # approximate: rows beyond 1
+                "rounds": result.request_rounds,
+                "sum_d": result.sum_d,
                 "digest": "",
             }
         )
