@@ -11,9 +11,9 @@
 2. Grids (`experiments.grids`): every static length 1..2n and 24, LibraSpec over alpha (and
    automatic) and over d_max, G4, both FailFasts, the per-round oracle, the best schedule in
    hindsight and (block diffusion) trees at node budgets 16/32/64, replayed under three latency
-   profiles: (a) this machine at batch 1, measured; (b) 8 requests in lock-step, forwards
-   measured at batch 8; (d) a synthetic steep profile (a verified token costs 1/8 of an AR step).
-   Modeled, never timed.
+   profiles: (a) this machine at batch 1, measured; (b) groups of 8 requests of a suite in
+   lock-step (all of a suite's when --limit is smaller), forwards measured at that batch; (d) a
+   synthetic steep profile (a verified token costs 1/8 of an AR step). Modeled, never timed.
 3. Measured check: the first --measured prompts of each suite decoded for real with the block
    drafter (AR, the best static length of grid (a), LibraSpec, the oracle) at temperature 0 and 1;
    measured against modeled speedup with intervals, and at temperature 0 the share of rounds the
@@ -70,7 +70,7 @@ PROFILE_KEYS = ("a", "b", "d")
 def arguments():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=16, help="prompts per suite in the grids")
-    parser.add_argument("--measured", type=int, default=8, help="prompts per suite decoded for the measured check")
+    parser.add_argument("--measured", type=int, default=4, help="prompts per suite decoded for the measured check")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--lookahead", type=int, default=63, help="drafts traced per position (d_max up to 60)")
     parser.add_argument("--drafters", default=",".join(DRAFTERS))
@@ -118,8 +118,13 @@ def traces_for(args, pair, cache: Path) -> dict[str, list[tuple[str, DraftTrace]
     return out
 
 
-def grid_results(traces, profiles, concurrency, n: int) -> dict:
-    """drafter -> profile key -> label -> summary (plus each config's mode)."""
+def group_size(args) -> int:
+    """Requests per lock-step group: LOCKSTEP_B, or a whole suite when --limit is smaller."""
+    return min(args.limit, LOCKSTEP_B)
+
+
+def grid_results(traces, profiles, concurrency, n: int, B: int) -> dict:
+    """drafter -> profile key -> label -> summary (plus each config's mode); lock-step groups of B."""
     results = {}
     for drafter, items in traces.items():
         strata = [suite for suite, _ in items]
@@ -127,7 +132,7 @@ def grid_results(traces, profiles, concurrency, n: int) -> dict:
         groups = []
         for suite in dict.fromkeys(strata):
             mine = [t for s, t in items if s == suite]
-            groups += [mine[k : k + LOCKSTEP_B] for k in range(0, len(mine), LOCKSTEP_B)]
+            groups += [mine[k : k + B] for k in range(0, len(mine), B)]
         configs = grids.chain_grid(n) + (grids.tree_grid() if drafter == "dflash" else [])
         results[drafter] = {key: {} for key in PROFILE_KEYS}
         for config in configs:
@@ -225,10 +230,12 @@ def _ci(summary: dict) -> str:
 
 
 def render(args, pair, profiles, concurrency, results, measured, meta) -> str:
-    n = pair.n
+    n, B = pair.n, group_size(args)
     words = {
         "a": describe(profiles["a"]),
-        "b": describe(concurrency[LOCKSTEP_B]),
+        "b": describe(concurrency[B])
+        if B in concurrency
+        else f"{B} requests in lock-step (forwards interpolated between batch sizes {sorted(concurrency)})",
         "d": describe(profiles["d"]),
     }
     lines = [
@@ -257,7 +264,7 @@ def render(args, pair, profiles, concurrency, results, measured, meta) -> str:
         f"prompts of each ({args.limit * len(SUITES)} prompts), {args.max_new_tokens} greedy tokens each; "
         f"traces {args.lookahead} drafts deep, block-diffusion traces {TREE_TOP_K} candidates wide.",
         f"- Profiles: (a) {words['a']}; (b) {words['b']}: requests of a suite replayed in groups of "
-        f"{LOCKSTEP_B} in lock-step, each choosing its own length (intervals over the groups); "
+        f"{B} in lock-step, each choosing its own length (intervals over the groups); "
         f"(d) {words['d']}. Forwards beyond the measured token counts continue the last measured segment.",
         "- Trace cost: " + "; ".join(f"{d} {meta['trace_cost'][d]}" for d in meta["trace_cost"]) + ".",
         "",
@@ -288,7 +295,7 @@ def render(args, pair, profiles, concurrency, results, measured, meta) -> str:
     lines += ["", *takeaways(results), ""]
     for drafter, by_profile in results.items():
         lines += [f"## Grid: {drafter} drafter", ""]
-        lines += grid_table(by_profile, args)
+        lines += grid_table(by_profile, args, B)
         lines.append("")
     lines += ["## Measured check (block-diffusion drafter)", ""]
     lines += measured_table(measured, args)
@@ -320,13 +327,13 @@ def takeaways(results) -> list[str]:
     return out
 
 
-def grid_table(by_profile: dict, args) -> list[str]:
+def grid_table(by_profile: dict, args, B: int) -> list[str]:
     tied = {key: grids.ties(by_profile[key]) for key in ("a", "d")}
     lines = [
         f"{args.limit * len(SUITES)} prompts x {args.max_new_tokens} tokens, greedy; modeled speedup over AR "
         "[95% interval] under each profile; tau and mean d under (a).",
         "",
-        "| configuration | (a) batch 1 | (b) lock-step 8 | (d) steep | tau (a) | mean d (a) |",
+        f"| configuration | (a) batch 1 | (b) lock-step {B} | (d) steep | tau (a) | mean d (a) |",
         "|---|---|---|---|---|---|",
     ]
     for label, a in by_profile["a"].items():
@@ -378,7 +385,7 @@ def main() -> None:
     )
     profiles = {"a": profile, "d": steep}
     traces = traces_for(args, pair, cache)
-    results = grid_results(traces, profiles, concurrency, pair.n)
+    results = grid_results(traces, profiles, concurrency, pair.n, group_size(args))
     static_d = int(best_static(results["dflash"]["a"]).split("=")[1]) if "dflash" in results else pair.n
     measured = measured_summary(measured_check(args, pair, cache, static_d))
     trace_cost = {}

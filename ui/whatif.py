@@ -16,7 +16,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator
 
-from libraspec.analysis.regimes import synthetic_profile
+from libraspec.analysis.regimes import describe, synthetic_profile
 from libraspec.analysis.trace import DraftTrace, iter_trace
 from libraspec.analysis.whatif import Planner
 from libraspec.cost import LatencyProfile
@@ -107,11 +107,17 @@ class WhatIf:
         with self._lock:
             return self._traces.get((run.run_id, drafter))
 
-    def profile(self, choice: str, t0_ms: float = 20.0, per_token_ms: float = 2.0, draft_ms: float = 5.0):
-        """The latency profile a choice of `profile_choices` names (lock-step profiles are measured
-        once per machine and pair, cached on disk, under the model lock)."""
+    def profile(
+        self, choice: str, t0_ms: float = 20.0, per_token_ms: float = 2.0, draft_ms: float = 5.0, measure: bool = True
+    ) -> LatencyProfile:
+        """The latency profile a choice of `profile_choices` names. Lock-step profiles are measured
+        once per machine and pair (cached on disk) as the active run under the model lock, and only
+        when `measure` (a queued event): without it, a profile not measured yet is a ValueError."""
         if choice == BATCH_1:
-            return self.session.profile()
+            profile = self.session.profile()
+            if profile is None:
+                raise ValueError("this machine's profile is not measured yet: run a race first")
+            return profile
         if choice == SYNTHETIC:
             values = (t0_ms, per_token_ms, draft_ms)
             if not all(isinstance(v, (int, float)) and 0 <= v <= 10_000 for v in values) or t0_ms <= 0:
@@ -123,18 +129,45 @@ class WhatIf:
             return LatencyProfile.from_dict(profile.to_dict() | {"meta": profile.meta | {"file": stored[choice].name}})
         for B in BATCHES:
             if choice == lockstep_choice(B):
-                if self._concurrency is None:
+                with self._lock:
+                    measured = self._concurrency
+                if measured is None:
+                    if not measure:
+                        raise ValueError(
+                            "the lock-step profiles are measured once on this machine (a minute or two): "
+                            "press Replay to measure them"
+                        )
 
-                    def measure():
+                    def measurement():
                         yield cached_concurrency(self.session.pair, batches=(1,) + BATCHES)
 
-                    self._concurrency = next(iter(self.session.exclusive(measure())))
-                return self._concurrency[B]
+                    measured = next(iter(self.session.exclusive(measurement())), None)
+                    if measured is None:
+                        raise ValueError("measuring the lock-step profiles was interrupted by another run; try again")
+                    with self._lock:
+                        self._concurrency = measured
+                return measured[B]
         raise ValueError(f"unknown profile {choice!r}; choose one of {', '.join(profile_choices())}")
 
     def planner(self, trace: DraftTrace, profile: LatencyProfile) -> Planner:
-        """The planner of a trace under a profile, kept so that moving a slider replays LibraSpec only."""
-        key = (id(trace), tuple(profile.verify_s), tuple(profile.draft_s), profile.lookup_s, profile.fit_s)
+        """The planner of a trace under a profile, kept so that moving a slider replays LibraSpec only.
+        The key is everything a plan reads of the profile: its description and every price."""
+        if profile.n != trace.n:
+            raise ValueError(
+                f"the profile {describe(profile)} prices drafting passes of n = {profile.n} drafts; this "
+                f"race's drafter drafts n = {trace.n}: choose another profile"
+            )
+        key = (
+            id(trace),
+            describe(profile),
+            profile.n,
+            tuple(profile.verify_s),
+            tuple(profile.draft_s),
+            tuple(profile.tree_rows),
+            tuple(profile.tree_verify_s),
+            profile.lookup_s,
+            profile.fit_s,
+        )
         with self._lock:
             planner = self._planners.get(key)
             if planner is None or planner.trace is not trace:

@@ -140,13 +140,16 @@ class WhatIfTab:
             trace = self.whatif.kept(*key, client_key(request))
             if trace is None:  # no longer kept: recording again needs the model queue
                 return status_html("The replay was dropped to make room: press Replay again."), *([gr.skip()] * 3)
-            return self._plan(trace, *knobs)
+            return self._plan(trace, *knobs, measure=False)
         except (ValueError, OSError) as error:
             raise gr.Error(str(error)) from error
 
-    def _plan(self, trace, alpha, d_max, static, profile_choice, t0, per_token, draft, recorded=None):
+    def _plan(self, trace, alpha, d_max, static, profile_choice, t0, per_token, draft, recorded=None, measure=True):
+        """Plan and draw. A slider's re-plan (unqueued: it must not wait behind a race) never takes
+        the model for a measurement (`measure` False); Replay, queued, may."""
         start, cpu = time.perf_counter(), time.thread_time()
-        profile = self.whatif.profile(profile_choice, float(t0 or 0), float(per_token or 0), float(draft or 0))
+        costs = (float(t0 or 0), float(per_token or 0), float(draft or 0))
+        profile = self.whatif.profile(profile_choice, *costs, measure=measure)
         planner = self.whatif.planner(trace, profile)
         settings = PolicySettings(alpha=float(alpha), d_max=int(d_max), static_length=int(static))
         plan = planner.plan(settings)
