@@ -44,6 +44,7 @@ def test_full_grid_with_finite_values(decoder):
         [7, 12],
         DecodeConfig(max_new_tokens=10),
         progress=lambda done, total, label: calls.append((done, total)),
+        decode=None,  # every cell decoded
     )
     assert list(frame.columns) == COLUMNS and len(frame) == 4 and not frame.attrs["cancelled"]
     assert set(zip(frame["alpha"], frame["d_max"])) == {("2", 7), ("2", 12), ("auto", 7), ("auto", 12)}
@@ -55,7 +56,30 @@ def test_full_grid_with_finite_values(decoder):
     assert calls == [(k, 2 * (1 + 4)) for k in range(1, 11)]
     mad = frame["mad_vs_oracle"].to_numpy()
     assert best_cell(frame, "mad_vs_oracle") == (int(np.argmin(mad)) if (mad == mad.min()).sum() == 1 else None)
-    assert (frame["noise_s"] >= 0).all()
+    assert (frame["noise_s"] >= 0).all() and set(frame["check"]) == {"decoded"}
+
+
+def test_a_greedy_sweep_replays_its_grid_then_decodes_the_best_cells():
+    """The replayed grid equals decoding every cell (float64: no near-ties), and the best cells by
+    modeled speedup, one per set of identical decisions, are decoded for real as a check."""
+    decoder = SpeculativeDecoder(tiny_pair("llama", seed=3, dtype=torch.float64), PROFILE)
+    grid, config = ("1, 2.2, 8, auto", [7, 10, 14]), DecodeConfig(max_new_tokens=16)
+    full = run_sweep(decoder, PROMPTS, *grid, config, decode=None)
+    calls = []
+    quick = run_sweep(decoder, PROMPTS, *grid, config, lambda done, total, label: calls.append((done, total)), decode=2)
+    assert list(quick.columns) == COLUMNS and len(quick) == len(full) == 12
+    for column in ("tokens", "rounds", "decisions", "alpha_used"):
+        assert quick[column].tolist() == full[column].tolist(), column
+    for column in ("tau", "mean_d", "modeled_s", "speedup_modeled", "mad_vs_oracle"):
+        np.testing.assert_allclose(quick[column].astype(float), full[column].astype(float), rtol=1e-9, err_msg=column)
+    decoded = quick[quick["check"] != "replay"]
+    assert decoded["check"].tolist() == ["decoded: same decisions as its replay"] * 2
+    assert decoded["decisions"].nunique() == 2 and np.isfinite(decoded["speedup_measured"].astype(float)).all()
+    replayed = quick[quick["check"] == "replay"]
+    assert replayed["speedup_measured"].isna().all() and replayed["wall_s"].isna().all()
+    firsts = quick.sort_values("speedup_modeled", ascending=False, kind="stable").drop_duplicates("decisions")
+    assert set(decoded.index) == set(firsts.index[:2])  # the two best distinct decisions
+    assert calls[-1] == (2 * (1 + 2), 2 * (1 + 2))  # AR and two cells per prompt decoded, nothing else
 
 
 def test_cancel_stops_between_runs(decoder):
@@ -66,8 +90,19 @@ def test_cancel_stops_between_runs(decoder):
         if done == 3:  # two AR runs and the first cell's first prompt
             cancel.set()
 
-    frame = run_sweep(decoder, PROMPTS, [2.2], [7, 12], DecodeConfig(max_new_tokens=6), progress, cancel)
+    frame = run_sweep(decoder, PROMPTS, [2.2], [7, 12], DecodeConfig(max_new_tokens=6), progress, cancel, None)
     assert calls == [1, 2, 3] and frame.attrs["cancelled"] and frame.empty
+    # a replayed sweep stops while it records the traces, before any cell
+    cancel.clear()
+    labels = []
+
+    def tracing(done, total, label):
+        labels.append(label)
+        if label.startswith("recording"):
+            cancel.set()
+
+    frame = run_sweep(decoder, PROMPTS, [2.2], [7, 12], DecodeConfig(max_new_tokens=6), tracing, cancel)
+    assert frame.attrs["cancelled"] and frame.empty and labels[-1].startswith("recording")
     cancel.set()
     assert run_sweep(decoder, PROMPTS, [2.2], [7], DecodeConfig(max_new_tokens=6), cancel=cancel).attrs["cancelled"]
 

@@ -1,8 +1,11 @@
 """alpha x d_max sweep of LibraSpec, and `python -m libraspec sweep`.
 
-Every cell (alpha, d_max) decodes every prompt in LibraSpec mode with the untimed oracle
-annotation (d* over 1..d_max); AR decodes each prompt once for the
-measured speedup. alpha may be "auto": `autoalpha.AutoAlphaLibraSpecPolicy`, which sets
+AR decodes each prompt once. Greedy, the grid comes from replay: what the drafter proposes from
+every position of each AR text is recorded once (`analysis.trace`), every cell (alpha, d_max) is
+replayed from it in LibraSpec mode with the oracle annotation (d* over 1..d_max; modeled only,
+seconds for the whole grid), and the few best cells by modeled speedup are then decoded for
+real as a check (measured speedup, and whether their decisions equal the replay's). Sampling,
+every cell decodes every prompt. alpha may be "auto": `autoalpha.AutoAlphaLibraSpecPolicy`, which sets
 alpha = T^verify / (tau * c) from the latency profile and the running tau (section 3.4).
 
 Per cell, totals over prompts (docs/ARCHITECTURE.md, "What is timed"; as in `records.summarize`):
@@ -26,6 +29,8 @@ from typing import Callable, Iterator, Sequence
 
 import pandas as pd
 
+from ..analysis.replay import ReplayDecoder
+from ..analysis.trace import DraftTrace, iter_trace
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..records import NOISE_Z, RoundRecord, summarize, timing_noise_s
 from .driver import AUTO, Cancelled, Job, alpha_label, decode_grid, libraspec_policy, parse_alphas
@@ -48,7 +53,9 @@ COLUMNS = [
     "speedup_modeled",
     "mad_vs_oracle",
     "decisions",
+    "check",  # "replay" (modeled only), "decoded..." (measured too)
 ]
+DECODED_CELLS = 3  # the best cells of a replayed grid decoded for real
 
 
 def parse_d_maxes(text: str | Sequence) -> tuple[int, ...]:
@@ -109,32 +116,8 @@ def _cell_config(configs: list[DecodeConfig], d_max: int, index: int) -> DecodeC
     return dataclasses.replace(configs[index], lookahead=d_max, annotate_oracle=True)
 
 
-def iter_sweep(
-    decoder: SpeculativeDecoder,
-    prompts_ids: Sequence[Sequence[int]],
-    alphas,
-    d_maxes,
-    config: DecodeConfig,
-    cancel: threading.Event | None = None,
-) -> Iterator[SweepEvent]:
-    """Run the sweep, yielding a `SweepEvent` after every decoding run.
-
-    AR runs first (once per prompt), then the cells row by row (alpha outer, d_max
-    inner), each over every prompt (`driver.decode_grid`, one job per cell); prompt i
-    uses seed config.seed + i. `cancel` is checked before every run: once set, the last
-    event carries cancelled=True and the cells finished so far.
-    """
-    alphas, d_maxes = parse_alphas(alphas), parse_d_maxes(d_maxes)
-    prompts_ids = [list(p) for p in prompts_ids]
-    if not prompts_ids:
-        raise ValueError("no prompts to sweep")
-    n = decoder.n
-    if min(d_maxes) < n:
-        raise ValueError(f"LibraSpec needs d_max >= n = {n}; got d_max values {list(d_maxes)}")
-    configs = [dataclasses.replace(config, seed=config.seed + i) for i in range(len(prompts_ids))]
-    cells = {f"alpha = {alpha_label(alpha)}, d_max = {d_max}": (alpha, d_max) for alpha in alphas for d_max in d_maxes}
-    jobs = [Job("AR", "ar", None, configs.__getitem__)]
-    jobs += [
+def _cell_jobs(decoder, configs, cells: dict) -> list[Job]:
+    return [
         Job(
             label,
             "libraspec",
@@ -143,26 +126,135 @@ def iter_sweep(
         )
         for label, (alpha, d_max) in cells.items()
     ]
+
+
+def iter_sweep(
+    decoder: SpeculativeDecoder,
+    prompts_ids: Sequence[Sequence[int]],
+    alphas,
+    d_maxes,
+    config: DecodeConfig,
+    cancel: threading.Event | None = None,
+    decode: int | None = DECODED_CELLS,
+) -> Iterator[SweepEvent]:
+    """Run the sweep, yielding a `SweepEvent` after every decoding run (and every few traced positions).
+
+    AR runs first (once per prompt; prompt i uses seed config.seed + i). Greedy with `decode` set:
+    a draft trace of each AR text (`analysis.trace`), every cell replayed from the traces (modeled
+    columns and the oracle's d*; measured columns NaN, `check` "replay"), then the `decode` cells
+    of highest modeled speedup, one per set of identical decisions, decoded for real (`check` says
+    whether their decisions equal their replay's). Sampling, or `decode` None: every cell decoded
+    (alpha outer, d_max inner, `driver.decode_grid`). `cancel` is checked before every run: once
+    set, the last event carries cancelled=True and the cells finished so far.
+    """
+    alphas, d_maxes = parse_alphas(alphas), parse_d_maxes(d_maxes)
+    prompts_ids = [list(p) for p in prompts_ids]
+    if not prompts_ids:
+        raise ValueError("no prompts to sweep")
+    n = decoder.n
+    if min(d_maxes) < n:
+        raise ValueError(f"LibraSpec needs d_max >= n = {n}; got d_max values {list(d_maxes)}")
+    if decode is not None and decode < 0:
+        raise ValueError(f"cells to decode must be >= 0, got {decode}")
+    configs = [dataclasses.replace(config, seed=config.seed + i) for i in range(len(prompts_ids))]
+    cells = {f"alpha = {alpha_label(alpha)}, d_max = {d_max}": (alpha, d_max) for alpha in alphas for d_max in d_maxes}
+    replayed = decode is not None and config.sampling.greedy
+    jobs = [Job("AR", "ar", None, configs.__getitem__)]
+    if not replayed:
+        jobs += _cell_jobs(decoder, configs, cells)
+    total = len(prompts_ids) * (1 + (min(decode, len(cells)) if replayed else len(cells)))
     ar: list[RoundRecord] = []
     runs: list[list[RoundRecord]] = []
     rows: list[dict] = []
+    done = 0
     for event in decode_grid(decoder, prompts_ids, jobs, outer="jobs", cancel=cancel):
         if isinstance(event, Cancelled):
-            yield SweepEvent(event.done, event.total, "cancelled", pd.DataFrame(rows, columns=COLUMNS), True)
+            yield SweepEvent(done, total, "cancelled", pd.DataFrame(rows, columns=COLUMNS), True)
             return
+        done += 1
         if event.mode == "ar":
             ar += event.records
         else:
             runs.append(event.records)
             if event.index == len(prompts_ids) - 1:
-                rows.append(_cell_row(*cells[event.label], runs, ar))
+                rows.append(_cell_row(*cells[event.label], runs, ar) | {"check": "decoded"})
                 runs = []
         yield SweepEvent(
-            event.done,
-            event.total,
+            done,
+            total,
             f"{event.label}, prompt {event.index + 1}/{len(prompts_ids)}",
             pd.DataFrame(rows, columns=COLUMNS),
         )
+    if not replayed:
+        return
+    # traces of the AR texts, then every cell replayed (modeled, in seconds)
+    texts = _texts(ar, len(prompts_ids))
+    traces = []
+    for i, (ids, output) in enumerate(zip(prompts_ids, texts)):
+        steps = iter_trace(decoder.pair, decoder.drafter.name, ids, output, config.max_new_tokens, max(d_maxes))
+        for item in steps:
+            if cancel is not None and cancel.is_set():
+                yield SweepEvent(done, total, "cancelled", pd.DataFrame(rows, columns=COLUMNS), True)
+                return
+            if isinstance(item, DraftTrace):
+                traces.append(item)
+            elif item % 8 == 0 or item == len(output):
+                label = f"recording the drafter's proposals, prompt {i + 1}/{len(prompts_ids)}: {item}/{len(output)}"
+                yield SweepEvent(done, total, label, pd.DataFrame(rows, columns=COLUMNS))
+    replays = {}
+    for label, (alpha, d_max) in cells.items():
+        runs = [_replay_cell(decoder, trace, alpha, d_max, configs[i]) for i, trace in enumerate(traces)]
+        replays[label] = runs
+        rows.append(_cell_row(alpha, d_max, runs, ar) | {"check": "replay"})
+    yield SweepEvent(done, total, "every cell replayed (modeled)", pd.DataFrame(rows, columns=COLUMNS))
+    # the best cells by modeled speedup, one per set of identical decisions, decoded for real
+    order = sorted(range(len(rows)), key=lambda k: -rows[k]["speedup_modeled"])
+    chosen, seen = [], set()
+    for k in order:
+        if rows[k]["decisions"] not in seen and len(chosen) < decode:
+            seen.add(rows[k]["decisions"])
+            chosen.append(k)
+    labels = list(cells)
+    picked = {labels[k]: cells[labels[k]] for k in chosen}
+    for event in decode_grid(decoder, prompts_ids, _cell_jobs(decoder, configs, picked), outer="jobs", cancel=cancel):
+        if isinstance(event, Cancelled):
+            yield SweepEvent(done, total, "cancelled", pd.DataFrame(rows, columns=COLUMNS), True)
+            return
+        done += 1
+        if event.index == 0:
+            runs = []
+        runs.append(event.records)
+        if event.index == len(prompts_ids) - 1:
+            k = labels.index(event.label)
+            same = decisions_digest(runs) == rows[k]["decisions"]
+            check = "decoded: same decisions as its replay" if same else "decoded: decisions differ from its replay"
+            rows[k] = _cell_row(*cells[event.label], runs, ar) | {"check": check}
+        yield SweepEvent(
+            done,
+            total,
+            f"decoding a best cell for real: {event.label}, prompt {event.index + 1}/{len(prompts_ids)}",
+            pd.DataFrame(rows, columns=COLUMNS),
+        )
+
+
+def _texts(ar: list[RoundRecord], prompts: int) -> list[list[int]]:
+    """The AR text of each prompt (AR's records, prompt after prompt, each ending with a finished round)."""
+    texts, current = [], []
+    for record in ar:
+        current += record.committed_tokens
+        if record.finished:
+            texts.append(current)
+            current = []
+    if len(texts) != prompts:
+        raise ValueError(f"expected {prompts} AR texts, found {len(texts)}")
+    return texts
+
+
+def _replay_cell(decoder, trace: DraftTrace, alpha, d_max: int, config: DecodeConfig) -> list[RoundRecord]:
+    """A cell's rounds on one prompt, replayed from its trace as the engine would decode them."""
+    replayer = ReplayDecoder.from_trace(trace, decoder.profile)
+    cell = dataclasses.replace(config, lookahead=d_max, annotate_oracle=True)
+    return list(replayer.run(list(trace.prompt), "libraspec", libraspec_policy(alpha, d_max, decoder), cell))
 
 
 def run_sweep(
@@ -173,6 +265,7 @@ def run_sweep(
     config: DecodeConfig,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
+    decode: int | None = DECODED_CELLS,
 ) -> pd.DataFrame:
     """The whole sweep as one DataFrame (COLUMNS, one row per finished cell).
 
@@ -180,7 +273,7 @@ def run_sweep(
     the next run; the frame then holds the finished cells and attrs["cancelled"] is True.
     """
     frame, cancelled = pd.DataFrame(columns=COLUMNS), False
-    for ev in iter_sweep(decoder, prompts_ids, alphas, d_maxes, config, cancel):
+    for ev in iter_sweep(decoder, prompts_ids, alphas, d_maxes, config, cancel, decode):
         frame, cancelled = ev.frame, ev.cancelled
         if progress is not None and not ev.cancelled:
             progress(ev.done, ev.total, ev.label)
@@ -239,6 +332,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--seed", type=int, default=0, help="prompt i uses seed + i")
     parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
+    parser.add_argument(
+        "--decode",
+        default=str(DECODED_CELLS),
+        help="greedy: cells decoded for real after the grid is replayed (the best by modeled speedup), or 'all'",
+    )
     parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
     parser.add_argument("--out", required=True, help="OUT.csv, one row per (alpha, d_max) cell")
@@ -271,7 +369,7 @@ def run(args) -> int:
     )
     decoder = SpeculativeDecoder(pair, profile, drafter=args.drafter)
     bar = tqdm(
-        total=len(prompts) * (1 + len(alphas) * len(d_maxes)),
+        total=None,
         desc="sweep",
         unit="run",
         file=sys.stderr,
@@ -279,10 +377,14 @@ def run(args) -> int:
     )
 
     def progress(done: int, total: int, label: str) -> None:
+        bar.total = total
         bar.set_postfix_str(label, refresh=False)
         bar.update(done - bar.n)
 
-    frame = run_sweep(decoder, [pair.encode_prompt(p) for p in prompts], alphas, d_maxes, config, progress)
+    decode = None if args.decode == "all" else int(args.decode)
+    frame = run_sweep(
+        decoder, [pair.encode_prompt(p) for p in prompts], alphas, d_maxes, config, progress, None, decode
+    )
     bar.close()
     atomic_write_text(args.out, frame.to_csv(index=False))
     return 0
