@@ -197,7 +197,7 @@ def test_sweep_figure_marks_the_best_cells():
         "best tau": ("24", "1.6"),
         "best mad_vs_oracle": ("24", "1.6"),
     }  # no noise known: no measured winner claimed
-    assert "within timing noise): measured speedup (x)" in fig.layout.title.text
+    assert "within timing noise): measured speedup (x), decoded cells" in fig.layout.title.text
     timed = frame.assign(wall_s=10.0, noise_s=[0.1, 0.1, 0.1, 0.1])  # 1% noise: 1.4 leads 1.1 beyond it
     best = {t.name: (t.x[0], t.y[0]) for t in tuning_plots.sweep_figure(timed).data if t.type == "scatter"}
     assert best["best speedup_measured"] == ("16", "auto")

@@ -566,7 +566,7 @@ class Session:
             used = decoder.drafter.name
             iterator = iter_sweep(decoder, ids, grid_alphas, grid_d, config, cancel)
             for event in self._steps(iterator):
-                state = "Cancelled" if event.cancelled else "Finished" if event.done == event.total else "Running"
+                state = "Cancelled" if event.cancelled else "Finished" if event.finished else "Running"
                 yield (
                     (
                         f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}, drafting with "

@@ -1,7 +1,8 @@
 """Sweep tab: LibraSpec over an alpha x d_max grid on a prompt set (layout and wiring only).
 
-`Session.sweep` runs `libraspec.experiments.sweep.iter_sweep` (LibraSpec with the oracle annotation per
-cell, AR once per prompt, alpha "auto" = `AutoAlphaLibraSpecPolicy`); this tab streams
+`Session.sweep` runs `libraspec.experiments.sweep.iter_sweep` (AR once per prompt, the grid replayed from
+draft traces with the oracle annotation, the best cells decoded for real, alpha "auto" =
+`AutoAlphaLibraSpecPolicy`); this tab streams
 its progress, draws `tuning_plots.sweep_figure` and offers the table as CSV. A Cancel button
 stops the sweep of the same page (`Session.cancel_sweep`, keyed by the page's gradio session)
 before its next run. Paper symbols: alpha, d_max, d*, tau.
@@ -76,8 +77,12 @@ class SweepTab:
             gr.Markdown(
                 "LibraSpec over a grid of alpha x d_max values (alpha = auto sets "
                 "alpha = T_verify / (tau c) online from the latency profile and the running tau, "
-                "section 3.4). Each cell decodes every prompt with the oracle annotation "
-                "(d* per round, untimed); AR decodes each prompt once for the measured speedup."
+                "section 3.4). AR decodes each prompt once; what the drafter proposes from every "
+                "position of that text is recorded once, and every cell is **replayed** from it in "
+                "seconds (*modeled*: priced by this machine's latency profile, with the oracle's d* per "
+                "round). The best cells by modeled speedup are then **decoded for real** as a check "
+                "(*measured*: timed here; the table's `check` column says which cells were and whether "
+                "their decisions equal the replay's). Cells with identical decisions are one tie."
             )
             with gr.Row():
                 self.alphas = gr.Textbox(
@@ -148,7 +153,7 @@ class SweepTab:
                     yield status_html(message), gr.skip(), gr.skip(), gr.skip()
                     continue
                 axes = axes or ([alpha_label(a) for a in parse_alphas(alphas)], list(parse_d_maxes(d_maxes)))
-                last = event.cancelled or event.done == event.total
+                last = event.cancelled or event.finished
                 if last or time.monotonic() - shown >= FIGURE_INTERVAL_S:
                     shown = time.monotonic()
                     figure = tuning_plots.sweep_figure(event.frame, *axes)

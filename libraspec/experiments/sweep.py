@@ -79,6 +79,7 @@ class SweepEvent:
     label: str
     frame: pd.DataFrame  # COLUMNS, one row per finished cell
     cancelled: bool = False
+    finished: bool = False  # the last event of a sweep that ran to its end
 
 
 def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRecord]) -> dict:
@@ -201,12 +202,9 @@ def iter_sweep(
             elif item % 8 == 0 or item == len(output):
                 label = f"recording the drafter's proposals, prompt {i + 1}/{len(prompts_ids)}: {item}/{len(output)}"
                 yield SweepEvent(done, total, label, pd.DataFrame(rows, columns=COLUMNS))
-    replays = {}
-    for label, (alpha, d_max) in cells.items():
+    for alpha, d_max in cells.values():
         runs = [_replay_cell(decoder, trace, alpha, d_max, configs[i]) for i, trace in enumerate(traces)]
-        replays[label] = runs
         rows.append(_cell_row(alpha, d_max, runs, ar) | {"check": "replay"})
-    yield SweepEvent(done, total, "every cell replayed (modeled)", pd.DataFrame(rows, columns=COLUMNS))
     # the best cells by modeled speedup, one per set of identical decisions, decoded for real
     order = sorted(range(len(rows)), key=lambda k: -rows[k]["speedup_modeled"])
     chosen, seen = [], set()
@@ -214,6 +212,9 @@ def iter_sweep(
         if rows[k]["decisions"] not in seen and len(chosen) < decode:
             seen.add(rows[k]["decisions"])
             chosen.append(k)
+    total = len(prompts_ids) * (1 + len(chosen))  # fewer when fewer cells decided differently
+    label = "every cell replayed (modeled)"
+    yield SweepEvent(done, total, label, pd.DataFrame(rows, columns=COLUMNS), finished=not chosen)
     labels = list(cells)
     picked = {labels[k]: cells[labels[k]] for k in chosen}
     for event in decode_grid(decoder, prompts_ids, _cell_jobs(decoder, configs, picked), outer="jobs", cancel=cancel):
@@ -234,6 +235,7 @@ def iter_sweep(
             total,
             f"decoding a best cell for real: {event.label}, prompt {event.index + 1}/{len(prompts_ids)}",
             pd.DataFrame(rows, columns=COLUMNS),
+            finished=done == total,
         )
 
 

@@ -20,7 +20,7 @@ from libraspec.views.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, em
 
 SWEEP_METRICS = (
     ("speedup_modeled", "modeled speedup (x)"),
-    ("speedup_measured", "measured speedup (x)"),
+    ("speedup_measured", "measured speedup (x), decoded cells"),
     ("tau", "tau (tokens per round)"),
     ("mad_vs_oracle", "mean |d - d*|"),
 )
