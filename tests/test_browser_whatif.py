@@ -1,8 +1,8 @@
 """The "What if" tab in a real browser (Debian chromium through playwright, tiny-llama pair, n = 7,
 1440x900): a short greedy race on the Race tab, then the tab's journey. Selecting the tab lists the
-race, Replay records it ("Modeled replay"), and a moved slider re-plans on the server in under
-200 ms ("re-planned in X ms") and is redrawn in the page soon after, timed in the page itself
-(performance.now() from the field's input event to the first mutation that shows the new values).
+race, Replay records it ("Modeled replay"), and a moved alpha slider re-plans on the server and is
+redrawn in the page within 200 ms (median of five moves), timed in the page itself (performance.now()
+from the field's input event to the first mutation that shows the new values).
 The figure's title names the modeled replay and the profile; the synthetic profile says so.
 Screenshots of the tab go to /tmp/whatif_*.png. Never runs `playwright install`.
 """
@@ -36,13 +36,17 @@ PROFILE_SERVER_MS = 500
 # the CPU time of the re-plan: its wall time also holds waiting for cores the browser and others hold
 REPLANNED = re.compile(r"re-planned in \d+ ms \((\d+) ms of CPU")
 # In the page: from the field's first input event to the first DOM mutation that shows the new values.
-# That holds the server's re-plan (bounded above), the queue's round trip (a POST to join, the result
-# by server-sent events) and Svelte's and Plotly's redraw of the outputs. On this 2-core machine the
-# app's server, chromium and a benchmark share the cores (load average about 5): over 9 runs a slider's
-# redraw took 127-301 ms (above 200 ms in 8 of 18 moves), the profile's 244-313 ms (every time).
-# The bound kept is 1 s, the usual limit for a response that does not interrupt the user's train of
-# thought; the server's share stays bounded at 200 ms.
+# That holds the server's re-plan (bounded above), the round trip of an unqueued event (one POST) and
+# Svelte's and Plotly's redraw of the outputs. The alpha slider's promise is 200 ms, held by the median
+# of five moves (one move can meet a busy core: the suite runs the app's server, chromium and another
+# test worker on two cores). Measured here: 94-136 ms per move idle (medians 97-101), 118-194 ms with one
+# core held by a busy loop (median 134); with the queue's round trip, before it was taken off these
+# events: 115-181 ms idle, 127-301 ms at load average 5. A new profile prices the
+# trace anew and redraws everything: 1 s, the usual limit for a response that does not break a train of
+# thought.
+ALPHA_MS = 200
 BROWSER_MS = 1_000
+GRID_ALPHAS = ["0.5", "1", "2", "4", "8", "16", "32"]  # ui.whatif_tab.GRID_ALPHAS as the grid labels them
 
 # Arms a timer: t0 is the first `input` or `mousedown` event after this call (typing into a slider's
 # number box dispatches its change at once; a dropdown option is picked on mousedown), `done` the first
@@ -180,12 +184,18 @@ def test_replay_a_race_and_replan_it_in_the_browser_at_1440x900(server):
             page.screenshot(path=SHOTS.format(name), full_page=name == "tab")
 
         times = {}
-        # the alpha slider: the grid outlines the chosen cell (alpha 4, d_max 24) once redrawn
+        # the alpha slider, moved five times: the grid outlines the chosen cell (alpha, d_max 24) once redrawn
         assert figures["chosen"] != ["4", "24"], figures["chosen"]
-        chosen = f"({GRID}._fullLayout.shapes[0] || {{}}).y0 === 2.5"  # the fourth alpha row (0.5, 1, 2, 4)
-        times["alpha"] = timed(page, lambda: number(page, "ls-whatif-alpha").fill("4"), grid=chosen)
-        assert page.evaluate(FIGURES)["chosen"] == ["4", "24"]
-        times["alpha"]["server"] = server_ms(page)
+        moves = []
+        for alpha in ("4", "16", "1", "8", "2"):
+            row = GRID_ALPHAS.index(alpha)
+            chosen = f"({GRID}._fullLayout.shapes[0] || {{}}).y0 === {row - 0.5}"
+            moved = timed(page, lambda: number(page, "ls-whatif-alpha").fill(alpha), grid=chosen)
+            assert page.evaluate(FIGURES)["chosen"] == [alpha, "24"]
+            moved["server"] = server_ms(page)
+            moves.append(moved)
+        alpha_ms = sorted(m["done"] for m in moves)
+        times["alpha"] = {"server": max(m["server"] for m in moves), "done": alpha_ms[len(alpha_ms) // 2]}
 
         # the static length: the static line and the table's row say the new length once redrawn
         new = 3 if static != 3 else 5
@@ -218,6 +228,7 @@ def test_replay_a_race_and_replan_it_in_the_browser_at_1440x900(server):
         page.screenshot(path=SHOTS.format("synthetic"), full_page=True)
 
         print("what-if times (ms):", {name: (t["server"], round(t["done"])) for name, t in times.items()})
+        print("alpha moves, redrawn after (ms):", [round(ms) for ms in alpha_ms])
         for name, measured in times.items():
             assert measured["server"] < (PROFILE_SERVER_MS if name == "synthetic" else SERVER_MS), (name, measured)
-            assert measured["done"] < BROWSER_MS, (name, measured)
+            assert measured["done"] < (ALPHA_MS if name == "alpha" else BROWSER_MS), (name, measured)

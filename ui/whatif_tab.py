@@ -111,6 +111,7 @@ class WhatIfTab:
                 api_visibility="private",
                 show_progress="hidden",
                 trigger_mode="always_last",
+                queue=False,  # a re-plan is milliseconds of CPU and never takes the model: no queue round trip
             )
 
     def refresh(self, request: gr.Request):
