@@ -277,6 +277,9 @@ class SpeculativeDecoder:
             policy_s = max(time.perf_counter() - start - (buffer.seconds - drafted_before), 0.0)
         depth = min(decision.d, cap)
         start = time.perf_counter()
+        if depth < decision.d and decision.nodes:  # the room cut the depth: keep the chosen nodes within it
+            kept = sum(h <= depth for h in view.tree(decision.d, decision.nodes).depths)
+            decision = dataclasses.replace(decision, nodes=kept)
         tree = view.tree(depth, decision.nodes)
         policy_s += time.perf_counter() - start
         blocks = buffer.blocks

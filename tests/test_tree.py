@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 from decoding import check_caches, generated, run, with_drafter
@@ -314,6 +315,30 @@ def test_greedy_ddtree_libraspec_equals_ar_and_lets_algorithm_1_choose_the_depth
                     depths.add(r.chosen_length)
                     steps.update(s.rollback for s in r.policy_steps)
     assert len(depths) > 2 and steps == {True, False}  # several depths, extensions and rollbacks
+
+
+def test_ddtree_marginal_verifies_only_nodes_that_pay(pair):
+    """ddtree-marginal: every node verified has alpha * P >= 1 (P its path probability), rounds whose
+    room cut the depth included; greedy output equals AR; and its trees differ from fixed-budget
+    ddtree's in most rounds."""
+    alpha, cap, cut, rounds, differ = 3.0, 12, 0, 0, 0
+    for name, drafter in drafters(pair).items():
+        decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+        for prompt in prompts(pair, 2):
+            reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=20))
+            policy = make_policy("ddtree-marginal", decoder.n, alpha=alpha, d_max=24, node_budget=cap)
+            records = run(decoder, prompt, "ddtree-marginal", policy, max_new_tokens=20)
+            fixed = tree_run(decoder, prompt, budget=cap, max_new_tokens=20)
+            assert generated(records) == reference == generated(fixed), name
+            for r in records:
+                path_p = [float(np.prod([r.tree_probs[j] for j in _path(r, k)])) for k in range(r.tree_size)]
+                assert all(alpha * p >= 1 - 1e-12 for p in path_p), (name, r.round_index, path_p)
+                room = 20 - (r.cumulative_tokens - r.tau)
+                cut += r.chosen_length == room - 1 and r.tree_size > 0
+            rounds += min(len(records), len(fixed))
+            differ += sum(a.tree_size != b.tree_size for a, b in zip(records, fixed))
+    assert cut  # some round's depth was cut by its room
+    assert differ > rounds / 2, (differ, rounds)
 
 
 def _path(record, node):
