@@ -120,7 +120,7 @@ def main() -> None:
                     "modes": {},
                 }
                 for mode in MODES_OF[drafter]:
-                    engine = list(decoder.run(prompt, mode, MODES[mode].policy(settings), config))
+                    engine = list(decoder.run(prompt, mode, MODES[mode].policy(settings, decoder.profile), config))
                     replayed = replay(trace, mode, decoder.profile, settings)
                     row["modes"][mode] = compare(engine, replayed)
                 with checkpoint.open("a") as handle:

@@ -172,7 +172,7 @@ def measured_check(args, pair, cache: Path, static_d: int) -> list[dict]:
                 row = {"suite": suite, "prompt": i, "temperature": temperature, "modes": {}}
                 trace = DraftTrace.load(cache / f"{suite}-{i:02d}-dflash.npz") if temperature == 0 else None
                 for mode, label in modes.items():
-                    records = list(decoder.run(prompt, mode, MODES[mode].policy(settings), config))
+                    records = list(decoder.run(prompt, mode, MODES[mode].policy(settings, profile), config))
                     entry = per_prompt([records], [ar])[0]
                     if trace is not None:
                         replayed = replay(trace, mode, profile, settings)

@@ -38,11 +38,12 @@ from libraspec.experiments.bench import (
     run_bench,
     write_result,
 )
+from libraspec.experiments.stats import speedup_interval  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.profiling import cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 
-MODES = ("ar", "static", "libraspec", "ddtree", "ddtree-libraspec")
+MODES = ("ar", "static", "libraspec", "ddtree", "ddtree-libraspec")  # --modes; static: the chain at the tree's depth
 
 
 def run_suite(pair, suite: str, file: str, args, profile: LatencyProfile) -> None:
@@ -50,12 +51,13 @@ def run_suite(pair, suite: str, file: str, args, profile: LatencyProfile) -> Non
     if out.exists() and not args.force:
         return
     prompts = read_prompts(Path(args.data) / file)[: args.prompts]
+    modes = tuple(args.modes.split(","))
     spec = BenchSpec(
-        modes=MODES,
+        modes=modes,
         max_new_tokens=args.max_new_tokens,
         alpha=args.alpha,
         d_max=args.d_max,
-        annotate=tuple(m for m in MODES if m in ANNOTATED_MODES) if args.annotate else False,
+        annotate=tuple(m for m in modes if m in ANNOTATED_MODES) if args.annotate else False,
         drafter=args.drafters,
         node_budgets=tuple(int(b) for b in args.node_budget.split(",")),
     )
@@ -169,7 +171,63 @@ def table(args) -> str:
             f"| {label} | {tau:.2f} | {tau / chain_tau:.2f}x | {(ar[0] / ar[2]) / (wall / tokens):.2f}x | "
             f"{(ar[1] / ar[2]) / (modeled / tokens):.2f}x |"
         )
+    lines += ["", *paired_table(found)]
     return "\n".join(lines) + "\n"
+
+
+def prompt_rows(found: list[Path]) -> tuple[dict[str, list[dict]], list[str]]:
+    """label -> one row per prompt (suite after suite: tokens, measured and modeled seconds), and
+    each prompt's suite (the bootstrap's strata)."""
+    out: dict[str, list[dict]] = {}
+    strata: list[str] = []
+    for path in found:
+        frame = read_trace(records_path(path))
+        sums = frame.groupby(["label", "prompt_index"])[["tau", "measured_s", "modeled_s"]].sum()
+        prompts = sorted(frame["prompt_index"].unique())
+        strata += [path.stem] * len(prompts)
+        for label in dict.fromkeys(frame["label"]):
+            for index in prompts:
+                row = sums.loc[(label, index)]
+                out.setdefault(label, []).append(
+                    {
+                        "tokens": int(row["tau"]),
+                        "wall_s": float(row["measured_s"]),
+                        "modeled_s": float(row["modeled_s"]),
+                    }
+                )
+    return out, strata
+
+
+def paired_table(found: list[Path]) -> list[str]:
+    """Each mode against chain LibraSpec and against every other tree mode, measured on the same
+    prompts: the ratio of seconds per token, 95% bootstrap over prompts stratified by suite."""
+    rows, strata = prompt_rows(found)
+    trees = [label for label in rows if label.startswith("ddtree")]
+    rivals = ["libraspec", *trees]
+    lines = [
+        "Paired, measured: the row's speed over the column's (their seconds per token, ratio of sums over "
+        "the same prompts), 95% bootstrap interval over prompts stratified by suite; > 1 means the row is "
+        "faster. An interval that holds 1 is not a difference.",
+        "",
+        "| mode | " + " | ".join(f"vs {r}" for r in rivals) + " |",
+        "|---|" + "---|" * len(rivals),
+    ]
+    for label in trees:
+        cells = []
+        for rival in rivals:
+            if rival == label:
+                cells.append("-")
+                continue
+            paired = [
+                a | {"ar_tokens": b["tokens"], "ar_wall_s": b["wall_s"]} for a, b in zip(rows[label], rows[rival])
+            ]
+            ratio = (sum(b["wall_s"] for b in rows[rival]) / sum(b["tokens"] for b in rows[rival])) / (
+                sum(a["wall_s"] for a in rows[label]) / sum(a["tokens"] for a in rows[label])
+            )
+            interval = speedup_interval(paired, "wall_s", strata=strata)
+            cells.append(f"{ratio:.3f}" + (f" [{interval[0]:.3f}-{interval[1]:.3f}]" if interval else ""))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main() -> int:
@@ -177,6 +235,7 @@ def main() -> int:
     add_run_arguments(parser, prompts=8, max_new_tokens=128)
     parser.set_defaults(alpha=2.2, d_max=24, drafters="dflash")  # the paper's DDTree + LibraSpec setting
     parser.add_argument("--suites", default=",".join(SUITES))
+    parser.add_argument("--modes", default=",".join(MODES), help="comma list (ar and static are needed)")
     parser.add_argument("--node-budget", default="16,32", help="comma list of tree node budgets")
     parser.add_argument("--annotate", action="store_true", help="oracle-annotate every policy and tree mode")
     parser.add_argument("--table-only", action="store_true", help="only rebuild README.md from the results")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy
-from .tree import MarginalTreePolicy, TreePolicy
+from .tree import MarginalTreePolicy, PricedTreePolicy, TreePolicy
 
 ALPHA_RANGE = (0.05, 64.0)  # the paper's alpha = T / (tau c) reaches ~16 on CPU profiles
 D_MAX_CAP = 512  # lengths beyond this are never useful on the supported models
@@ -73,16 +73,23 @@ class Mode:
     label: str  # shown in tables and legends
     colour: str  # Okabe-Ito palette: distinguishable under common colour-vision deficiencies
     kind: str  # "ar" (no drafts), "oracle" (hindsight d*), "policy" (a chain of length d) or "tree"
-    factory: Callable[[PolicySettings], LengthPolicy] | None = None  # policy and tree modes
+    factory: Callable[..., LengthPolicy] | None = None  # (settings) -> policy; (settings, profile) if priced
+    priced: bool = False  # its policy prices its choices with the decoder's latency profile
 
     @property
     def needs_drafter(self) -> bool:
         return self.kind != "ar"
 
-    def policy(self, settings: PolicySettings) -> LengthPolicy | None:
+    def policy(self, settings: PolicySettings, profile=None) -> LengthPolicy | None:
         """A fresh policy, a tree mode's `TreePolicy` (None for AR and the oracle); settings must
-        already be `checked`."""
-        return None if self.factory is None else self.factory(settings)
+        already be `checked`; a priced mode needs the `profile` its decoder prices rounds with."""
+        if self.factory is None:
+            return None
+        if not self.priced:
+            return self.factory(settings)
+        if profile is None:
+            raise ValueError(f"mode {self.name} prices its choices with a latency profile: pass the decoder's")
+        return self.factory(settings, profile)
 
 
 def _g4(s: PolicySettings) -> G4Policy:
@@ -119,6 +126,14 @@ MODES: dict[str, Mode] = {
             "tree",
             lambda s: MarginalTreePolicy(s.alpha, s.d_max, s.node_budget),
         ),
+        Mode(
+            "ddtree-priced",
+            "DDTree+priced nodes",
+            "#332288",
+            "tree",
+            lambda s, profile: PricedTreePolicy(profile, s.d_max, s.node_budget),
+            priced=True,
+        ),
     )
 }
 POLICY_MODES = tuple(name for name, m in MODES.items() if m.kind == "policy")
@@ -131,14 +146,14 @@ def get_mode(name: str) -> Mode:
     return MODES[name]
 
 
-def make_policy(name: str, n: int, **settings) -> LengthPolicy:
+def make_policy(name: str, n: int, profile=None, **settings) -> LengthPolicy:
     """A policy mode's policy (a tree mode's `TreePolicy`) for a drafter with n drafts per step, from
     keyword settings (the fields of `PolicySettings`, defaults for the rest), clamped by
-    `PolicySettings.checked`."""
+    `PolicySettings.checked`; a priced mode needs the decoder's latency `profile`."""
     mode = get_mode(name)
     if mode.factory is None:
         raise ValueError(
             f"mode {name!r} takes no policy; modes with one: "
             f"{', '.join(key for key, m in MODES.items() if m.factory is not None)}"
         )
-    return mode.factory(PolicySettings(**settings).checked(n)[0])
+    return mode.policy(PolicySettings(**settings).checked(n)[0], profile)

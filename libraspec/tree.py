@@ -23,11 +23,13 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .cost import LatencyProfile
 from .policy import Decision, _check_alpha, _check_int
 from .verify import SamplingConfig, probabilities
 
@@ -282,18 +284,78 @@ class MarginalTreePolicy:
             drafted = min(len(view.buffer.tokens), self.d_max)
             tree = view.tree(drafted)
             keep = 0
-            while keep < len(tree) and self.alpha * tree.path_probs[keep] >= 1.0:
+            while keep < len(tree) and self.pays(keep, tree.path_probs[keep]):
                 keep += 1
             deepest = max(tree.depths[:keep], default=0)
             if deepest < drafted or drafted >= self.d_max or len(view.buffer.tokens) > drafted:
                 return Decision(deepest, alpha=self.alpha, nodes=keep)
             view.extend(1)
 
+    def pays(self, j: int, path_prob: float) -> bool:
+        """Whether the j-th node (0-based, best-first) with path probability P pays: alpha * P >= 1."""
+        return self.alpha * path_prob >= 1.0
+
     def update(self, record) -> None:
         """The rule keeps no state across rounds."""
 
     def reset(self) -> None:
         """The rule keeps no state across rounds."""
+
+
+class PricedTreePolicy(MarginalTreePolicy):
+    """Mode ddtree-priced: ddtree-marginal's rule with each node priced by the latency profile.
+
+    Node j pays when P_j * V >= dT_j. V = (T_prior + sum T_r) / (prior_tau + sum tau_r) is the time
+    a committed token is worth: the modeled seconds per committed token so far, every round counted
+    (AR steps too), the prior one pseudo-round that verifies a first block and commits `prior_tau`
+    tokens. dT_j = T_tree(j + 2) - T_tree(j + 1) is the profile's price of the row node j adds (root
+    and j nodes before it); where verification does not grow the node is free and pays. With
+    dT_j = c for every j the rule is alpha * P_j >= 1 at alpha = V / c = T / (tau c), section 3.4's
+    alpha, so the trade-off follows the profile: a steep cost per token asks more of each node.
+    `alpha` (what the records show) is V over the mean dT_j of the cap's nodes."""
+
+    name = "tree-priced"
+
+    def __init__(
+        self, profile: LatencyProfile, d_max: int, node_cap: int, prior_tau: float = 2.0, prior_s: float | None = None
+    ):
+        if not isinstance(profile, LatencyProfile):
+            raise ValueError("a priced tree needs a LatencyProfile")
+        if not (isinstance(prior_tau, (int, float)) and math.isfinite(prior_tau) and prior_tau >= 1):
+            raise ValueError(f"prior_tau must be a number >= 1 (tau counts the bonus token), got {prior_tau!r}")
+        cap = _check_int(node_cap, "node cap")
+        self.profile, self.prior_tau = profile, float(prior_tau)
+        # the prior pseudo-round: a first block verified (or `prior_s`, e.g. the rounds so far)
+        self.prior_s = profile.verify_time(profile.n + 1) + profile.draft_time(1) if prior_s is None else float(prior_s)
+        rows = [profile.tree_verify_time(k) for k in range(1, cap + 2)]  # 1 .. cap + 1 rows
+        self.row_costs = [max(b - a, 0.0) for a, b in zip(rows, rows[1:])]  # dT_j, j = 0 .. cap - 1
+        self._seconds, self._tokens = 0.0, 0
+        super().__init__(self._alpha(), d_max, cap)
+
+    def value_s(self) -> float:
+        """V: modeled seconds per committed token so far, with the prior pseudo-round."""
+        return (self.prior_s + self._seconds) / (self.prior_tau + self._tokens)
+
+    def prior_now(self) -> tuple[float, float]:
+        """(prior_tau, prior_s) of a fresh policy that continues this one's V (a run cut in rounds)."""
+        return self.prior_tau + self._tokens, self.prior_s + self._seconds
+
+    def _alpha(self) -> float:
+        mean = sum(self.row_costs) / len(self.row_costs)
+        return self.value_s() / max(mean, 1e-9)  # a flat profile: every node free, alpha huge
+
+    def pays(self, j: int, path_prob: float) -> bool:
+        return path_prob * self.value_s() >= self.row_costs[min(j, len(self.row_costs) - 1)]
+
+    def update(self, record) -> None:
+        """Add the round's modeled seconds and committed tokens to V."""
+        self._seconds += record.modeled_s
+        self._tokens += record.tau
+        self.alpha = self._alpha()
+
+    def reset(self) -> None:
+        self._seconds, self._tokens = 0.0, 0
+        self.alpha = self._alpha()
 
 
 class TreePolicy:

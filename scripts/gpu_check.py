@@ -238,7 +238,7 @@ def decode(plan: dict, device: str, dtype) -> dict:
     runs = {}
     for mode in MODES:
         started = time.perf_counter()
-        records = list(decoder.run(prompt, mode, MODES[mode].policy(settings), config))
+        records = list(decoder.run(prompt, mode, MODES[mode].policy(settings, decoder.profile), config))
         tokens = [t for r in records for t in r.committed_tokens]
         runs[mode] = {
             "tokens": len(tokens),

@@ -442,6 +442,8 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
         "ddtree-libraspec-b32",
         "ddtree-marginal-b16",
         "ddtree-marginal-b32",
+        "ddtree-priced-b16",
+        "ddtree-priced-b32",
     }
     assert all(
         r["output_ids"] == next(a["output_ids"] for a in trees["runs"] if a["mode"] == "ar") for r in trees["runs"]

@@ -78,7 +78,7 @@ def test_greedy_decoding_is_lossless_on_cuda(arch, dtype):
             reference = generated(decoder.run(prompt, "ar", None, config))
             assert len(reference) == 40
             for mode in (name for name in MODES if name != "ar"):
-                out = generated(decoder.run(prompt, mode, MODES[mode].policy(settings), config))
+                out = generated(decoder.run(prompt, mode, MODES[mode].policy(settings, decoder.profile), config))
                 same = assert_lossless(pair, prompt, out, reference, f"{arch} {dtype} {drafter} {mode}")
                 exact, total = counts.get(f"{drafter}/{mode}", (0, 0))
                 counts[f"{drafter}/{mode}"] = (exact + same, total + 1)

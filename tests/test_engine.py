@@ -56,7 +56,16 @@ def test_greedy_lossless_every_mode_and_drafter(pair, drafter):
         reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=16))
         assert len(reference) == 16
         for mode in modes:
-            out = generated(run(decoder, prompt, mode, MODES[mode].policy(settings), max_new_tokens=16, lookahead=20))
+            out = generated(
+                run(
+                    decoder,
+                    prompt,
+                    mode,
+                    MODES[mode].policy(settings, decoder.profile),
+                    max_new_tokens=16,
+                    lookahead=20,
+                )
+            )
             assert out == reference, (drafter, mode)
         assert generated(run(decoder, prompt, "static", StaticPolicy(1), max_new_tokens=16)) == reference
 

@@ -31,6 +31,7 @@ from libraspec.cost import LatencyProfile
 from libraspec.drafters.block import BlockDiffusionDrafter, BlockDraft
 from libraspec.engine import SpeculativeDecoder
 from libraspec.modes import get_mode, make_policy
+from libraspec.tree import PricedTreePolicy
 from libraspec.verify import probabilities
 
 LAYER = "unit"  # tests/conftest.py
@@ -48,6 +49,7 @@ SETTINGS = {  # knobs under which each mode makes its decisions on this pair
     "ddtree": dict(tree_depth=3, node_budget=8),
     "ddtree-libraspec": dict(alpha=1.0, d_max=6, node_budget=8),
     "ddtree-marginal": dict(alpha=3.0, d_max=6, node_budget=8),
+    "ddtree-priced": dict(d_max=6, node_budget=8),
 }
 MODES = (
     "static",
@@ -59,6 +61,7 @@ MODES = (
     "ddtree",
     "ddtree-libraspec",
     "ddtree-marginal",
+    "ddtree-priced",
 )
 FILTERS = {"plain": dict(), "top-k": dict(top_k=3), "top-p": dict(top_p=0.8)}
 
@@ -96,6 +99,11 @@ def policy_maker(pair, mode: str):
         return (
             lambda state: make_policy("g4", pair.n, **{**settings, "g4_initial": state or settings["g4_initial"]}),
             lambda policy: policy.length,
+        )
+    if name == "ddtree-priced":  # V, its seconds per committed token so far, carries across rounds
+        return (
+            lambda state: PricedTreePolicy(PROFILE, settings["d_max"], settings["node_budget"], *(state or ())),
+            lambda policy: policy.prior_now(),
         )
     return (lambda state: make_policy(name, pair.n, **settings)), (lambda policy: None)
 

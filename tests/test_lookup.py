@@ -104,7 +104,11 @@ def generated(records):
 
 
 def decode(decoder, prompt, mode, **config):
-    policy = None if MODES[mode].factory is None else make_policy(mode, decoder.n, d_max=30, static_length=7)
+    policy = (
+        None
+        if MODES[mode].factory is None
+        else make_policy(mode, decoder.n, decoder.profile, d_max=30, static_length=7)
+    )
     return list(decoder.run(prompt, mode, policy, DecodeConfig(**config)))
 
 

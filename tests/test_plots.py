@@ -108,6 +108,7 @@ def test_mode_colours_are_distinct_and_cover_every_mode():
         "ddtree",
         "ddtree-libraspec",
         "ddtree-marginal",
+        "ddtree-priced",
     }
     assert len(set(plots.MODE_COLORS.values())) == len(plots.MODE_COLORS)
 

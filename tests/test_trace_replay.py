@@ -80,7 +80,7 @@ def test_replay_equals_the_engine_round_for_round(base, drafter, double):
         trace = record_trace(pair, drafter, prompt, output, MAX_NEW, lookahead=14, top_k=6)
         for mode in (m for m in MODES if m != "ar"):
             config = DecodeConfig(max_new_tokens=MAX_NEW, lookahead=14, annotate_oracle=mode != "oracle")
-            engine = list(decoder.run(prompt, mode, MODES[mode].policy(settings), config))
+            engine = list(decoder.run(prompt, mode, MODES[mode].policy(settings, PROFILE), config))
             replayed = replay(trace, mode, PROFILE, SETTINGS, lookahead=14)
             same_rounds(replayed, engine, (drafter, double, mode))
             accepted |= {r.accepted for r in engine}
@@ -198,7 +198,7 @@ def test_a_text_that_ends_at_an_eos_replays_equal(base, drafter):
     past = 0
     for mode in (m for m in MODES if m != "ar"):
         config = DecodeConfig(max_new_tokens=MAX_NEW, lookahead=14, annotate_oracle=mode != "oracle")
-        engine = list(decoder.run(prompt, mode, MODES[mode].policy(settings), config))
+        engine = list(decoder.run(prompt, mode, MODES[mode].policy(settings, PROFILE), config))
         assert generated(engine) == output, mode
         last = engine[-1]
         assert last.accepted <= len(last.committed_tokens) and len(last.tree_path or ()) <= len(last.committed_tokens)

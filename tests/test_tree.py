@@ -341,6 +341,42 @@ def test_ddtree_marginal_verifies_only_nodes_that_pay(pair):
     assert differ > rounds / 2, (differ, rounds)
 
 
+def test_a_profile_priced_tree_pays_each_node_its_own_row_cost(pair):
+    """ddtree-priced (`PricedTreePolicy`): node j enters while P_j * V >= dT_j, V the modeled seconds per
+    committed token so far (a prior pseudo-round first) and dT_j the profile's price of its row
+    (tree timings: rows cost different amounts); greedy output equals AR. On a linear profile it is
+    the fixed rule alpha * P >= 1 at alpha = V / c."""
+    from libraspec.tree import MarginalTreePolicy, PricedTreePolicy
+
+    cap = 12
+    drafter = GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9, runner_up=(0, 3))
+    decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
+    policy = make_policy("ddtree-priced", decoder.n, PROFILE, d_max=24, node_budget=cap)
+    assert isinstance(policy, PricedTreePolicy)
+    costs = [max(PROFILE.tree_verify_time(k + 1) - PROFILE.tree_verify_time(k), 0.0) for k in range(1, cap + 1)]
+    assert policy.row_costs == pytest.approx(costs) and len(set(round(c, 9) for c in costs)) > 1
+    prior = PROFILE.verify_time(decoder.n + 1) + PROFILE.draft_time(1)
+    assert policy.value_s() == pytest.approx(prior / 2.0)
+    verified = 0
+    for prompt in prompts(pair, 2):
+        reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=20))
+        records = run(decoder, prompt, "ddtree-priced", policy, max_new_tokens=20)
+        assert generated(records) == reference
+        seconds = tokens = 0.0
+        for r in records:
+            value = (prior + seconds) / (2.0 + tokens)  # V before this round
+            path_p = [float(np.prod([r.tree_probs[j] for j in _path(r, k)])) for k in range(r.tree_size)]
+            assert all(p * value >= costs[j] - 1e-12 for j, p in enumerate(path_p)), (r.round_index, path_p)
+            seconds, tokens, verified = seconds + r.modeled_s, tokens + r.tau, verified + r.tree_size
+        assert policy.value_s() == pytest.approx((prior + seconds) / (2.0 + tokens))
+    assert verified > 0
+    linear = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
+    auto = PricedTreePolicy(linear, 24, cap)
+    fixed = MarginalTreePolicy(auto.value_s() / 0.004, 24, cap)
+    for j, p in enumerate(np.linspace(0.01, 1.0, 60)):
+        assert auto.pays(j % cap, p) == fixed.pays(j % cap, p) or abs(p * auto.value_s() - 0.004) < 1e-12
+
+
 def _path(record, node):
     out = []
     while node >= 0:

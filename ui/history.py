@@ -35,7 +35,14 @@ COLUMNS = [
     "stop",
     "decisions",
 ]
-USES_D_MAX = ("libraspec", "g4", "failfast", "ddtree-libraspec", "ddtree-marginal")  # modes whose d d_max can bind
+USES_D_MAX = (
+    "libraspec",
+    "g4",
+    "failfast",
+    "ddtree-libraspec",
+    "ddtree-marginal",
+    "ddtree-priced",
+)  # modes whose d d_max can bind
 
 
 def history_frame(runs) -> pd.DataFrame:

@@ -29,6 +29,7 @@ TITLES = {
     "ddtree": "DDTree",
     "ddtree-libraspec": "DDTree+LibraSpec",
     "ddtree-marginal": "DDTree+marginal nodes",
+    "ddtree-priced": "DDTree+priced nodes",
 }
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 # a column's text scrolls beyond this, so the columns fit one screen with a line of notes above them

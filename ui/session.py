@@ -513,7 +513,7 @@ class Session:
             tree_depth=settings.tree_depth,
             node_budget=settings.node_budget,
         )
-        entries = {mode: (mode, MODES[mode].policy(knobs)) for mode in modes}
+        entries = {mode: (mode, MODES[mode].policy(knobs, decoder.profile)) for mode in modes}
         config = DecodeConfig(
             max_new_tokens=settings.max_new_tokens,
             temperature=settings.temperature,

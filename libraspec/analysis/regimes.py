@@ -100,7 +100,7 @@ def lockstep(
         checked, _ = settings.checked(trace.n, trace.max_positions - 1)
         decoder = ReplayDecoder.from_trace(trace, base)
         config = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=min(trace.lookahead, 24))
-        runs.append(iter(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(checked), config)))
+        runs.append(iter(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(checked, base), config)))
     upkeep = upkeep_s(base, traces[0].needs_features)
     seconds = rounds = tokens = rows = own_rounds = sum_d = 0
     while runs:

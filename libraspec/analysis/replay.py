@@ -160,7 +160,7 @@ def replay(
         lookahead=lookahead or min(trace.lookahead, 24),
         annotate_oracle=lookahead is not None and get_mode(mode).kind in ("policy", "tree"),
     )
-    return list(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(settings), config))
+    return list(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(settings, profile), config))
 
 
 def replay_greedy(

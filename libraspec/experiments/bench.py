@@ -295,7 +295,9 @@ def run_bench(
             functools.partial(_config, spec, mode),
         )
         if mode == "ddtree-libraspec"
-        else mode_job(label, mode, _settings(spec, n, label, mode, value), functools.partial(_config, spec, mode))
+        else mode_job(
+            label, mode, _settings(spec, n, label, mode, value), functools.partial(_config, spec, mode), profile
+        )
         for label, mode, value in labels
     ]
     records = {label: [] for label, _, _ in labels}

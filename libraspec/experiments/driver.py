@@ -52,10 +52,15 @@ class Job:
 
 
 def mode_job(
-    label: str, mode: str, settings: PolicySettings, config: DecodeConfig | Callable[[int], DecodeConfig]
+    label: str,
+    mode: str,
+    settings: PolicySettings,
+    config: DecodeConfig | Callable[[int], DecodeConfig],
+    profile=None,
 ) -> Job:
-    """A job whose policy is the registry's: `MODES[mode].policy(settings)`, fresh for every run."""
-    return Job(label, mode, functools.partial(MODES[mode].policy, settings), config)
+    """A job whose policy is the registry's: `MODES[mode].policy(settings, profile)`, fresh for every
+    run (`profile`: the decoder's, which a priced mode needs)."""
+    return Job(label, mode, functools.partial(MODES[mode].policy, settings, profile), config)
 
 
 def parse_alphas(text: str | Sequence) -> tuple:

@@ -24,7 +24,7 @@ from ..analysis.replay import ReplayDecoder, best_schedule
 from ..analysis.trace import DraftTrace
 from ..cost import LatencyProfile
 from ..engine import DecodeConfig
-from ..modes import PolicySettings, get_mode
+from ..modes import TREE_MODES, PolicySettings, get_mode
 from ..records import RoundRecord
 from .bench import FAILFAST_PAPER
 from .stats import speedup_interval
@@ -75,11 +75,11 @@ def chain_grid(n: int, d_max: int = 24) -> list[Config]:
 
 
 def tree_grid(d_max: int = 24) -> list[Config]:
-    """ddtree and ddtree-libraspec at each node budget."""
+    """Every tree mode at each node budget (ddtree-marginal's and ddtree-priced's as their cap)."""
     base = PolicySettings(d_max=d_max)
     return [
         Config(f"{mode} nodes={b}", mode, dataclasses.replace(base, node_budget=b))
-        for mode in ("ddtree", "ddtree-libraspec", "ddtree-marginal")
+        for mode in TREE_MODES
         for b in NODE_BUDGETS
     ]
 
@@ -93,7 +93,7 @@ def replay_config(trace: DraftTrace, config: Config, profile: LatencyProfile) ->
     if config.alpha_auto:
         policy = AutoAlphaLibraSpecPolicy(profile, settings.d_max)
     else:
-        policy = get_mode(config.mode).policy(settings)
+        policy = get_mode(config.mode).policy(settings, profile)
     return list(decoder.run(list(trace.prompt), config.mode, policy, cfg))
 
 
