@@ -180,6 +180,27 @@ def test_a_trace_round_trips_through_its_file_and_refuses_what_it_lacks(base, tm
         DraftTrace.load(tmp_path / "bad.npz")
 
 
+def test_a_priced_tree_in_lock_step_prices_its_nodes_at_its_batch_size(base):
+    """ddtree-priced among B requests reads the batch-B profile: where a verified token costs 5x more
+    it verifies fewer nodes per round than where batch B costs what batch 1 does."""
+    from libraspec.analysis.regimes import lockstep, synthetic_profile
+
+    pair = doubles(base)["runner-up"]  # path probabilities 0.9^k, runner-ups 0.3 * 0.9^k: some pay, some not
+    decoder = SpeculativeDecoder(pair, PROFILE, drafter="dflash")
+    traces = []
+    for prompt in prompts(pair, 3):
+        output = generated(run(decoder, prompt, "ar", None, max_new_tokens=MAX_NEW))
+        traces.append(record_trace(pair, "dflash", prompt, output, MAX_NEW, lookahead=14, top_k=8))
+    settings = PolicySettings(d_max=14, node_budget=8)
+    many = synthetic_profile(0.05, 0.02, 0.01, 7, max_tokens=40)
+    steep = lockstep(traces, "ddtree-priced", {1: PROFILE, 3: many}, settings)
+    flat = lockstep(traces, "ddtree-priced", {1: PROFILE, 3: PROFILE}, settings)
+    assert steep.tokens == flat.tokens == sum(len(t.output) for t in traces)
+    assert flat.verified_rows > flat.request_rounds  # nodes were verified when cheap
+    # fewer rows per round (more rounds, each verifying less)
+    assert steep.verified_rows / steep.request_rounds < flat.verified_rows / flat.request_rounds, (steep, flat)
+
+
 @pytest.mark.parametrize("drafter", ["dflash", "hybrid"])
 def test_a_text_that_ends_at_an_eos_replays_equal(base, drafter):
     """A stop token early in the text, drafts that run on past it (a drafter that knows the target's

@@ -8,13 +8,16 @@ one target forward over the B' unfinished requests of k = max_b (d_b + 1) rows e
 at B = 1, 2, 4, 8 by `profiling.cached_concurrency`, linear between them), the slowest request's
 drafting and the drafter upkeep (both at their batch-1 times: a batched drafter is not timed);
 a tree of k rows is priced as a chain forward of k rows at that batch size (trees are timed at
-batch 1 only).
+batch 1 only). A priced mode (ddtree-priced) prices its own choices with the profile of its batch
+size, trees as chain forwards there: its rounds' modeled seconds, and so its V, are a request's alone
+at that batch size.
 At batch 1 a verified token costs almost nothing on a CPU; under concurrency it costs a real
 share of a forward, which is what a length policy trades against acceptance.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,18 +98,22 @@ def lockstep(
     if not traces:
         raise ValueError("lock-step replay needs at least one request")
     base = profiles[min(profiles)]
+    # a priced mode prices its choices as a request among B: the profile of the largest measured
+    # batch size up to B, its trees priced as chain forwards at that size (as the rounds are below)
+    B = max([b for b in profiles if b <= len(traces)], default=min(profiles))
+    own = dataclasses.replace(profiles[B], tree_rows=(), tree_verify_s=()) if get_mode(mode).priced else base
     runs = []
     for trace in traces:
         checked, _ = settings.checked(trace.n, trace.max_positions - 1)
-        decoder = ReplayDecoder.from_trace(trace, base)
+        decoder = ReplayDecoder.from_trace(trace, own)
         config = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=min(trace.lookahead, 24))
-        runs.append(iter(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(checked, base), config)))
-    upkeep = upkeep_s(base, traces[0].needs_features)
+        runs.append(iter(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(checked, own), config)))
+    upkeep = upkeep_s(own, traces[0].needs_features)
     seconds = rounds = tokens = rows = own_rounds = sum_d = 0
     while runs:
         records = [next(run) for run in runs]
         k = max(_rows(r) for r in records)
-        drafting = max(r.modeled_s - _verify_alone(base, r) - upkeep for r in records) if mode != "ar" else 0.0
+        drafting = max(r.modeled_s - _verify_alone(own, r) - upkeep for r in records) if mode != "ar" else 0.0
         seconds += drafting + _at_batch(profiles, len(records), k) + (upkeep if mode != "ar" else 0.0)
         rounds += 1
         tokens += sum(len(r.committed_tokens) for r in records)
