@@ -35,7 +35,7 @@ from libraspec.modes import MODES, PolicySettings  # noqa: E402
 
 SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "mtbench": "mt_bench_questions.jsonl"}
 MODES_OF = {
-    "dflash": ("static", "libraspec", "ddtree", "ddtree-libraspec"),
+    "dflash": ("static", "libraspec", "ddtree", "ddtree-libraspec", "ddtree-marginal", "ddtree-priced"),
     "lookup": ("static", "libraspec"),
     "hybrid": ("static", "libraspec"),
 }

@@ -289,10 +289,12 @@ def render(args, pair, profiles, concurrency, results, measured, meta) -> str:
             lines.append(
                 f"| {drafter} | ({key}) | {static}: {_ci(s[static])} | {_ci(lib)} | {_ci(s['oracle d* per round'])} "
                 f"| {_ci(best) if best else '-'} | {grids.share(lib, s[static]):.1%}"
-                f"{'' if verdict else ' (not distinguishable)'} | "
+                f"{'' if verdict else ' (no interval)' if verdict is None else ' (not distinguishable)'} | "
                 f"{f'{grids.share(lib, best):.1%}' if best else '-'} |"
             )
     lines += ["", *takeaways(results), ""]
+    if "dflash" in results:
+        lines += trees_table(results["dflash"], B)
     for drafter, by_profile in results.items():
         lines += [f"## Grid: {drafter} drafter", ""]
         lines += grid_table(by_profile, args, B)
@@ -325,6 +327,62 @@ def takeaways(results) -> list[str]:
             parts.append(f"({key}) LibraSpec {_x(lib['speedup'])} vs {static} {_x(s[static]['speedup'])}{gap}")
         out.append(f"- {drafter}: " + "; ".join(parts) + ".")
     return out
+
+
+TREE_ROWS = (
+    "LibraSpec alpha=2.2",
+    "ddtree nodes=16",
+    "ddtree nodes=32",
+    "ddtree nodes=64",
+    "ddtree-libraspec nodes=32",
+    "ddtree-marginal nodes=32",
+    "ddtree-priced nodes=16",
+    "ddtree-priced nodes=32",
+    "ddtree-priced nodes=64",
+)
+
+
+def trees_table(by_profile: dict, B: int) -> list[str]:
+    """Chain LibraSpec, fixed-budget trees and the trees that choose their nodes, under each profile."""
+    lines = [
+        "## Trees that pay (block-diffusion drafter)",
+        "",
+        "Chain LibraSpec against trees: ddtree fills a fixed node budget at depth n, ddtree-libraspec at "
+        "Algorithm 1's depth; ddtree-marginal adds nodes while alpha * P >= 1 (alpha 2.2, P a node's path "
+        "probability); ddtree-priced while P * V >= dT (V the modeled seconds per committed token so far, "
+        "dT the profile's price of the node's row: the budget is a cap). Modeled speedup over AR [95%] and "
+        "mean drafts verified per round (a tree's nodes, a chain's d) under each profile.",
+        "",
+        f"| configuration | (a) batch 1 | nodes (a) | (b) lock-step {B} | nodes (b) | (d) steep | nodes (d) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def nodes(summary):
+        return "-" if not summary or summary.get("mean_nodes") is None else f"{summary['mean_nodes']:.1f}"
+
+    for label in TREE_ROWS:
+        a, b, d = (by_profile[key].get(label) for key in PROFILE_KEYS)
+        if a is None:
+            continue
+        lines.append(
+            f"| {label} | {_ci(a)} | {nodes(a)} | {_ci(b) if b else '-'} | {nodes(b)} | {_ci(d)} | {nodes(d)} |"
+        )
+    lines.append("")
+    for key in PROFILE_KEYS:
+        s = by_profile[key]
+        priced, chain = s.get("ddtree-priced nodes=32"), s.get("LibraSpec alpha=2.2")
+        if not priced or not chain:
+            continue
+        best_fixed = max((label for label in s if label.startswith("ddtree nodes=")), key=lambda k: s[k]["speedup"])
+        verdicts = []
+        for name, other in (("chain LibraSpec", chain), (best_fixed, s[best_fixed])):
+            apart = distinguishable(priced.get("interval"), other.get("interval"))
+            verdicts.append(
+                f"{grids.share(priced, other):.1%} of {name}'s speed"
+                + ("" if apart else " (intervals overlap: not distinguishable)" if apart is False else "")
+            )
+        lines.append(f"- ({key}) ddtree-priced nodes=32: " + "; ".join(verdicts) + ".")
+    return lines + [""]
 
 
 def grid_table(by_profile: dict, args, B: int) -> list[str]:

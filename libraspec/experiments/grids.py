@@ -111,11 +111,13 @@ def replay_rows(traces: Sequence[DraftTrace], config: Config, profile: LatencyPr
         if config.mode == BEST:
             schedule = best_schedule(trace, profile, lookahead=min(trace.lookahead, 60))
             rounds, lengths, digest = len(schedule.lengths), sum(schedule.lengths), ""
+            nodes = lengths
             seconds = schedule.seconds
         else:
             records = replay_config(trace, config, profile)
             rounds, lengths = len(records), sum(r.chosen_length for r in records)
             seconds, digest = records[-1].cumulative_modeled_s, decision_digest(records)
+            nodes = sum(r.tree_size or r.chosen_length for r in records)
         rows.append(
             {
                 "tokens": len(trace.output),
@@ -124,6 +126,7 @@ def replay_rows(traces: Sequence[DraftTrace], config: Config, profile: LatencyPr
                 "ar_modeled_s": ar_s,
                 "rounds": rounds,
                 "sum_d": lengths,
+                "sum_nodes": nodes,  # drafts verified: a tree's nodes, a chain's d
                 "digest": digest,
             }
         )
@@ -146,6 +149,7 @@ def lockstep_rows(
                 "ar_modeled_s": result.ar_seconds,
                 "rounds": result.request_rounds,
                 "sum_d": result.sum_d,
+                "sum_nodes": result.verified_rows - result.request_rounds,
                 "digest": "",
             }
         )
@@ -164,6 +168,7 @@ def summarize(rows: Sequence[dict], strata: Sequence | None = None) -> dict:
         "interval": list(interval) if interval else None,
         "tau": tokens / rounds if rounds else None,
         "mean_d": sum(r["sum_d"] for r in rows) / rounds if rounds else None,
+        "mean_nodes": sum(r["sum_nodes"] for r in rows) / rounds if rounds else None,
         "prompts": len(rows),
         "digest": (
             hashlib.sha256("".join(r["digest"] for r in rows).encode()).hexdigest()[:16]
