@@ -44,11 +44,13 @@ def build_demo(session: Session | None = None) -> gr.Blocks:
     teach = TeachTab(session)
     with gr.Blocks(title="LibraSpec Explorer") as demo:
         gr.Markdown(INTRO)
-        tabs.build()
-        teach.build()
-        WhatIfTab(session).build()
-        SweepTab(session).build()
-        CalibrationTab(session, tabs.drafter).build()
+        with gr.Tabs() as tab_set:
+            tabs.build()
+            teach.build()
+            WhatIfTab(session).build()
+            SweepTab(session).build()
+            CalibrationTab(session, tabs.drafter).build()
+        tabs.link_teach(teach, tab_set)
         tabs.attach_load(demo)
         teach.attach_load(demo)
     demo.queue(default_concurrency_limit=4)

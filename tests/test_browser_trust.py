@@ -292,6 +292,9 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         page.wait_for_function(
             "document.querySelector('#ls-eps-plot .gtitle').textContent.startsWith('Round 0 (')", timeout=TIMEOUT_MS
         )
+        # the inspected round is marked in the heatmap (its row outlined) and the length plot (a band)
+        page.wait_for_function(HIGHLIGHTED, arg=["ls-heatmap-plot", "y", 0], timeout=TIMEOUT_MS)
+        page.wait_for_function(HIGHLIGHTED, arg=["ls-length-plot", "x", 0], timeout=TIMEOUT_MS)
         round0 = page.locator("#ls-round-info").inner_text()
         assert re.search(r"positions 1–\d+: (block diffusion|look-up)", round0)
         chosen = int(re.search(r"Submitted d = (\d+)", round0).group(1))
@@ -305,17 +308,20 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
             r"an AR step now takes [\d.]+ ms \(was [\d.]+ ms\)", page.locator("#ls-profile-info").inner_text()
         )
 
-        # the step-through replays round 0 exactly
-        page.get_by_role("tab", name="Algorithm step-through").click()
-        page.locator("#ls-teach-source").get_by_text("last race round").click()
+        # "open in step-through" takes the inspected round there, which replays it exactly
+        page.get_by_role("tab", name="Round inspector").click()
+        page.locator("#ls-open-teach").click()
         page.wait_for_selector("#ls-teach-text:has-text('Replay of LibraSpec round 0')", timeout=TIMEOUT_MS)
+        assert page.get_by_role("tab", name="Algorithm step-through").get_attribute("aria-selected") == "true"
         # the sliders take the race's settings (n 7 here, where the tab's default is 8), so they show
         # what the replay uses (issue 34: they showed 2.2 and 8 while the replay used 8 and 7)
         page.wait_for_function(
             "document.querySelector('#ls-teach-n input[type=number]').value === '7'", timeout=TIMEOUT_MS
         )
-        page.get_by_role("button", name="Run to end").click()
-        page.wait_for_selector(f"#ls-teach-text:has-text('Step {iterations} of {iterations}.')", timeout=TIMEOUT_MS)
+        for step in range(1, iterations + 1):  # one iteration of Algorithm 1 at a time
+            page.locator("#ls-teach-next").click()
+            page.wait_for_selector(f"#ls-teach-text:has-text('Step {step} of {iterations}.')", timeout=TIMEOUT_MS)
+        page.screenshot(path="/tmp/teacher_step_through.png", full_page=True)
         text = page.locator("#ls-teach-text").inner_text()
         assert f"LibraSpec submits d = {chosen}" in text and "never runs" not in text and "differs" not in text
 
@@ -332,6 +338,13 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         summary = page.locator("#ls-calib-summary").inner_text()
         assert "Fresh run with the hybrid drafter" in summary and "about" not in summary
         assert int(re.search(r"from (\d+) rounds", summary).group(1)) >= 9
+
+
+# whether plot `id`'s first shape spans round r on axis `axis` (the inspector's highlight of a round)
+HIGHLIGHTED = """([id, axis, r]) => {
+  const gd = document.querySelector('#' + id + ' .js-plotly-plot');
+  return !!gd && (gd._fullLayout.shapes || []).some(s => s[axis + '0'] === r - 0.5 && s[axis + '1'] === r + 0.5);
+}"""
 
 
 def choose(page, elem_id: str, label: str) -> None:

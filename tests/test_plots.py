@@ -166,6 +166,19 @@ def test_confidence_heatmap(frame):
     assert traces["accepted a"].marker.color == plots.MODE_COLORS["libraspec"]
 
 
+def test_the_inspected_round_is_marked_in_the_heatmap_and_the_length_figure(frame):
+    heat = plots.confidence_heatmap(frame, "libraspec", highlight=1)
+    (shape,) = heat.layout.shapes
+    assert (shape.y0, shape.y1) == (0.5, 1.5) and shape.line.color == plots.HIGHLIGHT
+    assert not plots.confidence_heatmap(frame, "libraspec").layout.shapes
+    assert not plots.confidence_heatmap(frame, "libraspec", highlight=99).layout.shapes  # no such round
+    length = plots.length_figure(frame, highlight=("static", 2))
+    (band,) = length.layout.shapes
+    assert (band.x0, band.x1) == (1.5, 2.5)
+    assert length.layout.annotations[-1].text == "round 2: static d = 4"
+    assert not plots.length_figure(frame).layout.shapes
+
+
 def test_confidence_heatmap_axis_spans_the_drafted_positions(frame):
     """Positions 1..8 drafted, markers up to 8.5: the x axis ends at 9, not at d_max + 1 = 25 as it did."""
     static = plots.confidence_heatmap(frame, "static")
@@ -252,6 +265,14 @@ def test_profile_figure():
     assert len(verify.x) == 25 and verify.y[0] == pytest.approx(52.0)
     assert list(fit.y) == pytest.approx([50.0 + 2.0 * k for k in range(1, 26)])
     assert list(draft.x) == list(range(1, len(profile.draft_s) + 1))
+    # a run that verified 58 rows: the continuation beyond the measured 25 is drawn and marked
+    wide = plots.profile_figure(profile, used_k=58)
+    beyond = next(t for t in wide.data if t.name.startswith("extrapolated"))
+    assert beyond.name == "extrapolated: k > 25 not measured" and (beyond.x[0], beyond.x[-1]) == (25, 58)
+    assert beyond.y[-1] == pytest.approx(1000 * profile.verify_time(58))
+    assert [shape.x0 for shape in wide.layout.shapes] == [25.5]
+    assert wide.layout.xaxis.range[1] >= 58
+    assert len(plots.profile_figure(profile, used_k=20).data) == 3  # within the measured range: nothing added
 
 
 def test_empty_frame_gives_placeholder_figures():

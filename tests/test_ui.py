@@ -16,7 +16,7 @@ from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
 from libraspec.models.registry import ByteTokenizer
 from libraspec.records import RoundRecord, summarize
-from ui.render import TextSegments, column_html, eta_text, status_html
+from ui.render import TextSegments, column_html, eta_text, legend_html, status_html
 from ui.session import Run
 from ui.settings import (
     ALPHA_MAX,
@@ -334,3 +334,10 @@ def test_a_tree_round_is_described_as_a_tree():
     text = round_info(run, "ddtree-libraspec", 0)
     assert "The tree holds 9 nodes (node budget 9) up to depth d = 3; the target accepted a path of 2" in text
     assert "in hindsight depth 2 with 4 nodes was best" in text and "Submitted" not in text
+
+
+def test_the_race_legend_defines_measured_and_modeled():
+    """Issue 34 (5): the race tab names both kinds of figure where its columns show them."""
+    text = re.sub(r"<[^>]+>", "", legend_html())
+    assert "measured: wall-clock seconds on this machine" in text and "timing noise" in text
+    assert "modeled: the same rounds priced by the latency profile" in text

@@ -44,6 +44,7 @@ from .settings import (
     check_race_modes,
     check_settings,
 )
+from .teach_tab import COSTS, SOURCES
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
 EMPTY = records_to_frame([])
@@ -286,6 +287,9 @@ class RaceTabs:
                 elem_id="ls-inspect-mode",
             )
             self.round = gr.Slider(0, 1, value=0, step=1, label="round", elem_id="ls-round")
+            self.to_teach = gr.Button(
+                "Open this round in the step-through", size="sm", elem_id="ls-open-teach", scale=0
+            )
         self.round_text = gr.Markdown("Run a race to inspect its rounds.", elem_id="ls-round-info")
         with gr.Row():  # tree modes only
             self.tree_plot = gr.Plot(
@@ -377,14 +381,22 @@ class RaceTabs:
         self.inspect_mode.change(
             self.inspect_mode_changed,
             [self.run_id, self.inspect_mode],
-            [self.heatmap_plot, self.eps_plot, self.round, self.round_text, self.tree_plot, self.tree_size_plot],
+            [
+                self.heatmap_plot,
+                self.eps_plot,
+                self.round,
+                self.round_text,
+                self.tree_plot,
+                self.tree_size_plot,
+                self.length_plot,
+            ],
             api_visibility="private",
         )
         # input: every change the visitor makes (dragging, arrow keys, typing), never the race's own updates
         self.round.input(
             self.inspect_round,
             [self.run_id, self.inspect_mode, self.round],
-            [self.eps_plot, self.round_text, self.tree_plot],
+            [self.eps_plot, self.round_text, self.tree_plot, self.heatmap_plot, self.length_plot],
             api_visibility="private",
             trigger_mode="always_last",
         )
@@ -731,28 +743,59 @@ class RaceTabs:
             return [gr.skip()] * len(RACEABLE)
         return [gr.HTML(visible=mode in chosen) for mode in RACEABLE]
 
+    def link_teach(self, teach, tabs: gr.Tabs) -> None:
+        """The inspector's "open in step-through": the step-through tab shows the inspected LibraSpec
+        round of this race (its source and round number set; the tab then takes the race's alpha, n
+        and d_max itself) priced by the measured profile."""
+        self.to_teach.click(
+            self.open_in_teach,
+            [self.run_id, self.inspect_mode, self.round],
+            [tabs, teach.source, teach.round, teach.cost],
+            api_visibility="private",
+        )
+
+    def open_in_teach(self, request: gr.Request, run_id: str, mode: str, round_index):
+        owner = client_key(request)
+        run = self._stored(run_id, owner)
+        if run is None:
+            raise gr.Error("Run a race first: the step-through replays a round of your last race.")
+        if mode != "libraspec":
+            raise gr.Error(
+                f"The step-through walks LibraSpec's Algorithm 1: choose LibraSpec as the mode to inspect "
+                f"(this is {title(mode)})."
+            )
+        latest = [r for r in self.session.runs(owner) if r.records.get("libraspec")]
+        if not latest or latest[-1].run_id != run.run_id:
+            raise gr.Error("The step-through replays your last race with LibraSpec; this is an older one.")
+        return gr.Tabs(selected="teach"), SOURCES[1], int(round_index or 0), COSTS[0]
+
     def inspect_mode_changed(self, request: gr.Request, run_id: str, mode: str):
         run = self._stored(run_id, client_key(request))
         if run is None or mode not in run.modes:
-            return (gr.skip(),) * 6
+            return (gr.skip(),) * 7
         first = self._first_round(run, mode)
+        frame = run.frame(with_ar=False)
         return (
-            plots.confidence_heatmap(run.frame(with_ar=False), mode),
+            plots.confidence_heatmap(frame, mode, highlight=first),
             self._eps(run, mode, first),
             self._round_slider(run, mode, first),
             round_info(run, mode, first),
             self._tree(run, mode, first),
             self._tree_sizes(run, mode),
+            plots.length_figure(frame, highlight=(mode, first)),
         )
 
     def inspect_round(self, request: gr.Request, run_id: str, mode: str, round_index: float):
         run = self._stored(run_id, client_key(request))
         if run is None or round_index is None or mode not in run.modes:
-            return gr.skip(), gr.skip(), gr.skip()
+            return (gr.skip(),) * 5
+        frame, shown = run.frame(with_ar=False), int(round_index)
         return (
-            self._eps(run, mode, int(round_index)),
-            round_info(run, mode, int(round_index)),
-            self._tree(run, mode, int(round_index)),
+            self._eps(run, mode, shown),
+            round_info(run, mode, shown),
+            self._tree(run, mode, shown),
+            plots.confidence_heatmap(frame, mode, highlight=shown),
+            plots.length_figure(frame, highlight=(mode, shown)),
         )
 
     # -- views --------------------------------------------------------------------------------
@@ -842,14 +885,21 @@ class RaceTabs:
         choice = gr.Dropdown(choices=[(title(m), m) for m in run.modes], value=mode) if first or final else gr.skip()
         return (
             run.run_id if final else gr.skip(),
-            plots.length_figure(frame),
+            plots.length_figure(frame, highlight=(mode, shown)),
             plots.speedup_figure(frame, ar_s, ar_modeled),
-            plots.confidence_heatmap(frame, mode),
+            plots.confidence_heatmap(frame, mode, highlight=shown),
             self._eps(run, mode, shown),
             self._round_slider(run, mode, shown),
-            plots.profile_figure(self.session.profile()) if final else gr.skip(),
+            plots.profile_figure(self.session.profile(), used_k=_verified_rows(run)) if final else gr.skip(),
             round_info(run, mode, shown),
             choice,
             self._tree(run, mode, shown),
             self._tree_sizes(run, mode),
         )
+
+
+def _verified_rows(run: Run) -> int | None:
+    """The most rows a chain round of `run` verified (d + 1): how far the profile plot must reach."""
+    return max(
+        (r.chosen_length + 1 for records in run.records.values() for r in records if not r.tree_size), default=None
+    )

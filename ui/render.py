@@ -204,6 +204,10 @@ def legend_html() -> str:
         '<div class="ls-legend" style="font-size:0.85em;opacity:0.9">'
         f"{samples} · plain: the target's own token · hover a token for its round · speedups are over AR "
         "decoding of the same prompt · τ: tokens per round</div>"
+        '<div class="ls-legend ls-definitions" style="font-size:0.85em;opacity:0.9">'
+        "<b>measured</b>: wall-clock seconds on this machine (drafting, policy and verification; the "
+        "prompt's prefill excluded), so it carries timing noise · <b>modeled</b>: the same rounds priced "
+        "by the latency profile (the inspector's last figure), the same every time they are made</div>"
     )
 
 

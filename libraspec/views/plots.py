@@ -100,11 +100,15 @@ def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def length_figure(frame: pd.DataFrame) -> go.Figure:
+HIGHLIGHT = "#D55E00"  # the inspected round's mark in the length figure and the heatmap
+
+
+def length_figure(frame: pd.DataFrame, highlight: tuple[str, int] | None = None) -> go.Figure:
     """Chosen length d per round for each mode (solid steps) and each round's d* (open diamonds,
     each mode's shifted sideways, so equal d* of two modes in one round do not hide each other).
 
-    The y axis spans the longest d or d* drawn.
+    The y axis spans the longest d or d* drawn. `highlight` = (mode, round): a band marks the round
+    the inspector shows, labelled with the mode's d there.
     """
     fig = go.Figure()
     top, last_round = 1, 0
@@ -148,6 +152,22 @@ def length_figure(frame: pd.DataFrame) -> go.Figure:
     if not fig.data:
         empty_figure(fig, "no rounds yet")
         top = MIN_LENGTH_AXIS
+    elif highlight is not None:
+        mode, round_index = highlight
+        rows = _rows(frame, mode) if mode in _modes(frame) else frame.iloc[0:0]
+        chosen = rows.loc[rows["round_index"] == round_index, "chosen_length"]
+        if not chosen.empty:
+            fig.add_vrect(
+                x0=round_index - 0.5,
+                x1=round_index + 0.5,
+                fillcolor=HIGHLIGHT,
+                opacity=0.15,
+                line_width=0,
+                layer="below",
+                annotation_text=f"round {round_index}: {mode} d = {int(chosen.iloc[0])}",
+                annotation_position="top left",
+                annotation_font_size=11,
+            )
     return apply_layout(
         fig,
         "length",
@@ -163,13 +183,13 @@ def _source_text(sources) -> str:
     return " + ".join(names)
 
 
-def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figure:
+def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec", highlight: int | None = None) -> go.Figure:
     """Rounds x draft positions, colour = q_i; markers at the chosen d and the accepted a.
 
     A marker sits on the boundary after the last position it covers (x = d + 0.5,
     x = a + 0.5), so the cells left of it are the submitted / accepted drafts. Hovering a
     cell names the drafter that proposed it. The x axis spans the drafted positions and the
-    markers, nothing more.
+    markers, nothing more. `highlight`: the round the inspector shows, outlined.
     """
     rows = _rows(frame, mode) if "mode" in frame else frame.iloc[0:0]
     fig = go.Figure()
@@ -241,6 +261,17 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec") -> go.Figur
                 customdata=[int(v) for _, v in oracle],
                 hovertemplate="round %{y}<br>d* = %{customdata}<extra></extra>",
             )
+        )
+    if highlight is not None and highlight in rounds:
+        fig.add_shape(
+            type="rect",
+            x0=0.5,
+            x1=right + 0.5,
+            y0=highlight - 0.5,
+            y1=highlight + 0.5,
+            line=dict(color=HIGHLIGHT, width=2.5),
+            fillcolor="rgba(0,0,0,0)",
+            name=f"round {highlight}",
         )
     return apply_layout(
         fig,
@@ -479,13 +510,15 @@ def speedup_figure(
     )
 
 
-def profile_figure(profile: Any) -> go.Figure:
+def profile_figure(profile: Any, used_k: int | None = None) -> go.Figure:
     """Latency profile: target verification ms vs k new tokens, drafter ms per block count.
 
     `profile` is a `libraspec.cost.LatencyProfile`: `verify_s[k-1]` is one target forward
     over k new tokens, `draft_s[m-1]` drafting m blocks, and `linear_fit()` gives the
     least-squares line t0 + c k through the verification costs (c: the paper's cost per
-    verified position, section 3.3).
+    verified position, section 3.3). `used_k`: the most rows a run verified; where it lies beyond
+    the measured k, the continuation the model prices those forwards with is drawn dotted and the
+    measured range's end is marked.
     """
     verify_ms = [1000.0 * v for v in profile.verify_s]
     draft_ms = [1000.0 * v for v in profile.draft_s]
@@ -521,6 +554,24 @@ def profile_figure(profile: Any) -> go.Figure:
         row=1,
         col=1,
     )
+    measured_k = len(ks)
+    if used_k is not None and used_k > measured_k:
+        beyond = list(range(measured_k, int(used_k) + 1))
+        fig.add_trace(
+            go.Scatter(
+                x=beyond,
+                y=[1000.0 * profile.verify_time(k) for k in beyond],
+                mode="lines",
+                name=f"extrapolated: k > {measured_k} not measured",
+                line=dict(color="#D55E00", dash="dot", width=2),
+                hovertemplate="k = %{x} tokens<br>%{y:.1f} ms (extrapolated)<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_vline(x=measured_k + 0.5, line=dict(color="#D55E00", width=1, dash="dot"), row=1, col=1)
+        verify_ms = verify_ms + [1000.0 * profile.verify_time(int(used_k))]
+        ks = list(range(1, int(used_k) + 1))
     blocks = list(range(1, len(draft_ms) + 1))
     fig.add_trace(
         go.Bar(
