@@ -7,7 +7,8 @@ their last fresh run on the example prompts, kept in the page's `gr.State`
 static length d = d_max, so every drafted position up to d_max is submitted and labelled.
 The latency profile's linear fit t0 + c k gives the paper's c, and with the runs' mean tau
 and d the alpha that section 3.4's formula alpha = T_verify / (tau c) suggests.
-Paper symbols: q_i, d, d_max, tau, c, alpha.
+Draft-tree rounds add a table of their nodes' path probabilities against the accepted path, by
+depth (`libraspec.analysis.tree_calibration`). Paper symbols: q_i, d, d_max, tau, c, alpha.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from libraspec.analysis.calibration import (
     expected_calibration_error,
     reliability_table,
 )
+from libraspec.analysis.tree_calibration import by_depth, fit_power, node_samples
 from libraspec.records import RoundRecord
 from libraspec.views import plots, tuning_plots
 
@@ -69,6 +71,25 @@ def summarize_calibration(records: list[RoundRecord], tested_only: bool, profile
     return "\n\n".join(lines), figure
 
 
+def tree_calibration(records: list[RoundRecord]) -> tuple[str, object]:
+    """(markdown, table) of draft-tree nodes: path probability P against the accepted path, by depth,
+    before and after the power correction P^gamma fitted on the same nodes."""
+    samples = node_samples(records)
+    if samples.empty:
+        return "No draft-tree rounds yet: race a tree mode (ddtree, ddtree-marginal, ddtree-priced, ...).", None
+    gamma = fit_power(samples)
+    table = by_depth(samples)
+    table["ece after P^gamma"] = by_depth(samples, gamma)["ece"]
+    text = (
+        f"**Draft-tree nodes: {len(samples)}** verified in {samples.groupby(['mode', 'round_index']).ngroups} "
+        f"tree rounds ({', '.join(sorted(set(samples['mode'])))}). A node's path probability P (the product of "
+        "q along its root path) is what ddtree-marginal and ddtree-priced read as its chance of lying on the "
+        f"accepted path. Fitted power correction P^gamma: **gamma = {gamma:.2f}** (on these same nodes, "
+        "in-sample; gamma < 1 means P was under-confident)."
+    )
+    return text, table.round(3)
+
+
 class CalibrationTab:
     """The "Calibration" tab inside an open `gr.Blocks`."""
 
@@ -109,13 +130,17 @@ class CalibrationTab:
             self.plot = gr.Plot(
                 label="reliability and acceptance by position", show_label=False, elem_id="ls-calib-plot"
             )
+            self.tree_text = gr.Markdown(elem_id="ls-calib-tree")
+            self.tree_table = gr.Dataframe(
+                None, label="draft-tree nodes by depth", interactive=False, elem_id="ls-calib-tree-table"
+            )
             self.profile_plot = gr.Plot(label="latency profile with its linear fit t0 + c k", show_label=False)
             self.fresh = gr.State({})  # this page's last fresh run: {"header": what ran, "records": its records}
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
 
     def _wire(self) -> None:
         views = [self.source, self.tested_only, self.fresh]
-        outputs = [self.summary, self.plot, self.profile_plot]
+        outputs = [self.summary, self.plot, self.profile_plot, self.tree_text, self.tree_table]
         self.show_button.click(self.show, views, outputs, api_visibility="private")
         # input: the visitor's choices only (a fresh run sets the source itself, with its own view)
         self.source.input(self.show, views, outputs, api_visibility="private")
@@ -133,7 +158,8 @@ class CalibrationTab:
     def _view(self, records: list[RoundRecord], tested_only: bool):
         profile = self.session.profile()
         summary, figure = summarize_calibration(records, bool(tested_only), profile)
-        return summary, figure, plots.profile_figure(profile) if profile is not None else None
+        tree_text, tree_table = tree_calibration(records)
+        return summary, figure, plots.profile_figure(profile) if profile is not None else None, tree_text, tree_table
 
     def show(self, request: gr.Request, source: str, tested_only: bool, fresh: dict):
         """The view of this client's races, or of its last fresh run (`fresh`: the page's state)."""
@@ -153,21 +179,27 @@ class CalibrationTab:
             for line, records in self.session.static_run(prompts, d_max, max_new_tokens, drafter):
                 if records is None or time.monotonic() - shown >= UPDATE_INTERVAL_S:
                     shown = time.monotonic()
-                    yield gr.skip(), line, gr.skip(), gr.skip(), gr.skip()
+                    yield gr.skip(), line, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         except ValueError as error:
             raise gr.Error(str(error)) from error
         summary, *figures = self._view(records, tested_only)
         yield SOURCES[1], f"{line}\n\n{summary}", *figures, {"header": line, "records": records}
 
     def calibration(self, request: gr.Request, tested_only: bool = False) -> dict:
-        """Calibration of the drafter over this client's races: ECE, reliability bins, acceptance by position."""
-        samples = acceptance_samples(self._races(client_key(request)), tested_only=bool(tested_only))
+        """Calibration of the drafter over this client's races: ECE, reliability bins, acceptance by
+        position, and for draft-tree nodes their path probability against the accepted path by depth."""
+        races = self._races(client_key(request))
+        samples = acceptance_samples(races, tested_only=bool(tested_only))
         ece = expected_calibration_error(samples["q"], samples["accepted"])
+        nodes = node_samples(races)
         return {
             "samples": len(samples),
             "ece": ece if math.isfinite(ece) else None,
             "bins": _rows(reliability_table(samples["q"], samples["accepted"])),
             "positions": _rows(acceptance_by_position(samples)),
+            "tree_nodes": len(nodes),
+            "tree_by_depth": _rows(by_depth(nodes)),
+            "tree_gamma": fit_power(nodes) if len(nodes) else None,
         }
 
 
