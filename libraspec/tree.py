@@ -295,6 +295,11 @@ class MarginalTreePolicy:
         """Whether the j-th node (0-based, best-first) with path probability P pays: alpha * P >= 1."""
         return self.alpha * path_prob >= 1.0
 
+    def reason(self, j: int, path_prob: float) -> str:
+        """Why the j-th node enters or not, in the rule's own terms (the inspector's tree view)."""
+        gain = self.alpha * path_prob
+        return f"alpha * P = {gain:.2f} {'>=' if gain >= 1.0 else '<'} 1: {'pays' if gain >= 1.0 else 'does not pay'}"
+
     def update(self, record) -> None:
         """The rule keeps no state across rounds."""
 
@@ -346,6 +351,11 @@ class PricedTreePolicy(MarginalTreePolicy):
 
     def pays(self, j: int, path_prob: float) -> bool:
         return path_prob * self.value_s() >= self.row_costs[min(j, len(self.row_costs) - 1)]
+
+    def reason(self, j: int, path_prob: float) -> str:
+        gain, cost = 1e3 * path_prob * self.value_s(), 1e3 * self.row_costs[min(j, len(self.row_costs) - 1)]
+        paid = self.pays(j, path_prob)
+        return f"P * V = {gain:.2f} ms {'>=' if paid else '<'} dT = {cost:.2f} ms: {'pays' if paid else 'does not pay'}"
 
     def update(self, record) -> None:
         """Add the round's modeled seconds and committed tokens to V."""

@@ -360,6 +360,11 @@ def test_tree_figure_draws_the_records_tree(as_row):
     assert bonus.y[-1] == int(bonus.y[-1]) and (bonus.x[-1], bonus.y[-1]) not in set(zip(nodes.x, nodes.y))
     assert traces["root (last committed token)"].text == ("X",)
     assert "5 nodes, depth 3, accepted 2" in fig.layout.title.text
+    assert all(row[5] == "" for row in nodes.customdata)  # no rule's reasons given, none shown
+    reasons = [f"rule {j}" for j in range(record.tree_size)]
+    explained = _by_name(plots.tree_figure(shown, chr, "X", reasons))["nodes (5)"]
+    assert [row[5] for row in explained.customdata] == [f"<br>entered: rule {j}" for j in range(5)]
+    assert "%{customdata[5]}" in explained.hovertemplate
 
 
 def test_tree_figure_without_a_bonus_and_for_a_chain_mode():

@@ -339,6 +339,9 @@ def test_ddtree_marginal_verifies_only_nodes_that_pay(pair):
             differ += sum(a.tree_size != b.tree_size for a, b in zip(records, fixed))
     assert cut  # some round's depth was cut by its room
     assert differ > rounds / 2, (differ, rounds)
+    rule = make_policy("ddtree-marginal", 7, alpha=3.0, d_max=24, node_budget=cap)
+    assert rule.reason(0, 0.5) == "alpha * P = 1.50 >= 1: pays"
+    assert rule.reason(4, 0.2) == "alpha * P = 0.60 < 1: does not pay"
 
 
 def test_a_profile_priced_tree_pays_each_node_its_own_row_cost(pair):
@@ -370,6 +373,9 @@ def test_a_profile_priced_tree_pays_each_node_its_own_row_cost(pair):
             seconds, tokens, verified = seconds + r.modeled_s, tokens + r.tau, verified + r.tree_size
         assert policy.value_s() == pytest.approx((prior + seconds) / (2.0 + tokens))
     assert verified > 0
+    for j, p in ((0, 0.9), (5, 0.3), (11, 0.01)):  # the inspector's words follow the rule
+        assert policy.reason(j, p).endswith(": pays") == policy.pays(j, p)
+        assert f"dT = {1e3 * costs[j]:.2f} ms" in policy.reason(j, p)
     linear = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
     auto = PricedTreePolicy(linear, 24, cap)
     fixed = MarginalTreePolicy(auto.value_s() / 0.004, 24, cap)

@@ -24,6 +24,7 @@ import pandas as pd
 
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.models.registry import describe_pair
+from libraspec.modes import MODES, PolicySettings
 from libraspec.records import records_to_frame
 from libraspec.views import plots
 
@@ -866,7 +867,12 @@ class RaceTabs:
         text = self.session.token_text(run.model)
         previous = records.get(round_index - 1)
         root = text(previous.committed_tokens[-1]) if previous is not None and previous.committed_tokens else None
-        return gr.Plot(plots.tree_figure(records[round_index], text, root), visible=True)
+        return gr.Plot(
+            plots.tree_figure(
+                records[round_index], text, root, _reasons(run, mode, round_index, self.session.profile())
+            ),
+            visible=True,
+        )
 
     @staticmethod
     def _tree_sizes(run: Run, mode: str):
@@ -903,3 +909,29 @@ def _verified_rows(run: Run) -> int | None:
     return max(
         (r.chosen_length + 1 for records in run.records.values() for r in records if not r.tree_size), default=None
     )
+
+
+def _reasons(run: Run, mode: str, round_index: int, profile) -> list[str] | None:
+    """Why each node of a ddtree-marginal or ddtree-priced round entered: the mode's own rule, with
+    its state as the round found it (the priced rule's V from the run's earlier rounds, its prices
+    from `profile`, the session's: the race's own unless it was measured again since)."""
+    settings = PolicySettings(alpha=run.settings.alpha, d_max=run.settings.d_max, node_budget=run.settings.node_budget)
+    try:
+        policy = MODES[mode].policy(settings, profile)
+    except (ValueError, TypeError):
+        return None
+    if not hasattr(policy, "reason"):
+        return None
+    records = run.records.get(mode, [])
+    for record in records:
+        if record.round_index >= round_index:
+            break
+        policy.update(record)
+    record = next((r for r in records if r.round_index == round_index), None)
+    if record is None:
+        return None
+    out, path_prob = [], []
+    for j, parent in enumerate(record.tree_parents):
+        path_prob.append(record.tree_probs[j] * (path_prob[parent] if parent >= 0 else 1.0))
+        out.append(policy.reason(j, path_prob[j]))
+    return out

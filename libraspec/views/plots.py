@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -635,13 +635,20 @@ def tree_layout(parents: list[int]) -> list[float]:
     return [rows[j] for j in range(len(parents))] + [rows[-1]]
 
 
-def tree_figure(record_row: pd.Series | Mapping[str, Any], token_text=str, root_text: str | None = None) -> go.Figure:
+def tree_figure(
+    record_row: pd.Series | Mapping[str, Any],
+    token_text=str,
+    root_text: str | None = None,
+    reasons: Sequence[str] | None = None,
+) -> go.Figure:
     """One round's draft tree: x = depth (the root, the last committed token, at 0), one marker per
     node labelled with its token's text and q (path probability on hover), edges parent -> child,
     the accepted path (`tree_path`) drawn in the mode's colour and the bonus token after its last
     node. `record_row` is a `RoundRecord`, a frame row or a mapping with the same keys;
     `token_text` maps a token id to its text (default: the id); `root_text` is the root token's
-    text (default: "root"). A round without a tree (a chain mode) gives an empty figure saying so.
+    text (default: "root"). `reasons`: per node, why it entered (the node rule of ddtree-marginal and
+    ddtree-priced, `MarginalTreePolicy.reason`), shown on hover. A round without a tree (a chain mode)
+    gives an empty figure saying so.
     """
     if dataclasses.is_dataclass(record_row):
         record_row = vars(record_row)
@@ -700,10 +707,11 @@ def tree_figure(record_row: pd.Series | Mapping[str, Any], token_text=str, root_
                 line=dict(width=1.5, color=[colour if j in on_path else OFF_PATH_COLOR for j in range(len(tokens))]),
             ),
             customdata=[
-                [j, repr(t), tok, q, pp] for j, (t, tok, q, pp) in enumerate(zip(texts, tokens, probs, path_prob))
+                [j, repr(t), tok, q, pp, "" if reasons is None else f"<br>entered: {reasons[j]}"]
+                for j, (t, tok, q, pp) in enumerate(zip(texts, tokens, probs, path_prob))
             ],
             hovertemplate="node %{customdata[0]} · depth %{x}<br>token %{customdata[1]} (id %{customdata[2]})"
-            "<br>q = %{customdata[3]:.3f}<br>path probability = %{customdata[4]:.4f}<extra></extra>",
+            "<br>q = %{customdata[3]:.3f}<br>path probability = %{customdata[4]:.4f}%{customdata[5]}<extra></extra>",
         )
     )
     root = "root" if root_text is None else _token_label(root_text)
