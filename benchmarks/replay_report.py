@@ -264,7 +264,7 @@ def render(args, pair, profiles, concurrency, results, measured, meta) -> str:
         f"prompts of each ({args.limit * len(SUITES)} prompts), {args.max_new_tokens} greedy tokens each; "
         f"traces {args.lookahead} drafts deep, block-diffusion traces {TREE_TOP_K} candidates wide.",
         f"- Profiles: (a) {words['a']}; (b) {words['b']}: requests of a suite replayed in groups of "
-        f"{B} in lock-step, each choosing its own length (intervals over the groups); "
+        f"up to {B} in lock-step, each choosing its own length (intervals over the groups); "
         f"(d) {words['d']}. Forwards beyond the measured token counts continue the last measured segment.",
         "- Trace cost: " + "; ".join(f"{d} {meta['trace_cost'][d]}" for d in meta["trace_cost"]) + ".",
         "",

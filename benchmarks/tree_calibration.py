@@ -77,9 +77,10 @@ def suite_samples(args) -> pd.DataFrame:
         frame = read_trace(path)
         mine = frame[frame["label"] == f"ddtree-b{args.node_budget}"]
         frames.append(node_samples(mine).assign(source=path.name.split(".")[0]))
-    if not frames:
-        raise SystemExit(f"no tree records in {args.trees}: run benchmarks/trees.py first")
-    return pd.concat(frames, ignore_index=True)
+    samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if samples.empty:
+        raise SystemExit(f"no ddtree-b{args.node_budget} nodes in {args.trees}: run benchmarks/trees.py first")
+    return samples
 
 
 def replayed(profile, gamma: float, args) -> dict:

@@ -203,7 +203,7 @@ def paired_table(found: list[Path]) -> list[str]:
     prompts: the ratio of seconds per token, 95% bootstrap over prompts stratified by suite."""
     rows, strata = prompt_rows(found)
     trees = [label for label in rows if label.startswith("ddtree")]
-    rivals = ["libraspec", *trees]
+    rivals = [label for label in ("libraspec",) if label in rows] + trees
     lines = [
         "Paired, measured: the row's speed over the column's (their seconds per token, ratio of sums over "
         "the same prompts), 95% bootstrap interval over prompts stratified by suite; > 1 means the row is "

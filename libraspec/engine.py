@@ -2,7 +2,7 @@
 
 Symbols follow the LibraSpec paper: n drafts per drafter pass, d the length submitted for
 verification, d_max its cap, q_i drafter confidences, tau = accepted + 1 tokens committed
-per round, d* the oracle length.
+per round (accepted alone when an accepted draft is an EOS), d* the oracle length.
 
 Cache invariant, kept by `_fit_caches` (the one place that rolls caches back): the target
 cache and the drafter context both hold every committed token except the newest, which is
@@ -110,6 +110,11 @@ class SpeculativeDecoder:
     def profile(self, profile: LatencyProfile) -> None:
         """A re-measured profile; runs already under way keep the one they started with."""
         self._profile = profile
+
+    @property
+    def measured_profile(self) -> LatencyProfile | None:
+        """The profile if it is measured (or read) already, else None: never measures."""
+        return self._profile
 
     def run(self, prompt_ids, mode: str, policy: LengthPolicy | None, config: DecodeConfig) -> Iterator[RoundRecord]:
         """Decode `prompt_ids`; yields one frozen RoundRecord per round. `policy` is a policy mode's
@@ -341,10 +346,12 @@ class SpeculativeDecoder:
         buffer.ensure(depth)
         tree = view.tree(depth)
         child_probs = self._tree_child_probs(state, tree, sampling)
-        under_stop = [False] * len(tree)  # nodes below an EOS node are never committed
+        # an EOS node and the nodes below it are never counted: a walk that would accept the EOS node
+        # stops at its parent, whose +1 (the bonus) is the EOS, as the engine commits it
+        stopped = [False] * len(tree)
         for j, parent in enumerate(tree.parents):
-            under_stop[j] = parent >= 0 and (under_stop[parent] or tree.tokens[parent] in self.eos_ids)
-        child_probs = child_probs * torch.as_tensor([0.0 if u else 1.0 for u in under_stop], dtype=child_probs.dtype)
+            stopped[j] = tree.tokens[j] in self.eos_ids or (parent >= 0 and stopped[parent])
+        child_probs = child_probs * torch.as_tensor([0.0 if s else 1.0 for s in stopped], dtype=child_probs.dtype)
         price = tree_prices(profile, buffer, self.drafter.needs_features)
         return tree_oracle(tree, child_probs, rng, price, zero_time=price(0, 0))
 
@@ -372,8 +379,8 @@ class SpeculativeDecoder:
         drafts, probs = buffer.draw(D, rng)  # the same first d drafts as a round that verifies d draws
         prefix = self._accepted_prefix(state, drafts, probs, sampling, rng)
         stops = [i for i, t in enumerate(drafts) if t in self.eos_ids]
-        if stops:  # drafts past an EOS are never committed
-            prefix = np.minimum(prefix, stops[0] + 1)
+        if stops:  # an accepted EOS draft commits as the bonus would: count neither it nor what follows
+            prefix = np.minimum(prefix, stops[0])
         price = chain_prices(profile, buffer, self.drafter.needs_features)
         d_star = oracle_length(prefix, price, zero_time=price(0))
         return d_star, d_star if sampling.greedy else min(int(prefix[-1]) + 1, D)

@@ -3,7 +3,8 @@
 Each decoding round yields one frozen `RoundRecord`; the app, the benchmarks and the
 trace files read only these. Symbols follow the LibraSpec paper: d is the speculative
 length submitted for verification, q_i the drafter confidence of draft i, eps_i the
-Algorithm 1 bound of position i, tau = accepted + 1 tokens committed per round.
+Algorithm 1 bound of position i, tau = accepted + 1 tokens committed per round
+(accepted alone when an accepted draft is an EOS).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -257,7 +258,7 @@ _EMPTY = DraftTree((), (), (), (), ())
 
 
 class MarginalTreePolicy:
-    """Each round's tree chosen node by node by marginal gain (docs/ARCHITECTURE.md, "Trees that pay").
+    """Each round's tree chosen node by node by marginal gain (docs/ARCHITECTURE.md, "Trees that choose their nodes").
 
     Nodes enter in best-first order, so node j's path probability P_j = prod q along its root path
     never rises from one node to the next. Node j is the drafter's estimate of one more accepted
@@ -307,6 +308,25 @@ class MarginalTreePolicy:
         """The rule keeps no state across rounds."""
 
 
+def path_probabilities(parents: Sequence[int], probs: Sequence[float]) -> list[float]:
+    """Each node's path probability P_j = prod q along its root path (parents before children)."""
+    out: list[float] = []
+    for j, parent in enumerate(parents):
+        out.append(float(probs[j]) * (out[int(parent)] if parent >= 0 else 1.0))
+    return out
+
+
+def node_reasons(policy: MarginalTreePolicy, earlier: Iterable, record) -> list[str]:
+    """Why each node of `record`'s tree entered, in the rule of `policy` (a fresh ddtree-marginal or
+    ddtree-priced policy), its state first brought to the round by the run's `earlier` rounds (the
+    priced rule's V). Node j is priced as the j-th of the verified tree: in a round whose room cut
+    the depth that can differ from its index in the tree the rule chose from."""
+    policy.reset()
+    for past in earlier:
+        policy.update(past)
+    return [policy.reason(j, p) for j, p in enumerate(path_probabilities(record.tree_parents, record.tree_probs))]
+
+
 class PricedTreePolicy(MarginalTreePolicy):
     """Mode ddtree-priced: ddtree-marginal's rule with each node priced by the latency profile.
 
@@ -317,7 +337,12 @@ class PricedTreePolicy(MarginalTreePolicy):
     and j nodes before it); where verification does not grow the node is free and pays. With
     dT_j = c for every j the rule is alpha * P_j >= 1 at alpha = V / c = T / (tau c), section 3.4's
     alpha, so the trade-off follows the profile: a steep cost per token asks more of each node.
-    `alpha` (what the records show) is V over the mean dT_j of the cap's nodes."""
+    `alpha` (what the records show) is V over the mean dT_j of the cap's nodes.
+
+    Limits, as for ddtree-marginal: nodes enter as a best-first prefix (the first node that does not
+    pay ends the tree, even if a later row were cheaper); the drafting steps the rule asks for are
+    not priced; the prior's drafting is one block-diffusion pass whatever the drafter; dT_0 compares a
+    one-node tree forward with the one-token chain forward."""
 
     name = "tree-priced"
 

@@ -321,20 +321,35 @@ def test_ddtree_marginal_verifies_only_nodes_that_pay(pair):
     """ddtree-marginal: every node verified has alpha * P >= 1 (P its path probability), rounds whose
     room cut the depth included; greedy output equals AR; and its trees differ from fixed-budget
     ddtree's in most rounds."""
+    from libraspec.tree import MarginalTreePolicy
+
+    class Spy(MarginalTreePolicy):  # pairs each round's chosen depth with the depth it verified
+        def reset(self):
+            self.pairs, self.pending = [], None
+
+        def choose_length(self, view):
+            decision = super().choose_length(view)
+            self.pending = decision.d
+            return decision
+
+        def update(self, record):
+            if self.pending is not None:
+                self.pairs.append((self.pending, record.chosen_length))
+            self.pending = None
+
     alpha, cap, cut, rounds, differ = 3.0, 12, 0, 0, 0
     for name, drafter in drafters(pair).items():
         decoder = SpeculativeDecoder(with_drafter(pair, drafter), PROFILE)
         for prompt in prompts(pair, 2):
             reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=20))
-            policy = make_policy("ddtree-marginal", decoder.n, alpha=alpha, d_max=24, node_budget=cap)
+            policy = Spy(alpha, 24, cap)
             records = run(decoder, prompt, "ddtree-marginal", policy, max_new_tokens=20)
+            cut += sum(chosen > verified for chosen, verified in policy.pairs)  # the room cut the depth
             fixed = tree_run(decoder, prompt, budget=cap, max_new_tokens=20)
             assert generated(records) == reference == generated(fixed), name
             for r in records:
                 path_p = [float(np.prod([r.tree_probs[j] for j in _path(r, k)])) for k in range(r.tree_size)]
                 assert all(alpha * p >= 1 - 1e-12 for p in path_p), (name, r.round_index, path_p)
-                room = 20 - (r.cumulative_tokens - r.tau)
-                cut += r.chosen_length == room - 1 and r.tree_size > 0
             rounds += min(len(records), len(fixed))
             differ += sum(a.tree_size != b.tree_size for a, b in zip(records, fixed))
     assert cut  # some round's depth was cut by its room
@@ -373,6 +388,8 @@ def test_a_profile_priced_tree_pays_each_node_its_own_row_cost(pair):
             seconds, tokens, verified = seconds + r.modeled_s, tokens + r.tau, verified + r.tree_size
         assert policy.value_s() == pytest.approx((prior + seconds) / (2.0 + tokens))
     assert verified > 0
+    continued = PricedTreePolicy(PROFILE, 24, cap, *policy.prior_now())  # how the exact tests cut a run in rounds
+    assert continued.value_s() == pytest.approx(policy.value_s())
     for j, p in ((0, 0.9), (5, 0.3), (11, 0.01)):  # the inspector's words follow the rule
         assert policy.reason(j, p).endswith(": pays") == policy.pays(j, p)
         assert f"dT = {1e3 * costs[j]:.2f} ms" in policy.reason(j, p)

@@ -81,7 +81,7 @@ def tree_calibration(records: list[RoundRecord]) -> tuple[str, object]:
     table = by_depth(samples)
     table["ece after P^gamma"] = by_depth(samples, gamma)["ece"]
     text = (
-        f"**Draft-tree nodes: {len(samples)}** verified in {samples.groupby(['mode', 'round_index']).ngroups} "
+        f"**Draft-tree nodes: {len(samples)}** verified in {sum(1 for r in records if r.tree_size)} "
         f"tree rounds ({', '.join(sorted(set(samples['mode'])))}). A node's path probability P (the product of "
         "q along its root path) is what ddtree-marginal and ddtree-priced read as its chance of lying on the "
         f"accepted path. Fitted power correction P^gamma: **gamma = {gamma:.2f}** (on these same nodes, "

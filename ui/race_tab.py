@@ -26,6 +26,7 @@ from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.models.registry import describe_pair
 from libraspec.modes import MODES, PolicySettings
 from libraspec.records import records_to_frame
+from libraspec.tree import node_reasons
 from libraspec.views import plots
 
 from .common import QUEUE, client_key, load_examples
@@ -45,7 +46,6 @@ from .settings import (
     check_race_modes,
     check_settings,
 )
-from .teach_tab import COSTS, SOURCES
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
 EMPTY = records_to_frame([])
@@ -665,8 +665,9 @@ class RaceTabs:
         """Race up to three modes on one prompt (static_length 0 = n; model "" = the app's current
         pair, else one of the pairs the app offers; drafter "" = the pair's default, else dflash,
         lookup or hybrid; modes: comma-separated names, "" = "static,libraspec,oracle", any of
-        static, libraspec, g4, failfast, oracle, ddtree, ddtree-libraspec; tree_depth 0 = n and
-        node_budget: the tree modes' depth (ddtree) and nodes per tree).
+        static, libraspec, g4, failfast, oracle, ddtree, ddtree-libraspec, ddtree-marginal,
+        ddtree-priced; tree_depth 0 = n and node_budget: the tree modes' depth (ddtree) and nodes per
+        tree, the cap of ddtree-marginal and ddtree-priced).
 
         Returns three output texts, those of the raced modes in the registry's order (the columns'
         order; "" for a column left empty when fewer modes race), and a summary: the raced modes
@@ -745,17 +746,21 @@ class RaceTabs:
         return [gr.HTML(visible=mode in chosen) for mode in RACEABLE]
 
     def link_teach(self, teach, tabs: gr.Tabs) -> None:
-        """The inspector's "open in step-through": the step-through tab shows the inspected LibraSpec
-        round of this race (its source and round number set; the tab then takes the race's alpha, n
-        and d_max itself) priced by the measured profile."""
+        """The inspector's "open in step-through": once the inspected round is one the step-through
+        can replay (`check_teach_round`), that tab shows it (`TeachTab.open_race_round`), takes the
+        race's alpha, n and d_max and draws its first step, in this order."""
+        every = [teach.index, *teach.controls]
         self.to_teach.click(
-            self.open_in_teach,
-            [self.run_id, self.inspect_mode, self.round],
-            [tabs, teach.source, teach.round, teach.cost],
-            api_visibility="private",
+            self.check_teach_round, [self.run_id, self.inspect_mode], None, api_visibility="private"
+        ).success(
+            teach.open_race_round, [self.round], [tabs, teach.source, teach.round, teach.cost], api_visibility="private"
+        ).success(teach.adopt_race_round, every, [teach.alpha, teach.n, teach.d_max], api_visibility="private").success(
+            teach.restart, every, teach.outputs, api_visibility="private"
         )
 
-    def open_in_teach(self, request: gr.Request, run_id: str, mode: str, round_index):
+    def check_teach_round(self, request: gr.Request, run_id: str, mode: str) -> None:
+        """Refuse, saying why, what the step-through cannot replay: no race, a mode other than
+        LibraSpec, a race older than the visitor's last LibraSpec race."""
         owner = client_key(request)
         run = self._stored(run_id, owner)
         if run is None:
@@ -768,7 +773,6 @@ class RaceTabs:
         latest = [r for r in self.session.runs(owner) if r.records.get("libraspec")]
         if not latest or latest[-1].run_id != run.run_id:
             raise gr.Error("The step-through replays your last race with LibraSpec; this is an older one.")
-        return gr.Tabs(selected="teach"), SOURCES[1], int(round_index or 0), COSTS[0]
 
     def inspect_mode_changed(self, request: gr.Request, run_id: str, mode: str):
         run = self._stored(run_id, client_key(request))
@@ -868,11 +872,14 @@ class RaceTabs:
         previous = records.get(round_index - 1)
         root = text(previous.committed_tokens[-1]) if previous is not None and previous.committed_tokens else None
         return gr.Plot(
-            plots.tree_figure(
-                records[round_index], text, root, _reasons(run, mode, round_index, self.session.profile())
-            ),
+            plots.tree_figure(records[round_index], text, root, self._reasons(run, mode, round_index)),
             visible=True,
         )
+
+    def _reasons(self, run: Run, mode: str, round_index: int) -> list[str] | None:
+        if run.model != getattr(self.session.pair, "name", None):
+            return None  # another pair is loaded now: its profile did not price this race
+        return _reasons(run, mode, round_index, self.session.profile_now(), self.session.n)
 
     @staticmethod
     def _tree_sizes(run: Run, mode: str):
@@ -911,27 +918,20 @@ def _verified_rows(run: Run) -> int | None:
     )
 
 
-def _reasons(run: Run, mode: str, round_index: int, profile) -> list[str] | None:
-    """Why each node of a ddtree-marginal or ddtree-priced round entered: the mode's own rule, with
-    its state as the round found it (the priced rule's V from the run's earlier rounds, its prices
-    from `profile`, the session's: the race's own unless it was measured again since)."""
-    settings = PolicySettings(alpha=run.settings.alpha, d_max=run.settings.d_max, node_budget=run.settings.node_budget)
-    try:
-        policy = MODES[mode].policy(settings, profile)
-    except (ValueError, TypeError):
+def _reasons(run: Run, mode: str, round_index: int, profile, n: int) -> list[str] | None:
+    """Why each node of a ddtree-marginal or ddtree-priced round entered (`tree.node_reasons`), priced
+    by `profile`, the session's (the race's own unless it was measured again since); None for other
+    modes and when the profile is not known."""
+    if profile is None or not MODES[mode].factory or MODES[mode].kind != "tree":
         return None
+    settings, _ = PolicySettings(
+        alpha=run.settings.alpha, d_max=run.settings.d_max, node_budget=run.settings.node_budget
+    ).checked(n)
+    policy = MODES[mode].policy(settings, profile)
     if not hasattr(policy, "reason"):
         return None
     records = run.records.get(mode, [])
-    for record in records:
-        if record.round_index >= round_index:
-            break
-        policy.update(record)
     record = next((r for r in records if r.round_index == round_index), None)
     if record is None:
         return None
-    out, path_prob = [], []
-    for j, parent in enumerate(record.tree_parents):
-        path_prob.append(record.tree_probs[j] * (path_prob[parent] if parent >= 0 else 1.0))
-        out.append(policy.reason(j, path_prob[j]))
-    return out
+    return node_reasons(policy, (r for r in records if r.round_index < round_index), record)

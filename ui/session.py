@@ -335,6 +335,12 @@ class Session:
         with self._model_lock:
             return decoder.profile
 
+    def profile_now(self) -> LatencyProfile | None:
+        """The loaded pair's profile if it is measured already, without waiting for the model lock
+        (a view that must answer in milliseconds while another visitor's run holds the model)."""
+        decoder = self.decoder
+        return None if decoder is None else decoder.measured_profile
+
     def remeasure_profile(self) -> tuple[LatencyProfile, LatencyProfile]:
         """Measure the loaded pair's latency profile again over the same ranges, replace its disk
         file and hand it to every decoder; cached AR baselines are re-modeled with it. A run under
@@ -544,8 +550,9 @@ class Session:
     def sweep(
         self, prompts: list[str], alphas, d_maxes, max_new_tokens, owner: str = LOCAL, drafter: str | None = None
     ) -> Iterator[tuple[str, SweepEvent | None]]:
-        """LibraSpec over an alpha x d_max grid on `prompts` (`iter_sweep`: AR once per prompt, the
-        oracle annotation in every cell), drafting with `drafter` (None or "": the pair's default);
+        """LibraSpec over an alpha x d_max grid on `prompts` (`iter_sweep`: AR once per prompt, the grid
+        replayed from draft traces with the oracle's d*, its best cells decoded for real), drafting
+        with `drafter` (None or "": the pair's default);
         yields (status line, event or None), every line naming the drafter. `cancel_sweep(owner)`
         stops it before its next run."""
         grid_alphas, grid_d = parse_alphas(alphas), parse_d_maxes(d_maxes)

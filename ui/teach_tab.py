@@ -336,6 +336,7 @@ class TeachTab:
             self.draft,
         ]
         outputs = [self.index, self.step_plot, self.expected_plot, self.text]
+        self.controls, self.outputs = controls, outputs  # the race inspector's "open in step-through" chains them
         for button, handler in (
             (self.reset, self.restart),
             (self.prev, self.previous),
@@ -344,7 +345,9 @@ class TeachTab:
         ):
             button.click(handler, [self.index, *controls], outputs, api_visibility="private")
         for control in controls:
-            event = control.release if isinstance(control, gr.Slider) else control.change
+            # the visitor's own changes only: a value set by another event (the inspector's "open in
+            # step-through") comes with its own chain, which must not race with these
+            event = control.release if isinstance(control, gr.Slider) else control.input
             if control in (self.source, self.round):  # a race round: the sliders take its settings first
                 event(
                     self.adopt_race_round,
@@ -403,6 +406,11 @@ class TeachTab:
         except ValueError:
             return gr.skip(), gr.skip(), gr.skip()  # the view that follows says why
         return gr.Slider(value=alpha), gr.Slider(value=n), gr.Slider(value=d_max)
+
+    def open_race_round(self, round_index):
+        """This tab selected, showing LibraSpec round `round_index` of the visitor's last race priced by
+        the measured profile (the race inspector's "open in step-through")."""
+        return gr.Tabs(selected="teach"), SOURCES[1], int(round_index or 0), COSTS[0]
 
     def opening(self, request: gr.Request):
         return self.restart(request, 0, *dataclasses.astuple(Inputs()))

@@ -114,7 +114,7 @@ class WhatIf:
         once per machine and pair (cached on disk) as the active run under the model lock, and only
         when `measure` (a queued event): without it, a profile not measured yet is a ValueError."""
         if choice == BATCH_1:
-            profile = self.session.profile()
+            profile = self.session.profile() if measure else self.session.profile_now()  # the latter never waits
             if profile is None:
                 raise ValueError("this machine's profile is not measured yet: run a race first")
             return profile

@@ -99,7 +99,8 @@ def lockstep(
         raise ValueError("lock-step replay needs at least one request")
     base = profiles[min(profiles)]
     # a priced mode prices its choices as a request among B: the profile of the largest measured
-    # batch size up to B, its trees priced as chain forwards at that size (as the rounds are below)
+    # batch size up to B, its trees priced as chain forwards at that size (as the rounds are below);
+    # so one request alone in lock-step is priced as a chain, not as its own replay with tree timings
     B = max([b for b in profiles if b <= len(traces)], default=min(profiles))
     own = dataclasses.replace(profiles[B], tree_rows=(), tree_verify_s=()) if get_mode(mode).priced else base
     runs = []
@@ -128,7 +129,8 @@ def lockstep(
 
 
 def _verify_alone(profile: LatencyProfile, record: RoundRecord) -> float:
-    """The batch-1 verification inside a record's modeled time (what a lock-step round replaces)."""
+    """The verification inside a record's modeled time under `profile` (the one its replay priced it
+    with: batch 1, or a priced mode's batch size), which a lock-step round replaces."""
     if record.tree_size:
         return profile.tree_verify_time(record.tree_size + 1)
     return profile.verify_time(record.chosen_length + 1)

@@ -12,9 +12,8 @@ the ones a real decode uses, so every mode, policy, setting and latency profile 
 microseconds a round instead of a target forward.
 
 The records have the engine's fields; their measured times are NaN (nothing ran on a target)
-and their modeled times come from the given latency profile, as the engine's do. One difference:
-where the text ends at an end-of-sequence token, the engine may also accept drafts beyond it
-(which it then cuts), so its last round can count more accepted drafts than the replay's.
+and their modeled times come from the given latency profile, as the engine's do (the engine
+counts no draft past an end-of-sequence token as accepted, as the text ends there).
 `best_schedule` finds the lengths that minimise a text's modeled time in hindsight.
 """
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..records import RoundRecord
+from ..tree import path_probabilities
 from .calibration import BINS, expected_calibration_error
 
 SAMPLE_COLUMNS = ["mode", "round_index", "node", "depth", "path_prob", "on_path"]
@@ -48,12 +49,10 @@ def node_samples(records: Iterable[RoundRecord] | pd.DataFrame, modes: Sequence[
     for mode, round_index, parents, probs, path in _trees(records):
         if modes is not None and mode not in modes:
             continue
-        depth, path_prob = [0] * len(parents), [1.0] * len(parents)
-        for j, parent in enumerate(parents):  # parents come before their children
-            parent = int(parent)
-            depth[j] = 1 + (depth[parent] if parent >= 0 else 0)
-            path_prob[j] = float(probs[j]) * (path_prob[parent] if parent >= 0 else 1.0)
-            rows.append((mode, round_index, j, depth[j], path_prob[j], int(j in path)))
+        depth = [0] * len(parents)
+        for j, (parent, p) in enumerate(zip(parents, path_probabilities(parents, probs))):
+            depth[j] = 1 + (depth[int(parent)] if parent >= 0 else 0)  # parents come before their children
+            rows.append((mode, round_index, j, depth[j], p, int(j in path)))
     return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
 
 

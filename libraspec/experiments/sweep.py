@@ -34,6 +34,7 @@ from ..analysis.trace import DraftTrace, iter_trace
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..records import NOISE_Z, RoundRecord, summarize, timing_noise_s
 from .driver import AUTO, Cancelled, Job, alpha_label, decode_grid, libraspec_policy, parse_alphas
+from .grids import decision_digest
 
 DEFAULT_ALPHAS = (1.6, 2.0, 2.2, 2.6, AUTO)  # around the paper's 2.0 (Fast-dLLM) and 2.2 (DFlash)
 DEFAULT_D_MAXES = (16, 24, 32, 48)  # around the paper's 24 for DFlash
@@ -109,8 +110,7 @@ def decisions_digest(runs: list[list[RoundRecord]]) -> str:
     """A short digest of every round's work, prompt by prompt: its d, the drafting steps it ran, its
     tree's size and what it accepted. Two cells with the same digest did the same work, so their
     measured times differ by noise alone (the same d after different drafting does not count)."""
-    work = [[(r.chosen_length, r.blocks_drafted, r.tree_size, r.accepted) for r in run] for run in runs]
-    return hashlib.sha1(repr(work).encode()).hexdigest()[:12]
+    return hashlib.sha1(",".join(decision_digest(run) for run in runs).encode()).hexdigest()[:12]
 
 
 def _cell_config(configs: list[DecodeConfig], d_max: int, index: int) -> DecodeConfig:
@@ -185,6 +185,7 @@ def iter_sweep(
             total,
             f"{event.label}, prompt {event.index + 1}/{len(prompts_ids)}",
             pd.DataFrame(rows, columns=COLUMNS),
+            finished=not replayed and done == total,
         )
     if not replayed:
         return
@@ -202,11 +203,16 @@ def iter_sweep(
             elif item % 8 == 0 or item == len(output):
                 label = f"recording the drafter's proposals, prompt {i + 1}/{len(prompts_ids)}: {item}/{len(output)}"
                 yield SweepEvent(done, total, label, pd.DataFrame(rows, columns=COLUMNS))
-    for alpha, d_max in cells.values():
+    for label, (alpha, d_max) in cells.items():
+        if cancel is not None and cancel.is_set():
+            yield SweepEvent(done, total, "cancelled", pd.DataFrame(rows, columns=COLUMNS), True)
+            return
         runs = [_replay_cell(decoder, trace, alpha, d_max, configs[i]) for i, trace in enumerate(traces)]
         rows.append(_cell_row(alpha, d_max, runs, ar) | {"check": "replay"})
+        yield SweepEvent(done, total, f"replayed {label}", pd.DataFrame(rows, columns=COLUMNS))
     # the best cells by modeled speedup, one per set of identical decisions, decoded for real
-    order = sorted(range(len(rows)), key=lambda k: -rows[k]["speedup_modeled"])
+    speed = [row["speedup_modeled"] for row in rows]
+    order = sorted(range(len(rows)), key=lambda k: -speed[k] if math.isfinite(speed[k]) else math.inf)
     chosen, seen = [], set()
     for k in order:
         if rows[k]["decisions"] not in seen and len(chosen) < decode:

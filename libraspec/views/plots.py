@@ -30,6 +30,7 @@ from plotly.subplots import make_subplots
 from libraspec.modes import MODES
 from libraspec.policy import epsilon_bounds
 from libraspec.records import step_action
+from libraspec.tree import path_probabilities
 
 MODE_COLORS: dict[str, str] = {name: mode.colour for name, mode in MODES.items()}
 MODE_ORDER = tuple(MODE_COLORS)
@@ -660,17 +661,16 @@ def tree_figure(
     fig = go.Figure()
     title = f"Round {round_index} ({mode}): draft tree"
     if not is_tree_mode(mode) and not tokens:
-        empty_figure(fig, f"{mode} drafts a chain, not a tree: choose a tree mode (ddtree, ddtree-libraspec)")
+        empty_figure(fig, f"{mode} drafts a chain, not a tree: choose a tree mode (ddtree, ...)")
         return apply_layout(fig, "tree", title, xaxis=dict(visible=False), yaxis=dict(visible=False))
     bonus = _record_value(record_row, "bonus_token")
     bonus = int(bonus) if _present(bonus) else None
     # the bonus gets a row of its own: laid out as one more child of the last accepted node
     rows = tree_layout(parents + ([path[-1] if path else -1] if bonus is not None else []))
     root_row = rows[-1]
-    depth, path_prob = [0] * len(tokens), [1.0] * len(tokens)
+    depth, path_prob = [0] * len(tokens), path_probabilities(parents, probs)
     for j, parent in enumerate(parents):
         depth[j] = 1 + (depth[parent] if parent >= 0 else 0)
-        path_prob[j] = probs[j] * (path_prob[parent] if parent >= 0 else 1.0)
     texts = [str(token_text(t)) for t in tokens]
     ex, ey = [], []
     for j, parent in enumerate(parents):
