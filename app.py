@@ -44,6 +44,7 @@ def build_demo(session: Session | None = None) -> gr.Blocks:
     teach = TeachTab(session)
     with gr.Blocks(title="LibraSpec Explorer") as demo:
         gr.Markdown(INTRO)
+        tabs.build_status()
         with gr.Tabs() as tab_set:
             tabs.build()
             teach.build()

@@ -162,10 +162,14 @@ class RaceTabs:
 
     # -- layout -------------------------------------------------------------------------------
 
-    def build(self) -> None:
+    def build_status(self) -> None:
+        """The status line above the tabs (every tab's runs report there)."""
         self.status = gr.HTML(
             status_html("Loading the model…" if not self.session.loaded else "Ready."), elem_id="ls-status"
         )
+
+    def build(self) -> None:
+        """The Race and Round inspector tabs, inside the app's `gr.Tabs` (after `build_status`)."""
         with gr.Tab("Race", id="race"):
             self._race_layout()
         with gr.Tab("Round inspector", id="inspector"):
