@@ -108,3 +108,28 @@ def test_what_cannot_be_replayed_is_refused(session):
         whatif.profile("a GPU I do not have")
     with pytest.raises(ValueError, match="synthetic costs"):
         whatif.profile(SYNTHETIC, -1.0, 2.0, 5.0)
+
+
+def test_a_stored_profile_file_prices_a_replay_and_names_itself(session, tmp_path, monkeypatch):
+    """(c): a profile file in assets/profiles (a GPU's, say) is a choice, named as stored and
+    measured there; a file for another block size is refused when it would price the race."""
+    import dataclasses
+
+    import ui.whatif as whatif_module
+    from libraspec.analysis.regimes import synthetic_profile
+
+    gpu = dataclasses.replace(synthetic_profile(0.01, 0.0001, 0.002, session.n, 49), meta={"device": "cuda (H200)"})
+    gpu.to_json(str(tmp_path / "h200-qwen3-4b.json"))
+    other = dataclasses.replace(synthetic_profile(0.01, 0.0001, 0.002, session.n + 1, 49), meta={"device": "cuda"})
+    other.to_json(str(tmp_path / "other-n.json"))
+    monkeypatch.setattr(whatif_module, "PROFILES_DIR", tmp_path)
+    assert {"stored: h200-qwen3-4b", "stored: other-n"} <= set(profile_choices())
+    run = race(session, alpha=2.2, d_max=21)
+    whatif = WhatIf(session)
+    trace = list(whatif.trace(run.run_id, "dflash"))[-1]
+    stored = whatif.profile("stored: h200-qwen3-4b")
+    assert stored.verify_s == gpu.verify_s
+    plan = whatif.planner(trace, stored).plan(PolicySettings(alpha=2.2, d_max=21))
+    assert plan.profile == "stored profile h200-qwen3-4b.json (cuda (H200), measured there)"
+    with pytest.raises(ValueError, match="drafts n ="):
+        whatif.planner(trace, whatif.profile("stored: other-n"))
