@@ -74,7 +74,7 @@ def fit_samples(pair, profile, args) -> pd.DataFrame:
 def suite_samples(args) -> pd.DataFrame:
     frames = []
     for path in sorted(Path(args.trees).glob("*.records.parquet")):
-        frame = read_trace(path)
+        frame = read_trace(str(path))
         mine = frame[frame["label"] == f"ddtree-b{args.node_budget}"]
         frames.append(node_samples(mine).assign(source=path.name.split(".")[0]))
     samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
