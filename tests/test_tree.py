@@ -364,7 +364,7 @@ def test_a_profile_priced_tree_pays_each_node_its_own_row_cost(pair):
     committed token so far (a prior pseudo-round first) and dT_j the profile's price of its row
     (tree timings: rows cost different amounts); greedy output equals AR. On a linear profile it is
     the fixed rule alpha * P >= 1 at alpha = V / c."""
-    from libraspec.tree import MarginalTreePolicy, PricedTreePolicy
+    from libraspec.tree import MarginalTreePolicy, PricedTreePolicy, node_reasons
 
     cap = 12
     drafter = GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9, runner_up=(0, 3))
@@ -390,6 +390,15 @@ def test_a_profile_priced_tree_pays_each_node_its_own_row_cost(pair):
     assert verified > 0
     continued = PricedTreePolicy(PROFILE, 24, cap, *policy.prior_now())  # how the exact tests cut a run in rounds
     assert continued.value_s() == pytest.approx(policy.value_s())
+    # the inspector's reasons: the rule with V as the round found it (the last run's rounds)
+    last = next(r for r in reversed(records) if r.tree_size)
+    earlier = [r for r in records if r.round_index < last.round_index]
+    value = (prior + sum(r.modeled_s for r in earlier)) / (2.0 + sum(r.tau for r in earlier))
+    path_p = [float(np.prod([last.tree_probs[j] for j in _path(last, k)])) for k in range(last.tree_size)]
+    reasons = node_reasons(PricedTreePolicy(PROFILE, 24, cap), earlier, last)
+    assert reasons == [
+        f"P * V = {1e3 * p * value:.2f} ms >= dT = {1e3 * costs[j]:.2f} ms: pays" for j, p in enumerate(path_p)
+    ]
     for j, p in ((0, 0.9), (5, 0.3), (11, 0.01)):  # the inspector's words follow the rule
         assert policy.reason(j, p).endswith(": pays") == policy.pays(j, p)
         assert f"dT = {1e3 * costs[j]:.2f} ms" in policy.reason(j, p)

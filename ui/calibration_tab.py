@@ -26,7 +26,7 @@ from libraspec.analysis.calibration import (
     expected_calibration_error,
     reliability_table,
 )
-from libraspec.analysis.tree_calibration import by_depth, fit_power, node_samples
+from libraspec.analysis.tree_calibration import by_depth, node_samples
 from libraspec.records import RoundRecord
 from libraspec.views import plots, tuning_plots
 
@@ -72,22 +72,18 @@ def summarize_calibration(records: list[RoundRecord], tested_only: bool, profile
 
 
 def tree_calibration(records: list[RoundRecord]) -> tuple[str, object]:
-    """(markdown, table) of draft-tree nodes: path probability P against the accepted path, by depth,
-    before and after the power correction P^gamma fitted on the same nodes."""
+    """(markdown, table) of draft-tree nodes: path probability P against the accepted path, by depth."""
     samples = node_samples(records)
     if samples.empty:
         return "No draft-tree rounds yet: race a tree mode (ddtree, ddtree-marginal, ddtree-priced, ...).", None
-    gamma = fit_power(samples)
-    table = by_depth(samples)
-    table["ece after P^gamma"] = by_depth(samples, gamma)["ece"]
     text = (
         f"**Draft-tree nodes: {len(samples)}** verified in {sum(1 for r in records if r.tree_size)} "
         f"tree rounds ({', '.join(sorted(set(samples['mode'])))}). A node's path probability P (the product of "
         "q along its root path) is what ddtree-marginal and ddtree-priced read as its chance of lying on the "
-        f"accepted path. Fitted power correction P^gamma: **gamma = {gamma:.2f}** (on these same nodes, "
-        "in-sample; gamma < 1 means P was under-confident)."
+        "accepted path. A correction P^gamma fitted on held-apart prompts, and what it would change: "
+        "benchmarks/results/tree_calibration/."
     )
-    return text, table.round(3)
+    return text, by_depth(samples).round(3)
 
 
 class CalibrationTab:
@@ -199,7 +195,6 @@ class CalibrationTab:
             "positions": _rows(acceptance_by_position(samples)),
             "tree_nodes": len(nodes),
             "tree_by_depth": _rows(by_depth(nodes)),
-            "tree_gamma": fit_power(nodes) if len(nodes) else None,
         }
 
 

@@ -876,14 +876,23 @@ class RaceTabs:
         previous = records.get(round_index - 1)
         root = text(previous.committed_tokens[-1]) if previous is not None and previous.committed_tokens else None
         return gr.Plot(
-            plots.tree_figure(records[round_index], text, root, self._reasons(run, mode, round_index)),
+            plots.tree_figure(records[round_index], text, root, self._reasons(run, mode, records[round_index])),
             visible=True,
         )
 
-    def _reasons(self, run: Run, mode: str, round_index: int) -> list[str] | None:
-        if run.model != getattr(self.session.pair, "name", None):
-            return None  # another pair is loaded now: its profile did not price this race
-        return _reasons(run, mode, round_index, self.session.profile_now(), self.session.n)
+    def _reasons(self, run: Run, mode: str, record) -> list[str] | None:
+        """Why each node of a ddtree-marginal or ddtree-priced round entered (`tree.node_reasons`),
+        priced by the session's profile (the race's own unless it was measured again since); None
+        for other modes, or when the profile is unknown or belongs to another pair."""
+        profile = self.session.profile_now()
+        if profile is None or run.model != getattr(self.session.pair, "name", None):
+            return None
+        knobs = PolicySettings(alpha=run.settings.alpha, d_max=run.settings.d_max, node_budget=run.settings.node_budget)
+        policy = MODES[mode].policy(knobs.checked(self.session.n)[0], profile)
+        if not hasattr(policy, "reason"):
+            return None
+        earlier = (r for r in run.records.get(mode, []) if r.round_index < record.round_index)
+        return node_reasons(policy, earlier, record)
 
     @staticmethod
     def _tree_sizes(run: Run, mode: str):
@@ -920,22 +929,3 @@ def _verified_rows(run: Run) -> int | None:
     return max(
         (r.chosen_length + 1 for records in run.records.values() for r in records if not r.tree_size), default=None
     )
-
-
-def _reasons(run: Run, mode: str, round_index: int, profile, n: int) -> list[str] | None:
-    """Why each node of a ddtree-marginal or ddtree-priced round entered (`tree.node_reasons`), priced
-    by `profile`, the session's (the race's own unless it was measured again since); None for other
-    modes and when the profile is not known."""
-    if profile is None or not MODES[mode].factory or MODES[mode].kind != "tree":
-        return None
-    settings, _ = PolicySettings(
-        alpha=run.settings.alpha, d_max=run.settings.d_max, node_budget=run.settings.node_budget
-    ).checked(n)
-    policy = MODES[mode].policy(settings, profile)
-    if not hasattr(policy, "reason"):
-        return None
-    records = run.records.get(mode, [])
-    record = next((r for r in records if r.round_index == round_index), None)
-    if record is None:
-        return None
-    return node_reasons(policy, (r for r in records if r.round_index < round_index), record)

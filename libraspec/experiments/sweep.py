@@ -164,7 +164,7 @@ def iter_sweep(
     if not replayed:
         jobs += _cell_jobs(decoder, configs, cells)
     total = len(prompts_ids) * (1 + (min(decode, len(cells)) if replayed else len(cells)))
-    ar: list[RoundRecord] = []
+    ar_runs: list[list[RoundRecord]] = [[] for _ in prompts_ids]  # AR's rounds, per prompt
     runs: list[list[RoundRecord]] = []
     rows: list[dict] = []
     done = 0
@@ -174,11 +174,11 @@ def iter_sweep(
             return
         done += 1
         if event.mode == "ar":
-            ar += event.records
+            ar_runs[event.index] = event.records
         else:
             runs.append(event.records)
             if event.index == len(prompts_ids) - 1:
-                rows.append(_cell_row(*cells[event.label], runs, ar) | {"check": "decoded"})
+                rows.append(_cell_row(*cells[event.label], runs, _flat(ar_runs)) | {"check": "decoded"})
                 runs = []
         yield SweepEvent(
             done,
@@ -190,7 +190,8 @@ def iter_sweep(
     if not replayed:
         return
     # traces of the AR texts, then every cell replayed (modeled, in seconds)
-    texts = _texts(ar, len(prompts_ids))
+    ar = _flat(ar_runs)
+    texts = [[t for r in run for t in r.committed_tokens] for run in ar_runs]
     traces = []
     for i, (ids, output) in enumerate(zip(prompts_ids, texts)):
         steps = iter_trace(decoder.pair, decoder.drafter.name, ids, output, config.max_new_tokens, max(d_maxes))
@@ -245,17 +246,8 @@ def iter_sweep(
         )
 
 
-def _texts(ar: list[RoundRecord], prompts: int) -> list[list[int]]:
-    """The AR text of each prompt (AR's records, prompt after prompt, each ending with a finished round)."""
-    texts, current = [], []
-    for record in ar:
-        current += record.committed_tokens
-        if record.finished:
-            texts.append(current)
-            current = []
-    if len(texts) != prompts:
-        raise ValueError(f"expected {prompts} AR texts, found {len(texts)}")
-    return texts
+def _flat(runs: list[list[RoundRecord]]) -> list[RoundRecord]:
+    return [r for run in runs for r in run]
 
 
 def _replay_cell(decoder, trace: DraftTrace, alpha, d_max: int, config: DecodeConfig) -> list[RoundRecord]:
