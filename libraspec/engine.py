@@ -28,8 +28,16 @@ from .modes import get_mode
 from .oracle import oracle_length
 from .policy import Decision, LengthPolicy, epsilon_bounds
 from .records import RoundRecord
-from .tree import TreePolicy, TreeView, target_child_probs, tree_accept, tree_oracle
-from .verify import Randomness, SamplingConfig, acceptance_prefix, greedy_accept, probabilities, sample_accept
+from .tree import TreePolicy, TreeView, target_child_probs, text_child_probs, tree_accept, tree_oracle
+from .verify import (
+    Randomness,
+    SamplingConfig,
+    acceptance_prefix,
+    greedy_accept,
+    probabilities,
+    sample_accept,
+    text_match,
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,9 @@ class DecodeConfig:
     seed: int = 0
     lookahead: int = 24  # drafts the oracle verifies in hindsight (oracle mode and annotation)
     annotate_oracle: bool = False  # compute d* for each round of a policy mode, untimed
+    # the target's greedy output after the prompt when already known (a finished AR run under this
+    # config): greedy look-aheads (the oracle and its annotation) read it instead of a target forward
+    greedy_text: tuple[int, ...] | None = None
 
     def __post_init__(self):
         if (
@@ -51,6 +62,10 @@ class DecodeConfig:
             raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
         if isinstance(self.lookahead, bool) or int(self.lookahead) != self.lookahead or self.lookahead < 1:
             raise ValueError(f"lookahead must be an integer >= 1, got {self.lookahead!r}")
+        if self.greedy_text is not None:
+            if self.temperature != 0:
+                raise ValueError("greedy_text is the target's greedy output: it only serves temperature 0")
+            object.__setattr__(self, "greedy_text", tuple(int(t) for t in self.greedy_text))
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -66,6 +81,7 @@ class _State:
     target_cache: object
     context: object  # the drafter's
     rng: Randomness  # every random number of the run (sampling only)
+    known: tuple[int, ...] | None = None  # the target's greedy output after the prompt, when known
     rounds: int = 0
     seconds: float = 0.0
     modeled: float = 0.0
@@ -128,6 +144,9 @@ class SpeculativeDecoder:
             if value > limit:
                 raise ValueError(f"{name}={value} is beyond the target's context window ({limit + 1})")
         state = self._prefill(prompt_ids, config.seed)
+        if config.greedy_text is not None:
+            self._check_known(state, config)
+            state.known = config.greedy_text
         profile = self.profile
         if kind in ("policy", "tree"):
             policy.reset()
@@ -421,14 +440,21 @@ class SpeculativeDecoder:
 
     def _accepted_prefix(self, state: _State, drafts: list[int], probs, sampling: SamplingConfig, rng):
         """The oracle's look-ahead: a(d) for d = 1..D from one verification of D drafts, untimed, caches
-        rolled back after (`verify.acceptance_prefix`)."""
+        rolled back after (`verify.acceptance_prefix`); read from the known greedy text when there is one."""
+        text = self._known_rest(state)
+        if text is not None:
+            return np.minimum(np.arange(1, len(drafts) + 1), text_match(drafts, text))  # greedy: a(d) = min(d, a)
         out = self.target.forward(state.target_cache, [state.ids[-1]] + drafts, with_hidden=False)
         prefix = acceptance_prefix(torch.tensor(drafts, dtype=torch.long), probs, out.logits, sampling, rng)
         self._fit_caches(state, None, None)
         return prefix.numpy()
 
     def _tree_child_probs(self, state: _State, tree, sampling: SamplingConfig):
-        """The tree oracle's look-ahead: each node's target probability at its parent, untimed."""
+        """The tree oracle's look-ahead: each node's target probability at its parent, untimed; read
+        from the known greedy text when there is one."""
+        text = self._known_rest(state)
+        if text is not None:
+            return text_child_probs(tree, text)
         out = self.target.forward_tree(
             state.target_cache, state.ids[-1], tree.tokens, tree.parents, tree.depths, with_hidden=False
         )
@@ -456,6 +482,32 @@ class SpeculativeDecoder:
         self.drafter.fit_context(state.context, state.ids, hidden_states, first_position)
         if self.after_fit is not None:
             self.after_fit(state.ids, state.target_cache, state.context)
+
+    def _check_known(self, state: _State, config: DecodeConfig) -> None:
+        """A known greedy text must be all the target would write under `config`: it ends where AR
+        stops (an end token, max_new_tokens, the context window), or look-aheads past it would
+        read unknown tokens as rejections."""
+        text = config.greedy_text
+        ends = bool(text) and text[-1] in self.eos_ids
+        if len(text) > config.max_new_tokens or (
+            not ends and len(text) < min(config.max_new_tokens, self.target.max_positions - state.prompt_len)
+        ):
+            raise ValueError(
+                f"greedy_text has {len(text)} tokens; it must be the whole greedy output under this config "
+                f"(max_new_tokens = {config.max_new_tokens}), ending at an end token if shorter"
+            )
+
+    def _known_rest(self, state: _State) -> tuple[int, ...] | None:
+        """The known greedy text after the committed tokens, or None. Should the committed text ever
+        leave it (a numerical tie the batched verification broke the other way), the text is dropped
+        and the look-aheads verify on the target from then on."""
+        if state.known is None:
+            return None
+        g = state.generated
+        if tuple(state.ids[state.prompt_len :]) != state.known[:g]:
+            state.known = None
+            return None
+        return state.known[g:]
 
     def _room(self, state: _State, config: DecodeConfig) -> int:
         """Tokens this round may still commit: none past max_new_tokens nor past the context window."""

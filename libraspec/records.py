@@ -108,6 +108,11 @@ LIST_COLUMNS = (
 )
 
 
+def committed_text(records: Iterable[RoundRecord]) -> list[int]:
+    """The tokens a run committed, in order: its output after the prompt."""
+    return [t for r in records for t in r.committed_tokens]
+
+
 def records_to_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:
     """One row per round; tuple fields stay as Python lists, policy steps as dicts."""
     rows = []

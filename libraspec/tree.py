@@ -167,6 +167,17 @@ def target_child_probs(tree: DraftTree, target_logits: torch.Tensor, sampling: S
     return rows[parents.to(rows.device), tokens.to(rows.device)].cpu(), rows
 
 
+def text_child_probs(tree: DraftTree, text) -> torch.Tensor:
+    """Greedy child_probs (N,) from the target's known greedy text (`text`, the tokens after the
+    committed ones) instead of a verification: 1 where node j's token is the text's token at its
+    depth and its parent is on the text's path. The target's argmax under a node off that path is
+    not known, and no greedy walk reaches such a node, so it reads 0."""
+    on_path: list[bool] = []
+    for token, parent, depth in zip(tree.tokens, tree.parents, tree.depths):
+        on_path.append((parent < 0 or on_path[parent]) and depth <= len(text) and int(token) == int(text[depth - 1]))
+    return torch.tensor(on_path, dtype=torch.float64)
+
+
 def tree_accept(tree: DraftTree, target_logits: torch.Tensor, sampling: SamplingConfig, rng) -> tuple[list[int], int]:
     """target_logits (N + 1, V) -> (accepted node indices root to leaf, bonus / correction token).
 

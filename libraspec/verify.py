@@ -66,6 +66,14 @@ def greedy_accept(drafts: torch.Tensor, target_logits: torch.Tensor) -> tuple[in
     return a, int(best[a])
 
 
+def text_match(drafts, text) -> int:
+    """Greedy verification against the target's known greedy text (`text`, the tokens after the
+    committed ones): how many drafts equal its next tokens, as `greedy_accept` would find."""
+    k = min(len(drafts), len(text))
+    differ = [i for i in range(k) if int(drafts[i]) != int(text[i])]
+    return differ[0] if differ else k
+
+
 class Randomness:
     """A run's random numbers when sampling, from one seeded CPU generator.
 

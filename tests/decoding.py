@@ -8,10 +8,11 @@ import dataclasses
 import torch
 
 from libraspec.engine import DecodeConfig
+from libraspec.records import committed_text
 
 
 def generated(records):
-    return [t for r in records for t in r.committed_tokens]
+    return committed_text(records)
 
 
 def run(decoder, prompt, mode, policy, **cfg):

@@ -49,6 +49,7 @@ from libraspec.records import (
     NOISE_Z,
     RoundRecord,
     RunSummary,
+    committed_text,
     records_to_frame,
     summarize,
     timing_noise_s,
@@ -526,6 +527,8 @@ class Session:
             seed=settings.seed,
             lookahead=settings.d_max,
             annotate_oracle=True,
+            # greedy, the baseline's text is what every mode commits: the oracle's look-ahead reads it
+            greedy_text=committed_text(ar_records) if settings.temperature == 0 else None,
         )
         iterator = race(decoder, ids, entries, config)
         last, started = 0.0, time.monotonic()

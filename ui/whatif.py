@@ -22,6 +22,7 @@ from libraspec.analysis.whatif import Planner
 from libraspec.cost import LatencyProfile
 from libraspec.drafters import DRAFTERS
 from libraspec.profiling import cached_concurrency
+from libraspec.records import committed_text
 
 from .session import LOCAL, Run, Session
 
@@ -179,4 +180,4 @@ class WhatIf:
 
 def output_of(run: Run) -> list[int]:
     """The race's greedy text: what its AR baseline committed."""
-    return [t for r in run.ar_records for t in r.committed_tokens]
+    return committed_text(run.ar_records)

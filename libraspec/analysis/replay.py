@@ -25,14 +25,13 @@ from types import SimpleNamespace
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from ..cost import LatencyProfile, chain_prices
 from ..engine import DecodeConfig, SpeculativeDecoder, _State
 from ..modes import PolicySettings, get_mode
 from ..policy import LengthPolicy
 from ..records import RoundRecord
-from ..verify import Randomness
+from ..verify import Randomness, text_match
 from .trace import DraftTrace, TraceBuffer, TraceDrafter
 
 UNKNOWN = -1  # the token after the known text: never committed (the round's room cuts it)
@@ -58,7 +57,6 @@ class ReplayDecoder(SpeculativeDecoder):
         target = SimpleNamespace(eos_token_ids=tuple(eos_ids), max_positions=max_positions, vocab_size=vocab_size)
         super().__init__(SimpleNamespace(target=target, stop_ids=()), profile, drafter)
         self.prompt, self.output = [int(t) for t in prompt], [int(t) for t in output]
-        self._output = np.asarray(self.output, dtype=np.int64)
         # the text ends where AR stopped: at an end token, or at the budget it was generated under
         self.ends_text = bool(self.output) and (
             self.output[-1] in self.eos_ids or (max_new_tokens is not None and len(self.output) < max_new_tokens)
@@ -93,12 +91,13 @@ class ReplayDecoder(SpeculativeDecoder):
         ids = [int(t) for t in prompt_ids]
         if ids != self.prompt:
             raise ValueError("replay needs the prompt its text was generated from")
-        state = _State(ids, len(ids), None, self.drafter.new_context(), Randomness(int(seed)))
+        # the engine's look-aheads (the oracle, its annotation) read the known text too
+        state = _State(ids, len(ids), None, self.drafter.new_context(), Randomness(int(seed)), known=tuple(self.output))
         self.drafter.fit_context(state.context, ids, None, 0)
         return state
 
-    def _rest(self, state: _State) -> np.ndarray:
-        return self._output[state.generated :]
+    def _rest(self, state: _State) -> tuple[int, ...]:
+        return state.known[state.generated :]
 
     def _target_next(self, state, sampling) -> int:
         rest = self._rest(state)
@@ -106,7 +105,7 @@ class ReplayDecoder(SpeculativeDecoder):
 
     def _verify_chain(self, state, drafts, draft_probs, sampling, rng):
         rest = self._rest(state)
-        accepted = _matches(drafts, rest)
+        accepted = text_match(drafts, rest)
         return accepted, int(rest[accepted]) if accepted < len(rest) else UNKNOWN, None
 
     def _verify_tree(self, state, tree, sampling, rng):
@@ -120,25 +119,8 @@ class ReplayDecoder(SpeculativeDecoder):
             path.append(node)
         return path, int(rest[len(path)]) if len(path) < len(rest) else UNKNOWN, None
 
-    def _accepted_prefix(self, state, drafts, probs, sampling, rng) -> np.ndarray:
-        a = _matches(drafts, self._rest(state))
-        return np.minimum(np.arange(1, len(drafts) + 1), a)  # greedy: a(d) = min(d, a)
-
-    def _tree_child_probs(self, state, tree, sampling):
-        rest, on_path = self._rest(state), []
-        for j, (token, parent, depth) in enumerate(zip(tree.tokens, tree.parents, tree.depths)):
-            on_path.append((parent < 0 or on_path[parent]) and depth <= len(rest) and token == rest[depth - 1])
-        return torch.tensor(on_path, dtype=torch.float64)  # greedy: 1 where the target's argmax is the node
-
     def _fit_caches(self, state, hidden_states, first_position, rows=None) -> None:
         self.drafter.fit_context(state.context, state.ids, None, None)
-
-
-def _matches(drafts, rest: np.ndarray) -> int:
-    """Greedy verification's accepted prefix: how many drafts equal the text's next tokens."""
-    k = min(len(drafts), len(rest))
-    differ = np.nonzero(np.asarray(drafts[:k], dtype=np.int64) != rest[:k])[0]
-    return int(differ[0]) if len(differ) else k
 
 
 def replay(

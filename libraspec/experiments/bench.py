@@ -35,7 +35,15 @@ from ..engine import DecodeConfig, SpeculativeDecoder
 from ..files import atomic_write_text
 from ..modes import MODES, POLICY_MODES, TREE_MODES, PolicySettings
 from ..profiling import cached_profile, machine_description, profile_check
-from ..records import RoundRecord, frame_to_records, read_trace, records_to_frame, summarize, write_parquet
+from ..records import (
+    RoundRecord,
+    committed_text,
+    frame_to_records,
+    read_trace,
+    records_to_frame,
+    summarize,
+    write_parquet,
+)
 from ..tree import TreePolicy
 from .driver import Job, decode_grid, libraspec_policy, mode_job, parse_alphas
 from .provenance import cpu_clock, load_average, provenance, versions
@@ -373,8 +381,8 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
         {
             "prompt_index": i,
             "mode": label,
-            "output_ids": [t for r in rounds for t in r.committed_tokens],
-            "text": pair.decode([t for r in rounds for t in r.committed_tokens]),
+            "output_ids": committed_text(rounds),
+            "text": pair.decode(committed_text(rounds)),
             "tokens": sum(r.tau for r in rounds),
             "rounds": len(rounds),
             "wall_s": sum(r.measured_s for r in rounds),

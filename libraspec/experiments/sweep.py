@@ -32,7 +32,7 @@ import pandas as pd
 from ..analysis.replay import ReplayDecoder
 from ..analysis.trace import DraftTrace, iter_trace
 from ..engine import DecodeConfig, SpeculativeDecoder
-from ..records import NOISE_Z, RoundRecord, summarize, timing_noise_s
+from ..records import NOISE_Z, RoundRecord, committed_text, summarize, timing_noise_s
 from .driver import AUTO, Cancelled, Job, alpha_label, decode_grid, libraspec_policy, parse_alphas
 from .grids import decision_digest
 
@@ -191,7 +191,9 @@ def iter_sweep(
         return
     # traces of the AR texts, then every cell replayed (modeled, in seconds)
     ar = _flat(ar_runs)
-    texts = [[t for r in run for t in r.committed_tokens] for run in ar_runs]
+    texts = [committed_text(run) for run in ar_runs]
+    # the cells' texts are AR's: the oracle's look-aheads read them instead of a target forward
+    configs = [dataclasses.replace(c, greedy_text=text) for c, text in zip(configs, texts)]
     traces = []
     for i, (ids, output) in enumerate(zip(prompts_ids, texts)):
         steps = iter_trace(decoder.pair, decoder.drafter.name, ids, output, config.max_new_tokens, max(d_maxes))

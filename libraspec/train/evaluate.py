@@ -48,6 +48,7 @@ from ..analysis.calibration import (
 )
 from ..experiments.bench import read_prompts
 from ..files import atomic_write_text
+from ..records import committed_text
 
 
 def drafter_calibration(records, d_max: int) -> dict:
@@ -102,7 +103,7 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
     bar = tqdm(total=len(prompts) * len(jobs), unit="run", file=sys.stderr)
     for event in decode_grid(decoder, [pair.encode_prompt(text) for text in prompts], list(jobs.values())):
         records[event.label].extend(event.records)
-        outputs[event.label] = [t for r in event.records for t in r.committed_tokens]
+        outputs[event.label] = committed_text(event.records)
         bar.update(1)
         if event.label != last:
             continue
