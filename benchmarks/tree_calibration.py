@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from libraspec.analysis.replay import ReplayDecoder  # noqa: E402
 from libraspec.analysis.trace import DraftTrace  # noqa: E402
 from libraspec.analysis.tree_calibration import by_depth, fit_power, node_samples  # noqa: E402
+from libraspec.cost import ar_text_s  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
 from libraspec.experiments import grids  # noqa: E402
 from libraspec.experiments.bench import read_prompts  # noqa: E402
@@ -109,7 +110,7 @@ def replayed(profile, gamma: float, args) -> dict:
                     "tokens": len(trace.output),
                     "modeled_s": records[-1].cumulative_modeled_s,
                     "ar_tokens": len(trace.output),
-                    "ar_modeled_s": len(trace.output) * profile.ar_token_time(),
+                    "ar_modeled_s": ar_text_s(profile, len(trace.prompt), len(trace.output)),
                     "rounds": len(records),
                     "sum_d": sum(r.chosen_length for r in records),
                     "sum_nodes": sum(r.tree_size for r in records),

@@ -55,6 +55,14 @@ class LatencyProfile:
     tree_verify_s[j]: verifying a draft tree of tree_rows[j] rows (root + nodes) in one forward with
     its 4-D attention mask; empty in profiles measured before trees were timed (then a tree costs
     a chain forward of as many rows).
+
+    The tables above were timed after a context of `context_len` tokens (c0). A target forward of k
+    rows after a context of c tokens costs context_slope_s(k) more per token of c beyond c0 (less
+    below it): the context term, measured at a few contexts for the rows `context_k` and
+    interpolated between them (`profiling.measure_profile`, its fit in meta["context_fit"]).
+    Drafting, look-up and upkeep carry no context term (the drafter's pass took 4.9 ms after
+    256 tokens and 5.3 ms after 2,048 on this project's CPU). Without `context_k` (synthetic
+    profiles, files written before contexts were timed) a forward costs the same after any context.
     """
 
     verify_s: tuple[float, ...]
@@ -65,6 +73,9 @@ class LatencyProfile:
     fit_s: float = 0.0
     tree_rows: tuple[int, ...] = ()
     tree_verify_s: tuple[float, ...] = ()
+    context_len: int = 0  # c0: the context the tables were timed after (0: not recorded)
+    context_k: tuple[int, ...] = ()  # rows of the forwards whose context slope was measured
+    context_slope_s: tuple[float, ...] = ()  # seconds per context token beyond c0, at each context_k
 
     def __post_init__(self):
         object.__setattr__(self, "verify_s", _check_times(self.verify_s, "verify_s", 2))
@@ -87,24 +98,45 @@ class LatencyProfile:
             raise ValueError(f"tree_rows must rise from at least 2, got {rows}")
         object.__setattr__(self, "tree_rows", rows)
         object.__setattr__(self, "tree_verify_s", _check_times(self.tree_verify_s, "tree_verify_s", 0))
+        ks, slopes = tuple(int(k) for k in self.context_k), tuple(float(s) for s in self.context_slope_s)
+        if len(ks) != len(slopes) or (ks and (ks[0] < 1 or any(b <= a for a, b in zip(ks, ks[1:])))):
+            raise ValueError(f"context_k must rise from 1 and match context_slope_s in length, got {ks} and {slopes}")
+        if not all(math.isfinite(v) and v >= 0 for v in slopes):
+            raise ValueError(f"context_slope_s must hold finite slopes >= 0, got {slopes}")
+        if ks and int(self.context_len) < 1:
+            raise ValueError("a context term needs the context_len its tables were timed after")
+        object.__setattr__(self, "context_len", int(self.context_len))
+        object.__setattr__(self, "context_k", ks)
+        object.__setattr__(self, "context_slope_s", slopes)
 
-    def verify_time(self, k: int) -> float:
-        """Target forward with k >= 1 new tokens; linear beyond the measured K."""
+    def context_s(self, k: int, context: int | None) -> float:
+        """What a forward of k rows costs after `context` tokens beyond what it costs after c0
+        (negative below c0); 0 without a context term or a context. The slope is interpolated
+        between the measured rows and held flat beyond them."""
+        if context is None or not self.context_k:
+            return 0.0
+        slope = float(np.interp(k, self.context_k, self.context_slope_s))
+        return (int(context) - self.context_len) * slope
+
+    def verify_time(self, k: int, context: int | None = None) -> float:
+        """Target forward with k >= 1 new tokens (after `context` tokens; None: c0); linear beyond
+        the measured K."""
         if k < 1:
             raise ValueError(f"verification needs k >= 1 new tokens, got {k}")
-        return _extrapolate(self.verify_s, int(k), 1)
+        return _extrapolate(self.verify_s, int(k), 1) + self.context_s(k, context)
 
-    def tree_verify_time(self, k: int) -> float:
-        """Verifying a tree of k rows (root + k - 1 nodes) in one forward: linear between the
-        measured row counts, the last segment continued beyond them (never falling), and the
-        chain forward `verify_time(k)` below the smallest one or without tree timings."""
+    def tree_verify_time(self, k: int, context: int | None = None) -> float:
+        """Verifying a tree of k rows (root + k - 1 nodes) in one forward (after `context` tokens;
+        None: c0): linear between the measured row counts, the last segment continued beyond them
+        (never falling), and the chain forward `verify_time(k)` below the smallest one or without
+        tree timings."""
         rows = self.tree_rows
         if not rows or k < rows[0]:
-            return self.verify_time(k)
+            return self.verify_time(k, context)
         if k >= rows[-1]:
             slope = max((self.tree_verify_s[-1] - self.tree_verify_s[-2]) / (rows[-1] - rows[-2]), 0.0)
-            return self.tree_verify_s[-1] + slope * (k - rows[-1])
-        return float(np.interp(k, rows, self.tree_verify_s))
+            return self.tree_verify_s[-1] + slope * (k - rows[-1]) + self.context_s(k, context)
+        return float(np.interp(k, rows, self.tree_verify_s)) + self.context_s(k, context)
 
     def draft_time(self, blocks: int) -> float:
         """Drafting `blocks` blocks in one round (0 blocks cost 0); linear beyond the table."""
@@ -122,9 +154,10 @@ class LatencyProfile:
         blocks = max(1, -(-int(d) // self.n))
         return chain_round_s(self, (DIFFUSION,) * blocks, int(d), needs_features=True)
 
-    def ar_token_time(self) -> float:
-        """Autoregressive seconds per token: one target forward with one new token."""
-        return self.verify_s[0]
+    def ar_token_time(self, context: int | None = None) -> float:
+        """Autoregressive seconds per token: one target forward with one new token (after
+        `context` tokens; None: c0)."""
+        return self.verify_s[0] + self.context_s(1, context)
 
     def linear_fit(self) -> tuple[float, float]:
         """Least squares verify_s[k-1] ~ t0 + c * k; c is the paper's cost per position."""
@@ -163,6 +196,9 @@ class LatencyProfile:
             "fit_s": self.fit_s,
             "tree_rows": list(self.tree_rows),
             "tree_verify_s": list(self.tree_verify_s),
+            "context_len": self.context_len,
+            "context_k": list(self.context_k),
+            "context_slope_s": list(self.context_slope_s),
             "meta": dict(self.meta),
         }
 
@@ -183,6 +219,9 @@ class LatencyProfile:
             float(data.get("fit_s", 0.0)),
             tuple(data.get("tree_rows", ())),
             tuple(data.get("tree_verify_s", ())),
+            int(data.get("context_len", 0)),
+            tuple(data.get("context_k", ())),
+            tuple(data.get("context_slope_s", ())),
         )
 
     def to_json(self, path: str) -> str:
@@ -213,31 +252,43 @@ def upkeep_s(profile: LatencyProfile, needs_features: bool) -> float:
     return profile.fit_s if needs_features else 0.0
 
 
-def chain_round_s(profile: LatencyProfile, steps, d: int, needs_features: bool) -> float:
-    """A chain round: its drafting `steps`, one verification of [last token, d drafts], the upkeep."""
-    return drafting_s(profile, steps) + profile.verify_time(int(d) + 1) + upkeep_s(profile, needs_features)
+def chain_round_s(profile: LatencyProfile, steps, d: int, needs_features: bool, context: int | None = None) -> float:
+    """A chain round after `context` committed tokens: its drafting `steps`, one verification of
+    [last token, d drafts], the upkeep."""
+    verify = profile.verify_time(int(d) + 1, context)
+    return drafting_s(profile, steps) + verify + upkeep_s(profile, needs_features)
 
 
-def tree_round_s(profile: LatencyProfile, steps, nodes: int, needs_features: bool) -> float:
-    """A tree round: its drafting `steps`, one tree verification of the root and `nodes` nodes, the upkeep."""
-    return drafting_s(profile, steps) + profile.tree_verify_time(int(nodes) + 1) + upkeep_s(profile, needs_features)
+def tree_round_s(profile: LatencyProfile, steps, nodes: int, needs_features: bool, context: int | None = None) -> float:
+    """A tree round after `context` committed tokens: its drafting `steps`, one tree verification
+    of the root and `nodes` nodes, the upkeep."""
+    verify = profile.tree_verify_time(int(nodes) + 1, context)
+    return drafting_s(profile, steps) + verify + upkeep_s(profile, needs_features)
 
 
-def chain_prices(profile: LatencyProfile, buffer, needs_features: bool):
+def chain_prices(profile: LatencyProfile, buffer, needs_features: bool, context: int | None = None):
     """d -> modeled seconds of this round verifying d drafts (d = 0: an AR step after the first
     drafting step, which every round drafts), drafting just the steps d needs: the oracle's prices."""
 
     def price(d: int) -> float:
-        return chain_round_s(profile, buffer.steps_run(max(1, buffer.steps_for(d))), d, needs_features)
+        return chain_round_s(profile, buffer.steps_run(max(1, buffer.steps_for(d))), d, needs_features, context)
 
     return price
 
 
-def tree_prices(profile: LatencyProfile, buffer, needs_features: bool):
+def tree_prices(profile: LatencyProfile, buffer, needs_features: bool, context: int | None = None):
     """(depth h, nodes) -> modeled seconds of this round verifying a tree of `nodes` nodes within
     depth h, drafting just the steps h needs ((0, 0): an AR step after the first drafting step)."""
 
     def price(h: int, nodes: int) -> float:
-        return tree_round_s(profile, buffer.steps_run(max(1, buffer.steps_for(h))), nodes, needs_features)
+        return tree_round_s(profile, buffer.steps_run(max(1, buffer.steps_for(h))), nodes, needs_features, context)
 
     return price
+
+
+def ar_text_s(profile: LatencyProfile, prompt_len: int, tokens: int) -> float:
+    """Modeled seconds of AR decoding `tokens` tokens after a prompt of `prompt_len` tokens: one
+    one-token forward per token, each after the context it sees."""
+    if not profile.context_k:
+        return tokens * profile.ar_token_time()
+    return sum(profile.ar_token_time(prompt_len + g) for g in range(int(tokens)))

@@ -202,7 +202,12 @@ class SpeculativeDecoder:
         state.ids.append(token)
         verify_s = time.perf_counter() - start
         return self._record(
-            state, mode="ar", committed=[token], bonus_token=token, verify_s=verify_s, modeled_s=profile.ar_token_time()
+            state,
+            mode="ar",
+            committed=[token],
+            bonus_token=token,
+            verify_s=verify_s,
+            modeled_s=profile.ar_token_time(len(state.ids) - 1),  # after the context it saw
         )
 
     def _round(
@@ -266,7 +271,7 @@ class SpeculativeDecoder:
             draft_s=buffer.draft_seconds(blocks),
             policy_s=policy_s,
             verify_s=verify_s,
-            modeled_s=chain_round_s(profile, buffer.steps_run(blocks), d, self.drafter.needs_features),
+            modeled_s=chain_round_s(profile, buffer.steps_run(blocks), d, self.drafter.needs_features, L),
         )
 
     def _tree_round(
@@ -347,7 +352,7 @@ class SpeculativeDecoder:
             draft_s=buffer.draft_seconds(blocks),
             policy_s=policy_s,
             verify_s=verify_s,
-            modeled_s=tree_round_s(profile, buffer.steps_run(blocks), len(tree), self.drafter.needs_features),
+            modeled_s=tree_round_s(profile, buffer.steps_run(blocks), len(tree), self.drafter.needs_features, L),
         )
 
     def _tree_oracle(
@@ -371,7 +376,7 @@ class SpeculativeDecoder:
         for j, parent in enumerate(tree.parents):
             stopped[j] = tree.tokens[j] in self.eos_ids or (parent >= 0 and stopped[parent])
         child_probs = child_probs * torch.as_tensor([0.0 if s else 1.0 for s in stopped], dtype=child_probs.dtype)
-        price = tree_prices(profile, buffer, self.drafter.needs_features)
+        price = tree_prices(profile, buffer, self.drafter.needs_features, len(state.ids))
         return tree_oracle(tree, child_probs, rng, price, zero_time=price(0, 0))
 
     def _oracle_length(
@@ -400,7 +405,7 @@ class SpeculativeDecoder:
         stops = [i for i, t in enumerate(drafts) if t in self.eos_ids]
         if stops:  # an accepted EOS draft commits as the bonus would: count neither it nor what follows
             prefix = np.minimum(prefix, stops[0])
-        price = chain_prices(profile, buffer, self.drafter.needs_features)
+        price = chain_prices(profile, buffer, self.drafter.needs_features, len(state.ids))
         d_star = oracle_length(prefix, price, zero_time=price(0))
         return d_star, d_star if sampling.greedy else min(int(prefix[-1]) + 1, D)
 
@@ -595,8 +600,12 @@ def _replace(record: RoundRecord, **changes) -> RoundRecord:
 
 def remodel_ar(records: list[RoundRecord], profile: LatencyProfile) -> list[RoundRecord]:
     """AR records with the modeled times `profile` gives them (after the profile was re-measured)."""
-    step = profile.ar_token_time()
-    return [_replace(r, modeled_s=step, cumulative_modeled_s=step * (k + 1)) for k, r in enumerate(records)]
+    out, total = [], 0.0
+    for r in records:
+        step = profile.ar_token_time(r.start_position)
+        total += step
+        out.append(_replace(r, modeled_s=step, cumulative_modeled_s=total))
+    return out
 
 
 def race(

@@ -119,6 +119,11 @@ TREE_ROWS = (2, 9, 17, 33, 65)  # root + 1, 8, 16, 32 and 64 nodes: the node bud
 # The one-token forward is the AR step, the baseline every speedup divides by: it is timed this many times
 # a round (pooled), so its median rests on 4x the samples of any other k
 AR_COPIES = 4
+# The context term: forwards of CONTEXT_K rows (those <= max_tokens, and max_tokens) timed after these
+# contexts besides c0, the longest prompts plus outputs a race here takes (ui/settings: 2,048 prompt
+# tokens on a CPU); longer contexts continue the fitted slope
+CONTEXTS = (1024, 2048)
+CONTEXT_K = (1, 2, 4, 8, 16)
 
 
 @torch.inference_mode()
@@ -129,10 +134,13 @@ def measure_profile(
     context_len: int = 256,
     repeats: int = 7,
     tree_rows: tuple[int, ...] = TREE_ROWS,
+    contexts: tuple[int, ...] = CONTEXTS,
 ) -> LatencyProfile:
     """Median seconds of target forwards with 1..max_tokens new tokens, of 1..max_blocks drafts, of a
     look-up step, of the block-diffusion drafter's context upkeep after a round (`fit_s`) and of
-    draft-tree verifications of `tree_rows` rows (a 4-ary tree, best-first order, with its mask)."""
+    draft-tree verifications of `tree_rows` rows (a 4-ary tree, best-first order, with its mask),
+    all after `context_len` tokens; then the context term (`context_term`) from forwards after
+    `contexts` tokens."""
     target, drafter = pair.target, BlockDiffusionDrafter(pair.drafter, pair.target)
     context_len = max(2, min(context_len, target.max_positions - max_tokens - 1))
     context, cache, out = _timing_context(target, context_len)
@@ -208,6 +216,7 @@ def measure_profile(
     }
     meta["raw_tree_verify_s"] = list(tree_s)
     meta["verify_fit"] = "knot_fit of medians timed interleaved"
+    context_k, slopes, meta["context_fit"] = context_term(target, context_len, contexts, max_tokens, repeats)
     return LatencyProfile(
         verify_s=knot_fit(verify_s),
         draft_s=monotone(draft_s),
@@ -217,7 +226,46 @@ def measure_profile(
         fit_s=fit_s,
         tree_rows=tree_rows,
         tree_verify_s=monotone(tree_s) if tree_rows else (),
+        context_len=context_len if context_k else 0,
+        context_k=context_k,
+        context_slope_s=slopes,
     )
+
+
+@torch.inference_mode()
+def context_term(target, context_len: int, contexts, max_tokens: int, repeats: int = 5):
+    """(rows k, slope per k, fit): forwards of k rows (CONTEXT_K up to max_tokens, and max_tokens)
+    timed interleaved after `context_len` tokens (c0) and after each of `contexts` (those the
+    target's window holds); per k, the least-squares slope of time over context through the c0
+    point, made non-decreasing in k. `fit` holds the medians in ms, the slopes in microseconds per
+    token, and the largest relative error of c0's time plus the slope at the measured points."""
+    cs = [c for c in sorted(set(contexts)) if c > context_len and c + max_tokens < target.max_positions]
+    if not cs:
+        return (), (), {"contexts": [context_len], "note": "no longer context fits the target's window"}
+    ks = sorted({k for k in CONTEXT_K if k <= max_tokens} | {max_tokens})
+    calls = {}
+    for c in [context_len] + cs:
+        context, cache, _ = _timing_context(target, c)
+        calls.update({(c, k): functools.partial(_verify, target, cache, context, k) for k in ks})
+    medians = timed_interleaved(calls, repeats, _sync(target))
+    del calls
+    dc = np.array([c - context_len for c in cs], dtype=np.float64)
+    raw = [float(np.dot(dc, [medians[c, k] - medians[context_len, k] for c in cs]) / np.dot(dc, dc)) for k in ks]
+    slopes = monotone([max(v, 1e-12) for v in raw])
+    errors = [
+        abs(medians[context_len, k] + (c - context_len) * slope - medians[c, k]) / medians[c, k]
+        for k, slope in zip(ks, slopes)
+        for c in cs
+    ]
+    fit = {
+        "contexts": [context_len] + cs,
+        "k": ks,
+        "median_ms": {str(c): [round(1000 * medians[c, k], 3) for k in ks] for c in [context_len] + cs},
+        "slope_us_per_token": [round(1e6 * v, 4) for v in slopes],
+        "max_relative_error": round(max(errors), 4),
+        "model": "T(k, c) = T(k, c0) + (c - c0) * slope(k), slope interpolated over k, least squares over c",
+    }
+    return tuple(ks), tuple(slopes), fit
 
 
 @torch.inference_mode()
@@ -284,7 +332,7 @@ def ar_step_now(pair, context_len: int, repeats: int = 15) -> float:
 def profile_path(pair) -> str:
     """One profile file per model pair, drafter weights, device, dtype and machine."""
     key = {
-        "format": 6,
+        "format": 7,  # 7: the context term
         "pair": pair.name,
         "drafter": pair.drafter_id,
         "device": str(pair.target.device),
@@ -320,7 +368,8 @@ def cached_profile(
             if len(cached.verify_s) >= max_tokens and len(cached.draft_s) >= max_blocks:
                 if not check:
                     return cached
-                found = ar_check(cached, ar_step_now(pair, int(cached.meta.get("context_len", context_len))))
+                c0 = cached.context_len or int(cached.meta.get("context_len", context_len))
+                found = ar_check(ar_step_now(pair, c0), cached.ar_token_time())
                 if found["ok"]:
                     cached.meta["load_check"] = found | {"remeasured": False}
                     return cached
@@ -372,22 +421,25 @@ def within(ratio: float, tolerance: float) -> bool:
     return abs(ratio - 1.0) <= tolerance
 
 
-def ar_check(profile: LatencyProfile, measured_ar_s: float, tolerance: float = PROFILE_TOLERANCE) -> dict:
+def ar_check(measured_ar_s: float, profile_ar_s: float, tolerance: float = PROFILE_TOLERANCE) -> dict:
     """Does the profile still describe this machine? Compares an AR step measured now with the
-    profile's; `ok` is False beyond `tolerance` (relative), which means the profile was measured
-    under another load and should be measured again."""
-    ratio = measured_ar_s / profile.ar_token_time()
+    profile's at the same context; `ok` is False beyond `tolerance` (relative), which means the
+    profile was measured under another load and should be measured again."""
+    ratio = measured_ar_s / profile_ar_s
     return {
         "measured_ar_s": measured_ar_s,
-        "profile_ar_s": profile.ar_token_time(),
+        "profile_ar_s": profile_ar_s,
         "ratio": ratio,
         "ok": within(ratio, tolerance),
     }
 
 
 def profile_check(profile: LatencyProfile, ar_records, tolerance: float = PROFILE_TOLERANCE) -> dict:
-    """`ar_check` with the AR seconds per token that records measured."""
+    """`ar_check` with the AR seconds per token that records measured, against the profile's AR
+    step after the context each of them saw: a long prompt's slower steps are priced, not taken
+    for load."""
     tokens = sum(r.tau for r in ar_records)
     if not tokens:
         raise ValueError("no AR tokens to check the profile against")
-    return ar_check(profile, sum(r.measured_s for r in ar_records) / tokens, tolerance)
+    modeled = sum(profile.ar_token_time(r.start_position) for r in ar_records)
+    return ar_check(sum(r.measured_s for r in ar_records) / tokens, modeled / tokens, tolerance)

@@ -107,7 +107,7 @@ def test_two_visitors_in_a_real_browser(server):
             page.get_by_role("tab", name="Sweep").click()
         alice.locator("#ls-sweep-alphas textarea").fill("1.6, 2.2, 2.6, auto")
         alice.locator("#ls-sweep-dmax textarea").fill("8, 16")
-        set_number(alice, "ls-sweep-max-new", 64)
+        set_number(alice, "ls-sweep-max-new", 256)  # long enough that Bob's Cancel lands mid-sweep
         alice.locator("#ls-sweep-run").click()  # AR on 3 prompts, 8 cells replayed, up to 3 decoded: 6-12 runs
         alice.wait_for_selector("#ls-sweep-status:has-text('Running')", timeout=TIMEOUT_MS)
         bob.locator("#ls-sweep-cancel").click()

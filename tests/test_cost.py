@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from libraspec.cost import LatencyProfile
+from libraspec.cost import LatencyProfile, ar_text_s
 
 LAYER = "unit"  # tests/conftest.py
 
@@ -57,6 +57,39 @@ def test_json_round_trip(tmp_path):
     assert q == p and q.meta == p.meta
     assert LatencyProfile.from_dict(p.to_dict()) == p
     assert [f.name for f in tmp_path.joinpath("sub").iterdir()] == ["profile.json"]
+
+
+def with_context(p: LatencyProfile) -> LatencyProfile:
+    """`p` timed after 256 tokens, a forward of k rows 10 us (k = 1) to 30 us (k >= 9) dearer a token beyond."""
+    return dataclasses.replace(p, context_len=256, context_k=(1, 9), context_slope_s=(1e-5, 3e-5))
+
+
+def test_the_context_term_prices_a_forward_after_any_context():
+    p = with_context(profile())
+    assert p.ar_token_time() == p.ar_token_time(256) == p.verify_s[0]
+    assert p.ar_token_time(1256) == pytest.approx(p.verify_s[0] + 1000 * 1e-5)
+    assert p.verify_time(5, 1256) == pytest.approx(p.verify_time(5) + 1000 * 2e-5)  # slope halfway 1 -> 9
+    assert p.verify_time(20, 2256) == pytest.approx(p.verify_time(20) + 2000 * 3e-5)  # flat past k = 9
+    assert p.ar_token_time(56) == pytest.approx(p.verify_s[0] - 200 * 1e-5)  # cheaper below c0
+    assert p.tree_verify_time(3, 1256) == pytest.approx(p.tree_verify_time(3) + 1000 * 1.5e-5)
+    assert profile().verify_time(5, 5000) == profile().verify_time(5)  # no term: every context alike
+    assert LatencyProfile.from_dict(p.to_dict()) == p and p != profile()
+    assert ar_text_s(p, 1000, 3) == pytest.approx(sum(p.ar_token_time(c) for c in (1000, 1001, 1002)))
+    assert ar_text_s(profile(), 1000, 3) == pytest.approx(3 * profile().ar_token_time())
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(context_len=256, context_k=(1, 9), context_slope_s=(1e-5,)), "match"),
+        (dict(context_len=256, context_k=(9, 1), context_slope_s=(1e-5, 2e-5)), "rise"),
+        (dict(context_len=256, context_k=(1,), context_slope_s=(-1e-5,)), ">= 0"),
+        (dict(context_len=0, context_k=(1,), context_slope_s=(1e-5,)), "context_len"),
+    ],
+)
+def test_bad_context_terms(changes, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(profile(), **changes)
 
 
 def test_meta_is_not_compared_and_profile_hashes():

@@ -228,3 +228,21 @@ def test_oracle_annotation_changes_nothing_and_race_orders_by_clock(pair):
     assert len({tuple(t) for t in texts.values()}) == 1
     s = summarize(by_mode["libraspec"], run(decoder, prompt, "ar", None, max_new_tokens=12))
     assert s.tokens == 12 and s.speedup_measured > 0 and s.speedup_modeled > 0
+
+
+def test_modeled_times_price_each_forward_after_its_context(pair):
+    """A profile with a context term prices every round after the committed tokens it starts
+    from: against the same profile without the term, a chain round's modeled time differs by the
+    term of its d + 1 rows, an AR step's by that of one row, at the round's start position."""
+    import dataclasses
+
+    priced = dataclasses.replace(PROFILE, context_len=8, context_k=(1, 21), context_slope_s=(1e-4, 5e-4))
+    prompt = prompts(pair, 1)[0]
+    for mode, policy in (("ar", None), ("static", StaticPolicy(4)), ("libraspec", LibraSpecPolicy(2.2, 20))):
+        flat = run(SpeculativeDecoder(pair, PROFILE), prompt, mode, policy, max_new_tokens=24)
+        rounds = run(SpeculativeDecoder(pair, priced), prompt, mode, policy, max_new_tokens=24)
+        assert [r.committed_tokens for r in rounds] == [r.committed_tokens for r in flat]
+        for a, b in zip(flat, rounds):
+            rows = 1 if mode == "ar" else a.chosen_length + 1
+            assert b.modeled_s - a.modeled_s == pytest.approx(priced.context_s(rows, a.start_position)), mode
+        assert rounds[-1].start_position > len(prompt)  # the context grew over the run

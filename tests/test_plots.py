@@ -275,6 +275,24 @@ def test_profile_figure():
     assert len(plots.profile_figure(profile, used_k=20).data) == 3  # within the measured range: nothing added
 
 
+def test_profile_figure_draws_the_context_term():
+    """The forwards timed after longer contexts as hollow markers, and the curve the model prices
+    a run's longest context with, labelled modeled with the fit's error."""
+    base = LatencyProfile.from_linear(0.05, 0.002, 0.03, n=N, max_tokens=25)
+    fit = {"k": [1, 25], "median_ms": {"256": [52, 100], "2048": [70, 150]}, "max_relative_error": 0.018}
+    profile = dataclasses.replace(
+        base, context_len=256, context_k=(1, 25), context_slope_s=(1e-5, 2.8e-5), meta=base.meta | {"context_fit": fit}
+    )
+    fig = plots.profile_figure(profile, context=1256)
+    timed = next(t for t in fig.data if t.name == "verify after 2,048 tokens (measured)")
+    assert list(timed.x) == [1, 25] and list(timed.y) == [70, 150]
+    curve = next(t for t in fig.data if t.name.startswith("after 1,256 tokens (modeled"))
+    assert "within 2%" in curve.name
+    assert curve.y[0] == pytest.approx(1000 * (base.verify_s[0] + 1000 * 1e-5))
+    assert "timed after 256 tokens" in fig.layout.title.text
+    assert len(plots.profile_figure(base, context=1256).data) == 3  # no context term: nothing added
+
+
 def test_empty_frame_gives_placeholder_figures():
     """Each view of no records draws nothing and says why (the mode it was asked for included)."""
     empty = records_to_frame([])

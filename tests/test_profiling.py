@@ -83,13 +83,20 @@ def test_interleaved_timing_pools_the_copies_of_a_key(monkeypatch):
 
 def test_measure_profile_on_a_tiny_pair(tmp_path, monkeypatch):
     pair = tiny_pair("llama")
-    profile = measure_profile(pair, max_tokens=9, max_blocks=2, context_len=32, repeats=2)
+    profile = measure_profile(pair, max_tokens=9, max_blocks=2, context_len=32, repeats=2, contexts=(128, 256, 9999))
     assert len(profile.verify_s) == 9 and len(profile.draft_s) == 2
     assert all(b >= a for a, b in zip(profile.verify_s, profile.verify_s[1:]))
     assert profile.n == pair.n
     assert len(profile.meta["raw_verify_s"]) == 9 and profile.meta["pair"] == "tiny-llama"
     assert profile.tree_rows == (2, 9, 17, 33, 65) and len(profile.meta["raw_tree_verify_s"]) == 5
     assert all(b >= a for a, b in zip(profile.tree_verify_s, profile.tree_verify_s[1:]))
+    # the context term, from the contexts the tiny window of 512 positions holds
+    fit = profile.meta["context_fit"]
+    assert profile.context_len == 32 and profile.context_k == (1, 2, 4, 8, 9) and fit["contexts"] == [32, 128, 256]
+    assert all(b >= a >= 0 for a, b in zip(profile.context_slope_s, profile.context_slope_s[1:]))
+    assert set(fit["median_ms"]) == {"32", "128", "256"} and fit["max_relative_error"] >= 0
+    flat = measure_profile(pair, max_tokens=3, max_blocks=1, context_len=32, repeats=1, contexts=(9999,), tree_rows=())
+    assert flat.context_k == () and flat.context_len == 0 and "no longer context" in flat.meta["context_fit"]["note"]
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
     first = cached_profile(pair, max_tokens=5, max_blocks=1, context_len=16, repeats=1)
     files = list((tmp_path / "profiles").glob("tiny-llama-*.json"))
@@ -133,10 +140,26 @@ def test_profile_check_flags_a_profile_from_another_load():
     from libraspec.profiling import profile_check
 
     profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 25)  # AR step 21 ms
-    ar = [SimpleNamespace(tau=1, measured_s=0.021)] * 10
+    ar = [SimpleNamespace(tau=1, measured_s=0.021, start_position=100 + g) for g in range(10)]
     assert profile_check(profile, ar)["ok"]
-    slow = profile_check(profile, [SimpleNamespace(tau=1, measured_s=0.063)] * 10)
+    slow = profile_check(profile, [SimpleNamespace(tau=1, measured_s=0.063, start_position=100)] * 10)
     assert not slow["ok"] and abs(slow["ratio"] - 3.0) < 1e-9
+
+
+def test_a_long_context_is_priced_not_taken_for_load():
+    """AR steps after 4,000 tokens take 21 ms + 3,744 x 10 us = 58 ms under a profile timed after
+    256 whose context term is 10 us a token: the check finds them as modeled (ratio 1) where the
+    same profile without its context term takes them for a load 2.8x heavier."""
+    from types import SimpleNamespace
+
+    from libraspec.profiling import profile_check
+
+    flat = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 25)
+    priced = dataclasses.replace(flat, context_len=256, context_k=(1, 25), context_slope_s=(1e-5, 3e-5))
+    step = 0.021 + (4000 - 256) * 1e-5
+    ar = [SimpleNamespace(tau=1, measured_s=step, start_position=4000)] * 10
+    assert profile_check(priced, ar)["ok"] and abs(profile_check(priced, ar)["ratio"] - 1.0) < 1e-9
+    assert not profile_check(flat, ar)["ok"] and profile_check(flat, ar)["ratio"] > 2.7
 
 
 def test_a_checked_cached_profile_is_measured_again_when_the_machine_disagrees(tmp_path, monkeypatch):

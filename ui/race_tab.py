@@ -916,12 +916,19 @@ class RaceTabs:
             plots.confidence_heatmap(frame, mode, highlight=shown),
             self._eps(run, mode, shown),
             self._round_slider(run, mode, shown),
-            plots.profile_figure(self.session.profile(), used_k=_verified_rows(run)) if final else gr.skip(),
+            plots.profile_figure(self.session.profile(), used_k=_verified_rows(run), context=_longest_context(run))
+            if final
+            else gr.skip(),
             round_info(run, mode, shown),
             choice,
             self._tree(run, mode, shown),
             self._tree_sizes(run, mode),
         )
+
+
+def _longest_context(run: Run) -> int | None:
+    """The most committed tokens a round of `run` started from: the context its last forwards saw."""
+    return max((r.start_position for records in run.records.values() for r in records), default=None)
 
 
 def _verified_rows(run: Run) -> int | None:

@@ -50,9 +50,11 @@ def describe(profile: LatencyProfile) -> str:
     if "batch" in meta:
         B = meta["batch"]
         return f"{device}, {B} requests in lock-step (forwards measured at batch {B}; drafting at batch 1)"
+    contexts = meta.get("context_fit", {}).get("contexts") if profile.context_k else None
+    timed = f"; forwards timed after {', '.join(f'{c:,}' for c in contexts)} tokens" if contexts else ""
     if where:
-        return f"stored profile {where} ({device}, measured there)"
-    return f"this machine, batch 1 ({device}, measured)"
+        return f"stored profile {where} ({device}, measured there{timed})"
+    return f"this machine, batch 1 ({device}, measured{timed})"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..cost import LatencyProfile, chain_prices
+from ..cost import LatencyProfile, ar_text_s, chain_prices
 from ..engine import DecodeConfig, SpeculativeDecoder, _State
 from ..modes import PolicySettings, get_mode
 from ..policy import LengthPolicy
@@ -219,7 +219,7 @@ def best_schedule(
         top = 0 if buffer.empty else min(D, N - g - 1)  # d drafts commit up to d + 1 tokens
         if top:
             buffer.ensure(top)
-        price, m = chain_prices(profile, buffer, trace.needs_features), trace.matches(g)
+        price, m = chain_prices(profile, buffer, trace.needs_features, len(trace.prompt) + g), trace.matches(g)
         totals = [price(d) + best[min(N, g + min(d, m) + 1)] for d in range(top + 1)]
         choice[g] = int(np.argmin(totals))
         best[g] = totals[choice[g]]
@@ -228,7 +228,7 @@ def best_schedule(
         starts.append(g)
         lengths.append(int(choice[g]))
         g += min(int(choice[g]), trace.matches(g)) + 1
-    return Schedule(tuple(lengths), tuple(starts), float(best[0]), N * profile.ar_token_time())
+    return Schedule(tuple(lengths), tuple(starts), float(best[0]), ar_text_s(profile, len(trace.prompt), N))
 
 
 def modeled_seconds(records: list[RoundRecord]) -> float:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost import LatencyProfile
+from ..cost import LatencyProfile, ar_text_s
 from ..modes import PolicySettings
 from ..records import RoundRecord
 from .regimes import describe
@@ -99,7 +99,7 @@ class Planner:
     def __init__(self, trace: DraftTrace, profile: LatencyProfile):
         self.trace, self.profile = trace, profile
         self.description = describe(profile)
-        self.ar_seconds = len(trace.output) * profile.ar_token_time()
+        self.ar_seconds = ar_text_s(profile, len(trace.prompt), len(trace.output))
         self._best: Line | None = None
         self._oracle: Line | None = None
         self._grids: dict[tuple, np.ndarray] = {}

@@ -22,7 +22,7 @@ from ..analysis.autoalpha import AutoAlphaLibraSpecPolicy
 from ..analysis.regimes import lockstep
 from ..analysis.replay import ReplayDecoder, best_schedule
 from ..analysis.trace import DraftTrace
-from ..cost import LatencyProfile
+from ..cost import LatencyProfile, ar_text_s
 from ..engine import DecodeConfig
 from ..modes import TREE_MODES, PolicySettings, get_mode
 from ..records import RoundRecord
@@ -107,7 +107,7 @@ def replay_rows(traces: Sequence[DraftTrace], config: Config, profile: LatencyPr
     """One row per trace: tokens, modeled seconds, AR's, rounds, sum of d, and the decisions' digest."""
     rows = []
     for trace in traces:
-        ar_s = len(trace.output) * profile.ar_token_time()
+        ar_s = ar_text_s(profile, len(trace.prompt), len(trace.output))
         if config.mode == BEST:
             schedule = best_schedule(trace, profile, lookahead=min(trace.lookahead, 60))
             rounds, lengths, digest = len(schedule.lengths), sum(schedule.lengths), ""

@@ -511,7 +511,7 @@ def speedup_figure(
     )
 
 
-def profile_figure(profile: Any, used_k: int | None = None) -> go.Figure:
+def profile_figure(profile: Any, used_k: int | None = None, context: int | None = None) -> go.Figure:
     """Latency profile: target verification ms vs k new tokens, drafter ms per block count.
 
     `profile` is a `libraspec.cost.LatencyProfile`: `verify_s[k-1]` is one target forward
@@ -519,7 +519,9 @@ def profile_figure(profile: Any, used_k: int | None = None) -> go.Figure:
     least-squares line t0 + c k through the verification costs (c: the paper's cost per
     verified position, section 3.3). `used_k`: the most rows a run verified; where it lies beyond
     the measured k, the continuation the model prices those forwards with is drawn dotted and the
-    measured range's end is marked.
+    measured range's end is marked. With a context term (`LatencyProfile.context_k`), the forwards
+    timed after longer contexts are drawn as hollow markers, and `context` (the longest context a
+    run's rounds started from) adds the curve the model prices forwards after it with.
     """
     verify_ms = [1000.0 * v for v in profile.verify_s]
     draft_ms = [1000.0 * v for v in profile.draft_s]
@@ -573,6 +575,39 @@ def profile_figure(profile: Any, used_k: int | None = None) -> go.Figure:
         fig.add_vline(x=measured_k + 0.5, line=dict(color="#D55E00", width=1, dash="dot"), row=1, col=1)
         verify_ms = verify_ms + [1000.0 * profile.verify_time(int(used_k))]
         ks = list(range(1, int(used_k) + 1))
+    fit = profile.meta.get("context_fit", {}) if getattr(profile, "context_k", ()) else {}
+    for c, medians in fit.get("median_ms", {}).items():
+        if int(c) != profile.context_len:
+            fig.add_trace(
+                go.Scatter(
+                    x=fit["k"],
+                    y=medians,
+                    name=f"verify after {int(c):,} tokens (measured)",
+                    mode="markers",
+                    marker=dict(color="#444444", size=7, symbol="circle-open"),
+                    hovertemplate=f"k = %{{x}} tokens after {int(c):,}<br>%{{y:.1f}} ms<extra></extra>",
+                ),
+                row=1,
+                col=1,
+            )
+    if fit and context is not None and int(context) != profile.context_len:
+        shown = [1000.0 * profile.verify_time(k, int(context)) for k in ks]
+        fig.add_trace(
+            go.Scatter(
+                x=ks,
+                y=shown,
+                mode="lines",
+                name=(
+                    f"after {int(context):,} tokens (modeled: context term, "
+                    f"within {100 * fit['max_relative_error']:.0f}% of the timed points)"
+                ),
+                line=dict(color="#009E73", width=2),
+                hovertemplate=f"k = %{{x}} tokens after {int(context):,}<br>%{{y:.1f}} ms (modeled)<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        verify_ms = verify_ms + shown
     blocks = list(range(1, len(draft_ms) + 1))
     fig.add_trace(
         go.Bar(
@@ -590,7 +625,8 @@ def profile_figure(profile: Any, used_k: int | None = None) -> go.Figure:
     fig.update_xaxes(title_text="blocks", range=[0.4, len(blocks) + 0.6], dtick=1, row=1, col=2)
     fig.update_yaxes(title_text="ms", range=[0, top * 1.15], row=1, col=1)
     fig.update_yaxes(range=[0, top * 1.15], row=1, col=2)
-    apply_layout(fig, "profile", "Latency profile of this machine")
+    c0 = getattr(profile, "context_len", 0)
+    apply_layout(fig, "profile", "Latency profile of this machine" + (f" (timed after {c0:,} tokens)" if c0 else ""))
     fig.update_layout(
         legend=dict(orientation="v", x=0.01, y=0.99, xanchor="left", yanchor="top", bgcolor="rgba(255,255,255,0.7)")
     )
