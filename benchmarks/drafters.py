@@ -28,17 +28,17 @@ sys.path.insert(0, str(ROOT))
 from libraspec.drafters import DRAFTERS  # noqa: E402
 from libraspec.experiments.bench import (
     BenchSpec,
-    read_prompts,
     records_path,
     run_bench,
     static_grid,  # noqa: E402
     write_result,
 )
-from libraspec.experiments.report import PUBLIC_DATA, PUBLIC_SUITES  # noqa: E402
+from libraspec.experiments.report import PUBLIC_SUITES  # noqa: E402
 from libraspec.experiments.stats import regime_stats  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import PolicySettings  # noqa: E402
+from libraspec.paths import PUBLIC_DATA, read_prompts  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "drafters"

@@ -34,14 +34,13 @@ from libraspec.drafters import make_drafter  # noqa: E402
 from libraspec.drafters.lookup_corpus import held_apart, sequences  # noqa: E402
 from libraspec.engine import end_ids  # noqa: E402
 from libraspec.experiments.bench import (
-    read_prompts,  # noqa: E402
     static_grid,  # noqa: E402
 )
-from libraspec.experiments.report import PUBLIC_DATA  # noqa: E402
 from libraspec.experiments.stats import LEVEL, RESAMPLES, SEED, per_prompt, resample_indices, speedup_interval  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import make_policy  # noqa: E402
+from libraspec.paths import PUBLIC_DATA, read_prompts  # noqa: E402
 from libraspec.profiling import cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 

@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 from libraspec.analysis.replay import replay  # noqa: E402
 from libraspec.analysis.trace import record_trace  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
-from libraspec.experiments.bench import read_prompts  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import MODES, PolicySettings  # noqa: E402
+from libraspec.paths import read_prompts  # noqa: E402
 
 SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "mtbench": "mt_bench_questions.jsonl"}
 MODES_OF = {

@@ -41,7 +41,6 @@ from libraspec.analysis.replay import replay  # noqa: E402
 from libraspec.analysis.trace import DraftTrace, record_trace  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
 from libraspec.experiments import grids  # noqa: E402
-from libraspec.experiments.bench import read_prompts  # noqa: E402
 from libraspec.experiments.provenance import (  # noqa: E402
     cpu_clock,
     git_state,
@@ -53,6 +52,7 @@ from libraspec.experiments.provenance import (  # noqa: E402
 from libraspec.experiments.stats import distinguishable, per_prompt, speedup_interval  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import MODES, PolicySettings  # noqa: E402
+from libraspec.paths import read_prompts  # noqa: E402
 from libraspec.profiling import cache_root, cached_concurrency, cached_profile, machine_description  # noqa: E402
 
 SUITES = {

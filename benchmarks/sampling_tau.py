@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
-from libraspec.experiments.bench import read_prompts  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import PolicySettings, make_policy  # noqa: E402
+from libraspec.paths import read_prompts  # noqa: E402
 
 SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "mtbench": "mt_bench_questions.jsonl"}
 

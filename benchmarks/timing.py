@@ -30,10 +30,11 @@ sys.path.insert(0, str(ROOT))
 from drafters import SUITES, add_run_arguments, publish  # noqa: E402  (benchmarks/drafters.py)
 
 from libraspec.drafters import make_drafter  # noqa: E402
-from libraspec.experiments.bench import BenchSpec, read_prompts, run_bench  # noqa: E402
+from libraspec.experiments.bench import BenchSpec, run_bench  # noqa: E402
 from libraspec.experiments.provenance import cpu_clock, others_share  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
+from libraspec.paths import read_prompts  # noqa: E402
 from libraspec.profiling import cached_profile, machine_description  # noqa: E402
 
 MODES = ("ar", "static", "libraspec", "oracle")

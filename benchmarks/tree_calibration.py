@@ -36,11 +36,11 @@ from libraspec.analysis.tree_calibration import by_depth, fit_power, node_sample
 from libraspec.cost import ar_text_s  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
 from libraspec.experiments import grids  # noqa: E402
-from libraspec.experiments.bench import read_prompts  # noqa: E402
 from libraspec.experiments.provenance import git_state, load_average  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import PolicySettings, make_policy  # noqa: E402
+from libraspec.paths import read_prompts  # noqa: E402
 from libraspec.profiling import cache_root, cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 from libraspec.tree import PricedTreePolicy  # noqa: E402

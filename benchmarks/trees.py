@@ -33,13 +33,13 @@ from libraspec.cost import LatencyProfile  # noqa: E402
 from libraspec.experiments.bench import (
     ANNOTATED_MODES,
     BenchSpec,
-    read_prompts,
     records_path,  # noqa: E402
     run_bench,
     write_result,
 )
 from libraspec.experiments.stats import speedup_interval  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
+from libraspec.paths import read_prompts  # noqa: E402
 from libraspec.profiling import cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 

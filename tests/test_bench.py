@@ -18,6 +18,7 @@ from libraspec.analysis import calibration
 from libraspec.cost import LatencyProfile
 from libraspec.experiments import bench, report, report_md
 from libraspec.models.registry import tiny_pair
+from libraspec.paths import PROMPTS_DIR, read_prompts
 from libraspec.records import RoundRecord, read_trace
 
 LAYER = "unit"  # tests/conftest.py
@@ -71,7 +72,7 @@ def fixed_profile(monkeypatch, tmp_path):
 
 
 def test_prompt_shapes(prompt_file):
-    assert bench.read_prompts(prompt_file) == ["Add 2 and 3.", "Why is ice slippery?", "Say hello.", "Solve x + 1 = 3."]
+    assert read_prompts(prompt_file) == ["Add 2 and 3.", "Why is ice slippery?", "Say hello.", "Solve x + 1 = 3."]
 
 
 @pytest.mark.parametrize(
@@ -89,17 +90,17 @@ def test_prompt_shapes(prompt_file):
 def test_malformed_line_names_file_and_line(tmp_path, line):
     path = write_lines(tmp_path / "bad.jsonl", [json.dumps({"prompt": "fine"}), "", line])
     with pytest.raises(ValueError, match=r"bad\.jsonl, line 3"):
-        bench.read_prompts(path)
+        read_prompts(path)
 
 
 def test_empty_prompt_file(tmp_path):
     with pytest.raises(ValueError, match="no prompts"):
-        bench.read_prompts(write_lines(tmp_path / "empty.jsonl", [""]))
+        read_prompts(write_lines(tmp_path / "empty.jsonl", [""]))
 
 
 def test_every_suite_parses():
     for suite in report.SUITES:
-        prompts = bench.read_prompts(report.PROMPTS_DIR / f"{suite}.jsonl")
+        prompts = read_prompts(PROMPTS_DIR / f"{suite}.jsonl")
         assert len(prompts) >= 20 and len(set(prompts)) == len(prompts)
 
 
@@ -109,7 +110,7 @@ def test_public_suites_are_read_from_the_shared_data_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="never copied in"):
         report.suite_path("gsm8k", data=tmp_path)
     (tmp_path / report.PUBLIC_SUITES["math500"]).write_text(json.dumps({"problem": "What is 2 + 2?"}) + "\n")
-    assert bench.read_prompts(report.suite_path("math500", data=tmp_path)) == ["What is 2 + 2?"]
+    assert read_prompts(report.suite_path("math500", data=tmp_path)) == ["What is 2 + 2?"]
     with pytest.raises(FileNotFoundError, match="public suites: gsm8k"):
         report.suite_path("poetry")
 
@@ -192,7 +193,7 @@ def test_bench_cli_writes_the_contract(tmp_path, prompt_file, fixed_profile):
 def test_speedups_are_totals_over_prompts(tmp_path, prompt_file, fixed_profile):
     pair = tiny_pair("llama", seed=5, dtype=torch.float64)
     spec = bench.BenchSpec(modes=("ar", "static", "libraspec"), max_new_tokens=10, temperature=1.0, seed=3)
-    result = bench.run_bench(pair, bench.read_prompts(prompt_file), spec, profile=PROFILE)
+    result = bench.run_bench(pair, read_prompts(prompt_file), spec, profile=PROFILE)
     modes = result.summary["modes"]
     ar_rate = modes["ar"]["wall_s"] / modes["ar"]["tokens"]
     for label in ("static", "libraspec"):
@@ -209,7 +210,7 @@ def test_greedy_lossless_every_mode_float64(prompt_file):
     spec = bench.BenchSpec(
         modes=(*ALL.split(","), "ddtree", "ddtree-libraspec"), max_new_tokens=10, static_lengths=(1, 3, 9), d_max=16
     )
-    result = bench.run_bench(pair, bench.read_prompts(prompt_file)[1:3], spec, profile=PROFILE)
+    result = bench.run_bench(pair, read_prompts(prompt_file)[1:3], spec, profile=PROFILE)
     ar = {r["prompt_index"]: r["output_ids"] for r in result.summary["runs"] if r["mode"] == "ar"}
     assert len(result.summary["runs"]) == 2 * 10
     assert all(r["output_ids"] == ar[r["prompt_index"]] for r in result.summary["runs"])
@@ -217,7 +218,7 @@ def test_greedy_lossless_every_mode_float64(prompt_file):
 
 def test_annotation_subset(prompt_file):
     spec = bench.BenchSpec(modes=("ar", "static", "libraspec"), max_new_tokens=6, annotate=("libraspec",))
-    result = bench.run_bench(tiny_pair("llama"), bench.read_prompts(prompt_file)[:1], spec, profile=PROFILE)
+    result = bench.run_bench(tiny_pair("llama"), read_prompts(prompt_file)[:1], spec, profile=PROFILE)
     modes = result.summary["modes"]
     assert modes["static"]["mad_vs_oracle"] is None and modes["libraspec"]["mad_vs_oracle"] is not None
     assert all(r.oracle_length is None for r in result.records["static"][0])
@@ -237,7 +238,7 @@ def test_tree_modes_with_several_node_budgets(prompt_file):
         d_max=16,
         annotate=("ddtree-libraspec",),
     )
-    result = bench.run_bench(pair, bench.read_prompts(prompt_file)[:2], spec, profile=PROFILE)
+    result = bench.run_bench(pair, read_prompts(prompt_file)[:2], spec, profile=PROFILE)
     modes = result.summary["modes"]
     assert set(modes) == {"ar", "ddtree-b2", "ddtree-b12", "ddtree-libraspec-b2", "ddtree-libraspec-b12"}
     for label, budget in (("ddtree-b2", 2), ("ddtree-b12", 12), ("ddtree-libraspec-b12", 12)):
@@ -475,7 +476,7 @@ def test_fair_grids():
 
 def test_automatic_alpha_in_bench(prompt_file):
     spec = bench.BenchSpec(modes=("ar", "libraspec"), max_new_tokens=6, alpha="auto")
-    result = bench.run_bench(tiny_pair("llama"), bench.read_prompts(prompt_file)[:1], spec, profile=PROFILE)
+    result = bench.run_bench(tiny_pair("llama"), read_prompts(prompt_file)[:1], spec, profile=PROFILE)
     alphas = {r.alpha for r in result.records["libraspec"][0]}
     assert result.summary["config"]["alpha"] == "auto" and None not in alphas
 
@@ -486,7 +487,7 @@ def test_records_read_back_equal_the_written_ones(tmp_path, prompt_file):
     spec = bench.BenchSpec(
         modes=("ar", "libraspec", "ddtree"), max_new_tokens=8, node_budgets=(4,), d_max=16, annotate=("libraspec",)
     )
-    result = bench.run_bench(pair, bench.read_prompts(prompt_file)[:2], spec, profile=PROFILE)
+    result = bench.run_bench(pair, read_prompts(prompt_file)[:2], spec, profile=PROFILE)
     bench.write_result(result, tmp_path / "r.json")
     again = bench.read_result(tmp_path / "r.json")
     assert again.summary["modes"].keys() == result.summary["modes"].keys()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from libraspec.experiments.bench import read_prompts
+from libraspec.paths import read_prompts
 from libraspec.train.magpie import NGRAM, PROTECTED_FOLDERS, Decontaminator, clean_user_turn, normalise, protected_texts
 from libraspec.train.prompts import heldout_prompts
 

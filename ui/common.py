@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 
 import gradio as gr
 
-EXAMPLES_PATH = Path(__file__).resolve().parents[1] / "assets" / "examples.json"
+from libraspec.paths import ASSETS
+
+EXAMPLES_PATH = ASSETS / "examples.json"
 QUEUE = dict(concurrency_id="model", concurrency_limit=1)  # every model call, one at a time
 
 

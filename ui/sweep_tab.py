@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import gradio as gr
 import pandas as pd
 
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
-from libraspec.experiments.bench import read_prompts
 from libraspec.experiments.sweep import (
     COLUMNS,
     DEFAULT_ALPHAS,
@@ -27,6 +25,7 @@ from libraspec.experiments.sweep import (
     parse_alphas,
     parse_d_maxes,
 )
+from libraspec.paths import PROMPTS_DIR, read_prompts
 from libraspec.views import tuning_plots
 
 from .common import QUEUE, client_key, load_examples
@@ -35,7 +34,6 @@ from .render import status_html
 from .session import Session
 from .settings import MAX_NEW_TOKENS_CAP
 
-PROMPTS_DIR = Path(__file__).resolve().parents[1] / "assets" / "prompts"
 EXAMPLES = "examples (app)"
 FIGURE_INTERVAL_S = 1.0
 MAX_PROMPTS = 24

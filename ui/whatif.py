@@ -21,12 +21,13 @@ from libraspec.analysis.trace import DraftTrace, iter_trace
 from libraspec.analysis.whatif import Planner
 from libraspec.cost import LatencyProfile
 from libraspec.drafters import DRAFTERS
+from libraspec.paths import ASSETS
 from libraspec.profiling import cached_concurrency
 from libraspec.records import committed_text
 
 from .session import LOCAL, Run, Session
 
-PROFILES_DIR = Path(__file__).resolve().parents[1] / "assets" / "profiles"
+PROFILES_DIR = ASSETS / "profiles"
 LOOKAHEAD = 48  # drafts traced per position: the largest d_max and static length a what-if offers
 BATCH_1 = "this machine, batch 1 (measured)"
 SYNTHETIC = "synthetic (modeled: t0 + c per token, draft per step)"

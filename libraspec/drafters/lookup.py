@@ -33,14 +33,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ..paths import ASSETS
 from ..verify import SamplingConfig
 from .base import DraftBuffer, one_hot
 
 MIN_MATCH, MAX_MATCH = 2, 8  # suffix lengths the index keeps
 CORPUS_MAX_MATCH = 16  # longest corpus match: the corpus is large, so longer suffixes than MAX_MATCH still occur
 MAX_OCCURRENCES = 16  # occurrences a query follows (the sequence's latest; the corpus's spread over all)
-DEFAULT_CALIBRATION = Path(__file__).resolve().parents[2] / "assets" / "lookup_calibration.json"
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "assets" / "lookup_corpus.npz"
+DEFAULT_CALIBRATION = ASSETS / "lookup_calibration.json"
+DEFAULT_CORPUS = ASSETS / "lookup_corpus.npz"
 FEATURES = ("bias", "log_match", "log_count", "agreement", "log_offset", "run_agreement", "corpus")
 SEPARATOR = -1  # between corpus sequences: no real tail contains it, so no match spans two
 PAST_END = -2  # what the corpus index reads past its end: lower than every token and SEPARATOR

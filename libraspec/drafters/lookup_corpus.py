@@ -17,10 +17,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..paths import ASSETS
 from ..train.data import HELD_APART_EVERY, held_apart, shard_paths
 from .lookup import DEFAULT_CORPUS, save_corpus
 
-SELFGEN = Path(__file__).resolve().parents[2] / "assets" / "selfgen"
+SELFGEN = ASSETS / "selfgen"
 SOURCES = ("magpie_ids", "template_ids")  # folders of ids-only shards under SELFGEN
 
 

@@ -34,6 +34,7 @@ from ..drafters import DRAFTERS
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..files import atomic_write_text
 from ..modes import MODES, POLICY_MODES, TREE_MODES, PolicySettings
+from ..paths import read_prompts
 from ..profiling import cached_profile, machine_description, profile_check
 from ..records import (
     RoundRecord,
@@ -51,7 +52,6 @@ from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_int
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
 ANNOTATED_MODES = POLICY_MODES + TREE_MODES  # modes whose rounds can carry the hindsight d*
-PROMPT_KEYS = ("prompt", "question", "problem", "turns")  # HumanEval, GSM8K, MATH-500, MT-Bench
 FAILFAST = {"threshold": 0.6, "step": 4}  # ours: PolicySettings' defaults, recorded in the config
 FAILFAST_PAPER = {"threshold": 0.45, "step": 10, "d_max": 60}  # the FailFast paper's: start at 10 drafts, extend
 # by 10 while every q_i >= 0.45, at most 60; the label "failfast-paper"
@@ -60,37 +60,6 @@ FAILFAST_PAPER = {"threshold": 0.45, "step": 10, "d_max": 60}  # the FailFast pa
 def static_grid(n: int, d_max: int) -> tuple[int, ...]:
     """The static lengths a fair comparison decodes: 1..n, 2n and d_max (the best static is chosen from them)."""
     return tuple(sorted(set(range(1, n + 1)) | {2 * n, d_max}))
-
-
-def read_prompts(path: str | os.PathLike) -> list[str]:
-    """Prompts of a JSONL file: each non-blank line an object with `prompt`, `question`,
-    `problem` or `turns` (a list whose first turn is used). Errors name the file and line."""
-    prompts = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {number}"
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
-            if not isinstance(item, dict):
-                raise ValueError(f"{where}: expected a JSON object with one of {', '.join(PROMPT_KEYS)}")
-            key = next((k for k in PROMPT_KEYS if k in item), None)
-            if key is None:
-                raise ValueError(f"{where}: the object has none of the keys {', '.join(PROMPT_KEYS)}")
-            text = item[key]
-            if key == "turns":
-                if not isinstance(text, list) or not text:
-                    raise ValueError(f"{where}: `turns` must be a non-empty list of strings")
-                text = text[0]
-            if not isinstance(text, str) or not text.strip():
-                raise ValueError(f"{where}: `{key}` must be a non-empty string")
-            prompts.append(text)
-    if not prompts:
-        raise ValueError(f"{path}: no prompts found")
-    return prompts
 
 
 def parse_modes(text: str | Sequence[str]) -> tuple[str, ...]:

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from ..drafters.lookup import DEFAULT_CALIBRATION
 from ..files import atomic_write_text, sha256_file
+from ..paths import ROOT
 from ..profiling import cache_root
 
-ROOT = Path(__file__).resolve().parents[2]
 BUSY_LOAD = 0.5  # 1-minute load average before a report starts above which other processes are running
 BUSY_SHARE = 0.25  # share of the machine's CPU time other processes took during a run that makes it busy
 LOOKUP_DRAFTERS = ("lookup", "hybrid")  # drafters that read the look-up calibration and corpus

@@ -31,15 +31,14 @@ import torch
 
 from ..cost import LatencyProfile
 from ..files import atomic_write_text
-from ..models.registry import ASSETS
 from ..modes import MODES
+from ..paths import PROMPTS_DIR, PUBLIC_DATA, read_prompts
 from ..profiling import cached_profile, machine_description
 from .bench import (
     FAILFAST_PAPER,
     BenchSpec,
     add_drafter_argument,
     parse_annotate,
-    read_prompts,
     read_result,
     records_path,
     run_bench,
@@ -52,10 +51,8 @@ from .provenance import BUSY_LOAD, load_average, model_files, shown_path, source
 from .report_md import render
 
 SUITES = ("math", "code", "chat")  # the default: assets/prompts, written for this project
-PROMPTS_DIR = ASSETS / "prompts"
 # public prompt sets, read at run time from the shared data folder beside the repository and never
 # committed; choose them with --suites (each adds a main run and the sensitivity runs)
-PUBLIC_DATA = ASSETS.parents[1] / "shared" / "data"
 PUBLIC_SUITES = {
     "gsm8k": "gsm8k_test.jsonl",
     "humaneval": "humaneval.jsonl",

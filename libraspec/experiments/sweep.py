@@ -353,8 +353,9 @@ def run(args) -> int:
 
     from ..files import atomic_write_text
     from ..models.registry import load_pair
+    from ..paths import read_prompts
     from ..profiling import cached_profile
-    from .bench import read_prompts, set_threads
+    from .bench import set_threads
 
     set_threads(args.threads)
     alphas, d_maxes = parse_alphas(args.alphas), parse_d_maxes(args.d_max)

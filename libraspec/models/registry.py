@@ -25,13 +25,13 @@ from safetensors import SafetensorError
 
 from ..device import ATTENTION, DEVICE_ENV, resolve
 from ..files import sha256_file
+from ..paths import ASSETS
 from .dflash import DFlashConfig, DFlashDrafter
 from .target import TargetModel
 
 DEFAULT_PAIR = "smollm2-135m"
 MODEL_ENV = "LIBRASPEC_MODEL"
 PAIRS_ENV = "LIBRASPEC_PAIRS"  # comma-separated pairs an app offers (default: just the selected one)
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DRAFTER_ENV = "LIBRASPEC_DRAFTER"
 HUB_FILES = ["*.json", "*.safetensors", "*.txt"]  # configs, weights, tokenizer; never *.py (no remote code)
 CHAT_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")  # ChatML end of turn / document (SmolLM2, Qwen3)

@@ -32,6 +32,7 @@ import torch
 from tqdm import tqdm
 
 from ..files import atomic_write
+from ..paths import ASSETS
 from .data import ShardPool, coverage, draft_vocabulary, feature_stats, load_shard, vocab_lookup
 from .prompts import MONITOR_PROMPTS
 from .selfdistill import TAP_LAYERS, stop_and_pad_ids
@@ -47,7 +48,7 @@ from .trainer import (
     train_step,
 )
 
-ASSETS_DRAFTER = Path(__file__).resolve().parents[2] / "assets" / "drafter"
+ASSETS_DRAFTER = ASSETS / "drafter"
 HELD_APART = "held-apart"  # --heldout value: monitor on the look-up's held-apart Magpie answers in --data
 
 

@@ -46,8 +46,8 @@ from ..analysis.calibration import (
     expected_calibration_error,
     reliability_table,
 )
-from ..experiments.bench import read_prompts
 from ..files import atomic_write_text
+from ..paths import read_prompts
 from ..records import committed_text
 
 

@@ -30,8 +30,8 @@ import torch
 from tqdm import tqdm
 from transformers import DynamicCache
 
-from ..experiments.report import PROMPTS_DIR, PUBLIC_DATA
 from ..files import atomic_write_text
+from ..paths import PROMPTS_DIR, PUBLIC_DATA
 
 SEED = 1406
 NGRAM = 8  # decontamination window, in normalised words

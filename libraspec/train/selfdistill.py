@@ -123,8 +123,8 @@ def generate_with_features(
 
 
 def main(argv=None) -> None:
-    from ..experiments.bench import read_prompts
     from ..models.embedded import chat_prompt_ids, load_smollm2
+    from ..paths import read_prompts
     from .data import shard_paths
     from .prompts import training_prompts
 

@@ -1,0 +1,48 @@
+"""Where the project's files live, and reading prompt files: the one place paths are built.
+
+ROOT is the repository (the folder holding libraspec/ and assets/); PUBLIC_DATA is the shared
+folder of public evaluation prompts beside it, read at run time and never committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = ROOT / "assets"
+PROMPTS_DIR = ASSETS / "prompts"  # the app's and the report's own prompt suites
+PUBLIC_DATA = ROOT.parent / "shared" / "data"
+PROMPT_KEYS = ("prompt", "question", "problem", "turns")  # HumanEval, GSM8K, MATH-500, MT-Bench
+
+
+def read_prompts(path: str | os.PathLike) -> list[str]:
+    """Prompts of a JSONL file: each non-blank line an object with `prompt`, `question`,
+    `problem` or `turns` (a list whose first turn is used). Errors name the file and line."""
+    prompts = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}, line {number}"
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
+            if not isinstance(item, dict):
+                raise ValueError(f"{where}: expected a JSON object with one of {', '.join(PROMPT_KEYS)}")
+            key = next((k for k in PROMPT_KEYS if k in item), None)
+            if key is None:
+                raise ValueError(f"{where}: the object has none of the keys {', '.join(PROMPT_KEYS)}")
+            text = item[key]
+            if key == "turns":
+                if not isinstance(text, list) or not text:
+                    raise ValueError(f"{where}: `turns` must be a non-empty list of strings")
+                text = text[0]
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{where}: `{key}` must be a non-empty string")
+            prompts.append(text)
+    if not prompts:
+        raise ValueError(f"{path}: no prompts found")
+    return prompts
