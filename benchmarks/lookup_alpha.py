@@ -31,11 +31,8 @@ from drafters import SUITES  # noqa: E402  (benchmarks/drafters.py)
 from libraspec.analysis.replay import replay_greedy  # noqa: E402
 from libraspec.cost import LatencyProfile  # noqa: E402
 from libraspec.drafters import make_drafter  # noqa: E402
-from libraspec.drafters.lookup_corpus import held_apart, sequences  # noqa: E402
 from libraspec.engine import end_ids  # noqa: E402
-from libraspec.experiments.bench import (
-    static_grid,  # noqa: E402
-)
+from libraspec.experiments.bench import static_grid  # noqa: E402
 from libraspec.experiments.stats import LEVEL, RESAMPLES, SEED, per_prompt, resample_indices, speedup_interval  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
@@ -43,6 +40,7 @@ from libraspec.modes import make_policy  # noqa: E402
 from libraspec.paths import PUBLIC_DATA, read_prompts  # noqa: E402
 from libraspec.profiling import cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
+from libraspec.train.lookup_corpus import held_apart, sequences  # noqa: E402
 
 ALPHAS = (0.5, 1.0, 1.5, 2.0, 2.2, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0)
 

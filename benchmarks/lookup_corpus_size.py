@@ -29,12 +29,12 @@ from lookup_alpha import held_apart_answers, run_answers  # noqa: E402  (benchma
 
 from libraspec.analysis.replay import replay_greedy  # noqa: E402
 from libraspec.drafters.lookup import SEPARATOR, CorpusIndex, LookupDrafter  # noqa: E402
-from libraspec.drafters.lookup_corpus import corpus_sequences  # noqa: E402
 from libraspec.engine import end_ids  # noqa: E402
-from libraspec.experiments.report import PUBLIC_DATA  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import PolicySettings, make_policy  # noqa: E402
+from libraspec.paths import PUBLIC_DATA  # noqa: E402
+from libraspec.train.lookup_corpus import corpus_sequences  # noqa: E402
 
 FRACTIONS = (0.0, 0.0625, 0.125, 0.25, 0.5, 1.0)
 

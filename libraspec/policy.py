@@ -263,3 +263,27 @@ class FailFastPolicy:
 
     def reset(self) -> None:
         """Keeps no state across rounds."""
+
+
+# -- what a chain of confidences is expected to yield (theory.py builds on these) --
+
+
+def check_acceptance(p, d_max: int) -> np.ndarray:
+    """p as a float array (d,), checked: 1-D, within [0, 1], at least d_max long."""
+    p = np.asarray(p, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError(f"acceptance probabilities p must be a non-empty 1-D array, got {p.shape}")
+    if not np.all(np.isfinite(p)) or p.min() < 0 or p.max() > 1:
+        raise ValueError("acceptance probabilities p must be finite and within [0, 1]")
+    if d_max > p.size:
+        raise ValueError(f"need p for every position up to {d_max}, got {p.size}")
+    return p
+
+
+def expected_accepted(p, d: int | None = None) -> float:
+    """E[accepted drafts at length d] = sum_{j=1..d} prod_{k<=j} p_k (Eq. 14, i = 1); d = None: all of p."""
+    d = len(p) if d is None else d
+    if d < 0:
+        raise ValueError(f"d must be >= 0, got {d}")
+    p = check_acceptance(p, d)
+    return float(np.cumprod(p[:d]).sum())

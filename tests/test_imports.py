@@ -77,3 +77,61 @@ def test_report_imports_report_md_and_not_the_reverse():
 def test_no_import_cycle_in_the_library():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# The library's layers, lowest first: a module imports only from its own layer and those below.
+# Top-level modules are placed one by one (the core spans two layers: the round's parts, then
+# the engine and the profiler that run models and drafters); a package's modules share its layer.
+LAYERS = (
+    ("libraspec.files", "libraspec.device", "libraspec.paths"),
+    ("libraspec.models",),
+    (
+        "libraspec.verify",
+        "libraspec.cost",
+        "libraspec.records",
+        "libraspec.policy",
+        "libraspec.tree",
+        "libraspec.oracle",
+        "libraspec.modes",
+    ),
+    ("libraspec.drafters",),
+    ("libraspec.engine", "libraspec.profiling"),
+    ("libraspec.analysis",),
+    ("libraspec.views",),
+    ("libraspec.experiments",),
+    ("libraspec.train",),
+    ("libraspec",),  # the package's __init__
+)
+
+
+def layer_of(module: str) -> int:
+    """The layer of `module`: that of the longest name in LAYERS it is or lies under."""
+    best = None
+    for index, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and (best is None or len(name) > len(best[1])):
+                best = (index, name)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer of tests/test_imports.py LAYERS: place it")
+    return best[0]
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, bs in graph.items() for b in bs if layer_of(b) > layer_of(a))
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert upward({"libraspec.drafters.hybrid": {"libraspec.analysis.theory"}, "libraspec.analysis.theory": set()}) == [
+        "libraspec.drafters.hybrid -> libraspec.analysis.theory"
+    ]
+    assert upward({"libraspec.engine": {"libraspec.drafters.base"}, "libraspec.drafters.base": set()}) == []
+
+
+def test_imports_point_down_the_layers():
+    """Every module of the library sits in a layer and imports nothing above it, so packages
+    never import each other both ways (a package-level cycle like drafters -> train ->
+    experiments -> drafters cannot come back)."""
+    graph = import_graph()
+    for module in graph:
+        layer_of(module)
+    assert upward(graph) == []

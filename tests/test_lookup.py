@@ -294,7 +294,7 @@ def test_shipped_corpus_is_the_selfgen_responses_without_the_held_apart_ones():
     import numpy as np
 
     from libraspec.drafters.lookup import DEFAULT_CORPUS
-    from libraspec.drafters.lookup_corpus import corpus_sequences, held_apart, sequences
+    from libraspec.train.lookup_corpus import corpus_sequences, held_apart, sequences
 
     with np.load(DEFAULT_CORPUS) as data:
         shipped = data["ids"].tolist()

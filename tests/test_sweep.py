@@ -13,11 +13,12 @@ import torch
 from libraspec import profiling
 from libraspec.__main__ import main
 from libraspec.analysis.autoalpha import AutoAlphaLibraSpecPolicy
+from libraspec.analysis.best_cell import best_cell
 from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
-from libraspec.experiments.sweep import COLUMNS, best_cell, parse_alphas, parse_d_maxes, run_sweep
+from libraspec.experiments.sweep import COLUMNS, parse_alphas, parse_d_maxes, run_sweep
 from libraspec.models.registry import tiny_pair
 from libraspec.modes import ALPHA_RANGE
 from libraspec.records import RoundRecord

@@ -32,33 +32,14 @@ from typing import Callable, Union
 import numpy as np
 
 from libraspec.cost import LatencyProfile
+from libraspec.policy import check_acceptance, expected_accepted
 
 Cost = Union[LatencyProfile, Callable[[int], float]]
 
 
-def _check_p(p, d_max: int) -> np.ndarray:
-    p = np.asarray(p, dtype=np.float64)
-    if p.ndim != 1 or p.size == 0:
-        raise ValueError(f"acceptance probabilities p must be a non-empty 1-D array, got {p.shape}")
-    if not np.all(np.isfinite(p)) or p.min() < 0 or p.max() > 1:
-        raise ValueError("acceptance probabilities p must be finite and within [0, 1]")
-    if d_max > p.size:
-        raise ValueError(f"need p for every position up to {d_max}, got {p.size}")
-    return p
-
-
-def expected_accepted(p, d: int | None = None) -> float:
-    """E[accepted drafts at length d] = sum_{j=1..d} prod_{k<=j} p_k (Eq. 14, i = 1); d = None: all of p."""
-    d = len(p) if d is None else d
-    if d < 0:
-        raise ValueError(f"d must be >= 0, got {d}")
-    p = _check_p(p, d)
-    return float(np.cumprod(p[:d]).sum())
-
-
 def expected_tau_curve(p, d_max: int) -> np.ndarray:
     """E[tau_d] = 1 + E[accepted_d] for d = 1..d_max."""
-    p = _check_p(p, d_max)
+    p = check_acceptance(p, d_max)
     return 1.0 + np.cumsum(np.cumprod(p[:d_max]))  # (d_max,)
 
 

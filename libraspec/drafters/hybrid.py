@@ -12,7 +12,7 @@ proposal not kept is part of its step's time and is modeled as a step of its dra
 
 from __future__ import annotations
 
-from ..analysis.theory import expected_accepted
+from ..policy import expected_accepted
 from .base import DraftBuffer
 from .block import BlockDiffusionDrafter, BlockDraft
 from .lookup import LookupDraft, LookupDrafter

@@ -4,7 +4,7 @@ The index maps every k-gram (k = MIN_MATCH..MAX_MATCH) of the committed sequence
 generation) to the positions where it ends, so appending a token costs O(MAX_MATCH) and a
 query O(match): no rescan (the prompt-lookup / SuffixDecoding family, arXiv 2411.04975).
 
-A second, read-only index holds a corpus of the pair's own past outputs (`lookup_corpus.py`,
+A second, read-only index holds a corpus of the pair's own past outputs (`train/lookup_corpus.py`,
 a suffix array, `CorpusIndex`); a query follows the sequence's own match whenever it has one
 and the corpus's otherwise (measured on the public suites' greedy outputs: letting a longer
 corpus match win lowered tau from 1.90 / 3.24 / 1.51 to 1.85 / 3.14 / 1.50 on GSM8K /
@@ -14,7 +14,7 @@ token most of the still-agreeing occurrences continue with (ties: the latest), t
 those occurrences. When they run out it matches again over the sequence extended by the draft,
 so repetitive text drafts far. q_j is a calibrated estimate of P(x_j accepted | x_1..x_{j-1}
 accepted) from the match length, the number of occurrences, their agreement at j and j itself
-(`LookupCalibration`, fitted by `python -m libraspec.drafters.lookup_fit` on data that is never
+(`LookupCalibration`, fitted by `python -m libraspec.train.lookup_fit` on data that is never
 evaluated on). Drafts are deterministic: their proposal distribution is one-hot, so sampling
 accepts x_j with probability p(x_j) and otherwise resamples from p without x_j, as the standard
 rule does with q(x_j) = 1 (docs/ARCHITECTURE.md, "Lossless verification").
@@ -80,7 +80,7 @@ class LookupCalibration:
         path = DEFAULT_CALIBRATION if path is None else path
         repair = (
             f"restore it with `git checkout -- {Path(path).name}` in assets/, or refit it with "
-            "`python -m libraspec.drafters.lookup_fit`"
+            "`python -m libraspec.train.lookup_fit`"
         )
         try:
             data = json.loads(Path(path).read_text())
@@ -108,7 +108,7 @@ def load_corpus(path: str | Path | None = None, vocab_size: int | None = None) -
     path = DEFAULT_CORPUS if path is None else path
     repair = (
         "restore it with `git checkout -- assets/lookup_corpus.npz`, or rebuild it with "
-        "`python -m libraspec.drafters.lookup_corpus`"
+        "`python -m libraspec.train.lookup_corpus`"
     )
     try:
         with np.load(Path(path), allow_pickle=False) as data:

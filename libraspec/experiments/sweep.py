@@ -13,7 +13,7 @@ speedup_measured = AR seconds per token / cell seconds per token, speedup_modele
 same with the latency profile's times, tau = tokens per round, mad_vs_oracle =
 mean |d - d*| over rounds, alpha_used = mean alpha of the rounds (the value itself when
 fixed), noise_s = the timing noise of wall_s (`records.timing_noise_s`), decisions = a digest of
-every round's d (`decisions_digest`). `best_cell` crowns a cell only when it is ahead of every
+every round's d (`decisions_digest`). `analysis.best_cell` crowns a cell only when it is ahead of every
 other beyond noise and no other cell made its decisions. Symbols: alpha, d_max, n (block size), d, d*, tau.
 """
 
@@ -32,7 +32,7 @@ import pandas as pd
 from ..analysis.replay import ReplayDecoder
 from ..analysis.trace import DraftTrace, iter_trace
 from ..engine import DecodeConfig, SpeculativeDecoder
-from ..records import NOISE_Z, RoundRecord, committed_text, summarize, timing_noise_s
+from ..records import RoundRecord, committed_text, summarize, timing_noise_s
 from .driver import AUTO, Cancelled, Job, alpha_label, decode_grid, libraspec_policy, parse_alphas
 from .grids import decision_digest
 
@@ -281,40 +281,6 @@ def run_sweep(
             progress(ev.done, ev.total, ev.label)
     frame.attrs["cancelled"] = cancelled
     return frame
-
-
-def best_cell(frame: pd.DataFrame, metric: str) -> int | None:
-    """Row position of the best cell for `metric` (lowest for mad_vs_oracle, else highest), or None
-    when no cell is ahead of all others: a measured speedup must lead the runner-up by more than
-    NOISE_Z standard deviations of their timing noise (`noise_s`) and share its decisions with no
-    other cell (identical decisions differ in measured time by noise alone, however small the noise
-    estimate); any other metric, computed from the decisions alone, must be strictly ahead (cells
-    with identical decisions tie)."""
-    values = (
-        pd.to_numeric(frame[metric], errors="coerce").reset_index(drop=True)
-        if metric in frame
-        else pd.Series(dtype=float)
-    )
-    values = values[values.notna()]
-    if values.empty:
-        return None
-    order = values.sort_values(ascending=metric == "mad_vs_oracle", kind="stable")
-    best = int(order.index[0])
-    if len(order) == 1:
-        return best
-    runner_up = int(order.index[1])
-    gap = abs(float(order.iloc[0]) - float(order.iloc[1]))
-    if metric == "speedup_measured":
-        if "noise_s" not in frame or "wall_s" not in frame:
-            return None  # no noise known: no winner claimed
-        if "decisions" in frame:
-            decisions = frame["decisions"].reset_index(drop=True)
-            if (decisions == decisions[best]).sum() > 1:
-                return None  # one tie with the cells that decided the same
-        noise = frame["noise_s"].reset_index(drop=True).astype(float) / frame["wall_s"].reset_index(drop=True)
-        spread = math.hypot(values[best] * noise[best], values[runner_up] * noise[runner_up])
-        return best if gap > NOISE_Z * spread else None
-    return best if gap > 1e-9 * max(1.0, abs(float(order.iloc[0]))) else None
 
 
 # -- CLI ---------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ HELD_APART_EVERY = 8  # Magpie prompt index % 8 == 0: held apart from the look-u
 
 def held_apart(source: str, prompt_index: int) -> bool:
     """Whether a self-generated answer is kept apart: the look-up confidence model is fitted and
-    checked on it (`drafters.lookup_fit`), and drafter training (`ShardPool`) never reads it."""
+    checked on it (`train.lookup_fit`), and drafter training (`ShardPool`) never reads it."""
     return source == "magpie_ids" and prompt_index % HELD_APART_EVERY == 0
 
 

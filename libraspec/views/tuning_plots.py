@@ -167,7 +167,7 @@ def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: 
     """Heatmaps over the alpha x d_max grid (`libraspec.experiments.sweep` rows), best cell outlined in each.
 
     Best: highest modeled / measured speedup and tau, lowest mean |d - d*|, outlined only where
-    `sweep.best_cell` finds a cell ahead of all others (the title names the metrics where none is). `alphas` and
+    `analysis.best_cell` finds a cell ahead of all others (the title names the metrics where none is). `alphas` and
     `d_maxes` fix the axes while a sweep is still filling the grid.
     """
     alphas = [str(a) for a in (alphas or list(dict.fromkeys(frame["alpha"])) if "alpha" in frame else [])]
@@ -179,7 +179,7 @@ def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: 
         horizontal_spacing=0.1,
         vertical_spacing=0.2,
     )
-    from libraspec.experiments.sweep import best_cell
+    from libraspec.analysis.best_cell import best_cell
 
     x = [str(d) for d in d_maxes]
     ties = []  # metrics where no cell is ahead of the others (within noise, or identical decisions)

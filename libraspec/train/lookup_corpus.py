@@ -1,4 +1,4 @@
-"""The look-up drafter's corpus of the pair's own past outputs: `python -m libraspec.drafters.lookup_corpus`.
+"""The look-up drafter's corpus of the pair's own past outputs: `python -m libraspec.train.lookup_corpus`.
 
 The corpus is the target's greedy responses that drafter training already made and committed
 as token ids (`assets/selfgen`: Magpie prompts the target wrote itself, decontaminated against
@@ -17,9 +17,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..drafters.lookup import DEFAULT_CORPUS, save_corpus
 from ..paths import ASSETS
-from ..train.data import HELD_APART_EVERY, held_apart, shard_paths
-from .lookup import DEFAULT_CORPUS, save_corpus
+from .data import HELD_APART_EVERY, held_apart, shard_paths
 
 SELFGEN = ASSETS / "selfgen"
 SOURCES = ("magpie_ids", "template_ids")  # folders of ids-only shards under SELFGEN
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
         "tokens": sum(map(len, responses)),
         "source": "greedy responses of the target to Magpie and training-template prompts (assets/selfgen), "
         f"every {HELD_APART_EVERY}th Magpie response held apart for the confidence model",
-        "command": "python -m libraspec.drafters.lookup_corpus " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m libraspec.train.lookup_corpus " + " ".join(argv or sys.argv[1:]),
     }
     save_corpus(args.out, responses, meta)
     print(meta, file=sys.stderr)

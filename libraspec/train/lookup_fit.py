@@ -1,4 +1,4 @@
-"""Fit the look-up drafter's confidence model: `python -m libraspec.drafters.lookup_fit`.
+"""Fit the look-up drafter's confidence model: `python -m libraspec.train.lookup_fit`.
 
 Data: the target's greedy responses to the Magpie prompts held apart from the look-up corpus
 (`lookup_corpus.held_apart`: every eighth, committed under assets/selfgen; never the held-out
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..verify import SamplingConfig
-from .lookup import (
+from ..analysis.calibration import expected_calibration_error, reliability_table
+from ..drafters.lookup import (
     DEFAULT_CALIBRATION,
     DEFAULT_CORPUS,
     CorpusIndex,
@@ -32,6 +32,7 @@ from .lookup import (
     feature_vector,
     load_corpus,
 )
+from ..verify import SamplingConfig
 from .lookup_corpus import SELFGEN, held_apart, sequences
 
 UNFITTED = LookupCalibration.neutral()
@@ -79,7 +80,6 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     parser.add_argument("--out", default=str(DEFAULT_CALIBRATION))
     args = parser.parse_args(argv)
-    from ..analysis.calibration import expected_calibration_error, reliability_table
 
     corpus = load_corpus(args.corpus)
     data = [
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
             for column, values in reliability_table(q, y).to_dict("list").items()
         },
         "data": "greedy responses to the Magpie prompts held apart from the look-up corpus (assets/selfgen)",
-        "command": "python -m libraspec.drafters.lookup_fit " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m libraspec.train.lookup_fit " + " ".join(argv or sys.argv[1:]),
     }
     LookupCalibration(calibration.weights, meta).save(args.out)
     print({k: v for k, v in meta.items() if k != "check_reliability"}, file=sys.stderr)
