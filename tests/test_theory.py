@@ -12,7 +12,6 @@ from libraspec.analysis.theory import (
     alpha_from_costs,
     auto_alpha,
     exhaustive_argmax,
-    expected_accepted,
     expected_speedup,
     expected_speedup_curve,
     expected_tau_curve,
@@ -22,6 +21,7 @@ from libraspec.analysis.theory import (
     objective_curve,
 )
 from libraspec.cost import LatencyProfile
+from libraspec.policy import expected_accepted
 
 LAYER = "unit"  # tests/conftest.py
 
