@@ -70,11 +70,13 @@ class Mode:
     """A decoding mode: how to build its policy and how views show it."""
 
     name: str
-    label: str  # shown in tables and legends
+    label: str  # shown in tables, legends and reports
+    title: str  # the heading of its race column and its name in sentences
     colour: str  # Okabe-Ito palette: distinguishable under common colour-vision deficiencies
     kind: str  # "ar" (no drafts), "oracle" (hindsight d*), "policy" (a chain of length d) or "tree"
     factory: Callable[..., LengthPolicy] | None = None  # (settings) -> policy; (settings, profile) if priced
     priced: bool = False  # its policy prices its choices with the decoder's latency profile
+    knobs: tuple[str, ...] = ()  # the PolicySettings fields its policy reads
 
     @property
     def needs_drafter(self) -> bool:
@@ -99,40 +101,72 @@ def _g4(s: PolicySettings) -> G4Policy:
 MODES: dict[str, Mode] = {
     m.name: m
     for m in (
-        Mode("ar", "AR", "#7F7F7F", "ar"),
-        Mode("static", "static", "#0072B2", "policy", lambda s: StaticPolicy(s.static_length)),
-        Mode("libraspec", "LibraSpec", "#D55E00", "policy", lambda s: LibraSpecPolicy(s.alpha, s.d_max)),
-        Mode("g4", "G4", "#CC79A7", "policy", _g4),
+        Mode("ar", "AR", "Autoregressive", "#7F7F7F", "ar"),
+        Mode(
+            "static",
+            "static",
+            "Static",
+            "#0072B2",
+            "policy",
+            lambda s: StaticPolicy(s.static_length),
+            knobs=("static_length",),
+        ),
+        Mode(
+            "libraspec",
+            "LibraSpec",
+            "LibraSpec",
+            "#D55E00",
+            "policy",
+            lambda s: LibraSpecPolicy(s.alpha, s.d_max),
+            knobs=("alpha", "d_max"),
+        ),
+        Mode("g4", "G4", "G4", "#CC79A7", "policy", _g4, knobs=("g4_initial", "d_max")),
         Mode(
             "failfast",
+            "FailFast",
             "FailFast",
             "#E69F00",
             "policy",
             lambda s: FailFastPolicy(s.failfast_threshold, s.failfast_step, s.d_max),
+            knobs=("failfast_threshold", "failfast_step", "d_max"),
         ),
-        Mode("oracle", "oracle", "#009E73", "oracle"),
-        Mode("ddtree", "DDTree", "#56B4E9", "tree", lambda s: TreePolicy(StaticPolicy(s.tree_depth), s.node_budget)),
+        Mode("oracle", "oracle", "Oracle", "#009E73", "oracle"),
+        Mode(
+            "ddtree",
+            "DDTree",
+            "DDTree",
+            "#56B4E9",
+            "tree",
+            lambda s: TreePolicy(StaticPolicy(s.tree_depth), s.node_budget),
+            knobs=("tree_depth", "node_budget"),
+        ),
         Mode(
             "ddtree-libraspec",
+            "DDTree+LibraSpec",
             "DDTree+LibraSpec",
             "#882255",
             "tree",
             lambda s: TreePolicy(LibraSpecPolicy(s.alpha, s.d_max), s.node_budget),
+            knobs=("alpha", "d_max", "node_budget"),
         ),
         Mode(
             "ddtree-marginal",
             "DDTree+marginal nodes",
+            "DDTree+marginal nodes",
             "#44AA99",
             "tree",
             lambda s: MarginalTreePolicy(s.alpha, s.d_max, s.node_budget),
+            knobs=("alpha", "d_max", "node_budget"),
         ),
         Mode(
             "ddtree-priced",
+            "DDTree+priced nodes",
             "DDTree+priced nodes",
             "#332288",
             "tree",
             lambda s, profile: PricedTreePolicy(profile, s.d_max, s.node_budget),
             priced=True,
+            knobs=("d_max", "node_budget"),
         ),
     )
 }

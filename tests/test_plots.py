@@ -195,8 +195,8 @@ def test_confidence_heatmap_names_each_drafts_source(frame):
         ("dflash",) * 2 * N,
     ]
     heat = _by_name(plots.confidence_heatmap(rows, "libraspec"))["q_i"]
-    assert list(heat.customdata[0]) == ["look-up"] * N + ["diffusion"] * N
-    assert list(heat.customdata[1]) == ["diffusion"] * N + [""] * N and "drafted by" in heat.hovertemplate
+    assert list(heat.customdata[0]) == ["look-up"] * N + ["block diffusion"] * N
+    assert list(heat.customdata[1]) == ["block diffusion"] * N + [""] * N and "drafted by" in heat.hovertemplate
 
 
 def test_confidence_heatmap_without_rows_is_an_empty_figure(frame):

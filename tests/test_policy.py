@@ -347,3 +347,42 @@ def test_array_buffer_refuses_to_draft_past_its_end():
         buf.extend(1)
     with pytest.raises(ValueError, match="whole blocks"):
         ArrayBuffer([0.5] * 3, 4)
+
+
+def test_the_mode_registry_carries_each_modes_presentation_and_knobs():
+    """Titles, labels and colours come from one place (`modes.MODES`), distinct per mode; each
+    mode's knobs are fields of PolicySettings, and a knob changes the policy a mode builds
+    exactly when the mode lists it (a mode that read an unlisted knob, or listed an unread one,
+    would mislabel the app's history table)."""
+    import dataclasses
+
+    from libraspec.cost import LatencyProfile
+    from libraspec.modes import MODES, PolicySettings
+
+    fields = {f.name for f in dataclasses.fields(PolicySettings)}
+    for key in ("label", "title", "colour"):
+        values = [getattr(m, key) for m in MODES.values()]
+        assert len(set(values)) == len(values), key
+    profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 40)
+    base = PolicySettings(alpha=2.2, d_max=20, static_length=5, g4_initial=6, tree_depth=5, node_budget=12)
+    changed = dict(
+        alpha=5.0, d_max=30, static_length=9, g4_initial=9, failfast_threshold=0.3, failfast_step=2, tree_depth=9
+    ) | {"node_budget": 20}
+    for name, mode in MODES.items():
+        assert set(mode.knobs) <= fields, name
+        if mode.factory is None:
+            assert mode.knobs == (), name
+            continue
+        before = state(mode.policy(base, profile))
+        for knob, value in changed.items():
+            after = state(mode.policy(dataclasses.replace(base, **{knob: value}), profile))
+            assert (after != before) == (knob in mode.knobs), (name, knob)
+
+
+def state(value):
+    """A policy's settings as plain values, nested policies and profiles included."""
+    if hasattr(value, "__dict__"):
+        return {key: state(v) for key, v in vars(value).items()}
+    if isinstance(value, (list, tuple)):
+        return [state(v) for v in value]
+    return value

@@ -35,14 +35,6 @@ COLUMNS = [
     "stop",
     "decisions",
 ]
-USES_D_MAX = (
-    "libraspec",
-    "g4",
-    "failfast",
-    "ddtree-libraspec",
-    "ddtree-marginal",
-    "ddtree-priced",
-)  # modes whose d d_max can bind
 
 
 def history_frame(runs) -> pd.DataFrame:
@@ -57,7 +49,8 @@ def history_frame(runs) -> pd.DataFrame:
             seconds = run.seconds(mode)
             noise = summary.speedup_measured * run.noise_s(mode) / seconds if seconds > 0 else float("nan")
             actions = [step.action for r in records for step in r.policy_steps]
-            d_max = run.settings.d_max if mode in USES_D_MAX else None
+            knobs = MODES[mode].knobs
+            d_max = run.settings.d_max if "d_max" in knobs else None
             bound = sum(r.chosen_length == d_max for r in records) / len(records) if d_max else None
             rows.append(
                 {
@@ -65,11 +58,9 @@ def history_frame(runs) -> pd.DataFrame:
                     "prompt": run.prompt[:40],
                     "drafter": run.drafter,
                     "mode": MODES[mode].label,
-                    "alpha": run.settings.alpha
-                    if mode in ("libraspec", "ddtree-libraspec", "ddtree-marginal")
-                    else None,
+                    "alpha": run.settings.alpha if "alpha" in knobs else None,
                     "d_max": d_max,
-                    "static length": run.settings.static_length if mode == "static" else None,
+                    "static length": run.settings.static_length if "static_length" in knobs else None,
                     "rounds": len(records),
                     "tau": round(summary.tau, 3),
                     "speedup modeled": round(summary.speedup_modeled, 3),

@@ -22,7 +22,7 @@ import time
 import gradio as gr
 import pandas as pd
 
-from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
+from libraspec.drafters import DRAFTER_TITLES, DRAFTERS, SOURCE_TITLES
 from libraspec.models.registry import describe_pair
 from libraspec.modes import MODES, PolicySettings
 from libraspec.records import records_to_frame
@@ -49,7 +49,6 @@ from .settings import (
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
 EMPTY = records_to_frame([])
-SOURCE_NAMES = {"dflash": "block diffusion", "lookup": "look-up"}
 LABELS = {
     "alpha": "alpha (LibraSpec trade-off)",
     "d_max": "d_max (length cap)",
@@ -120,7 +119,7 @@ def round_info(run: Run, mode: str, round_index: int) -> str:
     sources = list(r.draft_sources) or ["dflash"] * len(r.confidences)
     for k in range(1, len(sources) + 1):
         if k == len(sources) or sources[k] != sources[start]:
-            spans.append(f"{start + 1}–{k}: {SOURCE_NAMES.get(sources[start], sources[start])}")
+            spans.append(f"{start + 1}–{k}: {SOURCE_TITLES.get(sources[start], sources[start])}")
             start = k
     steps = len(r.policy_steps)
     algorithm = (

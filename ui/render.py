@@ -16,29 +16,19 @@ from __future__ import annotations
 import html
 import math
 
+from libraspec.drafters import SOURCE_TITLES
+from libraspec.modes import MODES
 from libraspec.records import RoundRecord, RunSummary
 from libraspec.views.plots import mode_color
 
-TITLES = {
-    "ar": "Autoregressive",
-    "static": "Static",
-    "libraspec": "LibraSpec",
-    "oracle": "Oracle",
-    "g4": "G4",
-    "failfast": "Fail-fast",
-    "ddtree": "DDTree",
-    "ddtree-libraspec": "DDTree+LibraSpec",
-    "ddtree-marginal": "DDTree+marginal nodes",
-    "ddtree-priced": "DDTree+priced nodes",
-}
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 # a column's text scrolls beyond this, so the columns fit one screen with a line of notes above them
 TEXT_HEIGHT = "max(10em, calc(100vh - 645px))"
 # token origin -> (label, inline style); "draft" is a draft of a run stored before sources were recorded
 ORIGINS = {
-    "dflash": ("accepted draft, block diffusion", "background:rgba(86,180,233,0.30)"),
+    "dflash": (f"accepted draft, {SOURCE_TITLES['dflash']}", "background:rgba(86,180,233,0.30)"),
     "lookup": (
-        "accepted draft, look-up",
+        f"accepted draft, {SOURCE_TITLES['lookup']}",
         "background:rgba(230,159,0,0.32);text-decoration:underline;"
         "text-decoration-color:rgba(160,100,0,0.9);text-underline-offset:3px",
     ),
@@ -48,7 +38,8 @@ ORIGINS = {
 
 
 def title(mode: str) -> str:
-    return TITLES.get(mode, mode)
+    """A mode's title (`modes.MODES`); an unknown name as it is."""
+    return MODES[mode].title if mode in MODES else mode
 
 
 def duration(seconds: float) -> str:

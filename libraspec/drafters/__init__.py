@@ -16,6 +16,7 @@ DRAFTER_TITLES = {  # what the app's drafter choices say
     "lookup": "look-up in the text so far (lookup)",
     "hybrid": "hybrid: per round the more promising of both",
 }
+SOURCE_TITLES = {"dflash": "block diffusion", "lookup": "look-up"}  # RoundRecord.draft_sources, in words
 
 
 def make_drafter(name: str, pair) -> Drafter:

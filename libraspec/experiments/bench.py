@@ -55,6 +55,12 @@ ANNOTATED_MODES = POLICY_MODES + TREE_MODES  # modes whose rounds can carry the 
 FAILFAST = {"threshold": 0.6, "step": 4}  # ours: PolicySettings' defaults, recorded in the config
 FAILFAST_PAPER = {"threshold": 0.45, "step": 10, "d_max": 60}  # the FailFast paper's: start at 10 drafts, extend
 # by 10 while every q_i >= 0.45, at most 60; the label "failfast-paper"
+PAPER_LABELS = {"failfast-paper": "FailFast (paper)"}  # bench labels besides the modes' own names
+
+
+def label_title(label: str) -> str:
+    """How tables name a bench label: the mode's label (`modes.MODES`), or a paper setting's."""
+    return MODES[label].label if label in MODES else PAPER_LABELS.get(label, label)
 
 
 def static_grid(n: int, d_max: int) -> tuple[int, ...]:

@@ -29,19 +29,11 @@ from ..analysis.calibration import (
     reliability_table,
 )
 from ..analysis.theory import expected_tau_curve
-from .bench import mode_summary
+from .bench import label_title, mode_summary
 from .driver import alpha_label
 from .provenance import BUSY_SHARE, shown_path
 from .stats import DSTAR_BINS, distinguishable
 
-NAMES = {
-    "ar": "AR",
-    "libraspec": "LibraSpec",
-    "g4": "G4",
-    "failfast": "FailFast",
-    "failfast-paper": "FailFast (paper)",
-    "oracle": "oracle",
-}
 GOALS = {
     "oracle_ratio": 0.90,
     "static_ratio": 1.10,
@@ -81,7 +73,7 @@ def sample_tag(plan, prompts: int) -> str:
 def _label_name(label: str, entry: dict) -> str:
     if entry["mode"] == "static":
         return f"static d={entry['length']}" + (" **(best)**" if entry.get("best") else "")
-    return NAMES.get(label, label)
+    return label_title(label)
 
 
 def _plain(label: str | None, modes: dict) -> str:
@@ -729,7 +721,7 @@ def _tree_table(modes: dict, tag: str) -> list[str]:
     ]
     rows = [
         [
-            NAMES.get(label, label),
+            label_title(label),
             _ci(e["speedup_measured"], e["speedup_measured_ci"]),
             _ci(e["speedup_modeled"], e["speedup_modeled_ci"]),
             _f(e["tau"]),
@@ -764,7 +756,7 @@ def tree_comparisons(modes: dict) -> list[str]:
                     f"{what} {PHRASES[compare(e, modes[other], key)]} {name}"
                     for key, what in (("speedup_measured", "measured"), ("speedup_modeled", "modeled"))
                 ]
-                out.append(f"- {NAMES.get(label, label)}: " + "; ".join(verdicts) + ".")
+                out.append(f"- {label_title(label)}: " + "; ".join(verdicts) + ".")
     return out
 
 

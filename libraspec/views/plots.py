@@ -27,6 +27,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from libraspec.drafters import SOURCE_TITLES
 from libraspec.modes import MODES
 from libraspec.policy import epsilon_bounds
 from libraspec.records import step_action
@@ -53,7 +54,6 @@ HEIGHTS = {
 }
 MIN_LENGTH_AXIS = 24  # an empty figure's length axis shows 0..d_max (paper's DFlash d_max = 24)
 DODGE = 0.18  # horizontal offset between the d* markers of different modes in one round
-SOURCE_NAMES = {"dflash": "diffusion", "lookup": "look-up"}  # RoundRecord.draft_sources, as figures name them
 TOKEN_CHARS = 10  # a tree node's label shows at most this many characters of its token
 OFF_PATH_COLOR = "#9E9E9E"  # tree nodes and edges off the accepted path
 TREE_ROW_PX = 15  # the tree figure grows beyond its height so that each row of node labels keeps this much
@@ -180,7 +180,7 @@ def length_figure(frame: pd.DataFrame, highlight: tuple[str, int] | None = None)
 
 def _source_text(sources) -> str:
     """The drafters named in `sources` (one per draft), in words: "diffusion", "look-up + diffusion"."""
-    names = list(dict.fromkeys(SOURCE_NAMES.get(s, s) for s in sources))
+    names = list(dict.fromkeys(SOURCE_TITLES.get(s, s) for s in sources))
     return " + ".join(names)
 
 
@@ -210,7 +210,7 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec", highlight: 
     sources = rows["draft_sources"] if "draft_sources" in rows else [()] * len(rows)
     for k, (q, drafted_by) in enumerate(zip(rows["confidences"], sources)):
         z[k, : len(q)] = q
-        origin[k, : len(drafted_by)] = [SOURCE_NAMES.get(s, s) for s in drafted_by]
+        origin[k, : len(drafted_by)] = [SOURCE_TITLES.get(s, s) for s in drafted_by]
     fig.add_trace(
         go.Heatmap(
             z=z,
