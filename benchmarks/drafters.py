@@ -37,9 +37,9 @@ from libraspec.experiments.report import PUBLIC_SUITES  # noqa: E402
 from libraspec.experiments.stats import regime_stats  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.modes import PolicySettings  # noqa: E402
 from libraspec.paths import PUBLIC_DATA, read_prompts  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
+from libraspec.spec import RunSpec  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "drafters"
 SUITES = {name: PUBLIC_SUITES[name] for name in ("gsm8k", "humaneval", "mtbench")}
@@ -199,7 +199,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, prompts: int, max_new_tok
     parser.add_argument(
         "--alpha",
         type=float,
-        default=PolicySettings().alpha,
+        default=RunSpec().alpha,
         help="LibraSpec's alpha (default: the library's, 2.2, which benchmarks/lookup_alpha.py "
         "also picks for look-up drafting on the held-apart answers)",
     )

@@ -32,8 +32,9 @@ from libraspec.drafters.lookup import SEPARATOR, CorpusIndex, LookupDrafter  # n
 from libraspec.engine import end_ids  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.modes import PolicySettings, make_policy  # noqa: E402
+from libraspec.modes import make_policy  # noqa: E402
 from libraspec.paths import PUBLIC_DATA  # noqa: E402
+from libraspec.spec import RunSpec
 from libraspec.train.lookup_corpus import corpus_sequences  # noqa: E402
 
 FRACTIONS = (0.0, 0.0625, 0.125, 0.25, 0.5, 1.0)
@@ -69,7 +70,7 @@ def main() -> int:
         help="a benchmarks/drafters.py results folder: its look-up runs' answers and profile",
     )
     parser.add_argument("--data", default=str(PUBLIC_DATA))
-    parser.add_argument("--alpha", type=float, default=PolicySettings().alpha)
+    parser.add_argument("--alpha", type=float, default=RunSpec().alpha)
     parser.add_argument("--d-max", type=int, default=48)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--every", type=int, default=3, help="replay every k-th held-apart answer")

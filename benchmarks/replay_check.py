@@ -3,7 +3,7 @@
     python benchmarks/replay_check.py            # resumes from benchmarks/results/replay_check/rounds.jsonl
 
 First `--limit` prompts of GSM8K, HumanEval and MT-Bench (../shared/data), `--max-new-tokens`
-tokens, greedy, default settings (`PolicySettings()`). For each prompt and drafter: AR decoding
+tokens, greedy, default settings (`RunSpec()`). For each prompt and drafter: AR decoding
 (its measured seconds per token), a trace (`analysis.trace.record_trace`, timed), then the engine
 and the replay of each mode, compared round by round on (start position, d, accepted, committed
 tokens). A block-diffusion trace takes its features from one forward over the whole text, the
@@ -30,8 +30,9 @@ from libraspec.analysis.replay import replay  # noqa: E402
 from libraspec.analysis.trace import record_trace  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.modes import MODES, PolicySettings  # noqa: E402
+from libraspec.modes import MODES  # noqa: E402
 from libraspec.paths import read_prompts  # noqa: E402
+from libraspec.spec import RunSpec
 
 SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "mtbench": "mt_bench_questions.jsonl"}
 MODES_OF = {
@@ -87,7 +88,7 @@ def main() -> None:
             row = json.loads(line)
             done.add((row["suite"], row["prompt"], row["drafter"]))
     pair = load_pair()
-    settings, _ = PolicySettings().checked(pair.n)
+    settings, _ = RunSpec().checked(pair.n)
     lookahead = settings.d_max
     for suite, file in SUITES.items():
         for i, text in enumerate(read_prompts(Path(args.data) / file)[: args.limit]):

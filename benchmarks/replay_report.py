@@ -51,9 +51,10 @@ from libraspec.experiments.provenance import (  # noqa: E402
 )
 from libraspec.experiments.stats import distinguishable, per_prompt, speedup_interval  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.modes import MODES, PolicySettings  # noqa: E402
+from libraspec.modes import MODES  # noqa: E402
 from libraspec.paths import read_prompts  # noqa: E402
 from libraspec.profiling import cache_root, cached_concurrency, cached_profile, machine_description  # noqa: E402
+from libraspec.spec import RunSpec
 
 SUITES = {
     "gsm8k": "gsm8k_test.jsonl",
@@ -156,7 +157,7 @@ def measured_check(args, pair, cache: Path, static_d: int) -> list[dict]:
     temperature 0 how many rounds the replay of the same prompt reproduced."""
     decoder = SpeculativeDecoder(pair, drafter="dflash")
     profile = decoder.profile
-    settings, _ = PolicySettings(static_length=static_d).checked(pair.n)
+    settings, _ = RunSpec(static_length=static_d).checked(pair.n)
     modes = {"static": f"static d={static_d}", "libraspec": "LibraSpec", "oracle": "oracle"}
     out = []
     for suite, file in SUITES.items():

@@ -4,7 +4,7 @@ costs in acceptance (issue 31). tau does not depend on timing, so load does not 
     python benchmarks/sampling_tau.py --drafter dflash --out benchmarks/results/sampling_tau/after_dflash.json
 
 First `--limit` prompts of GSM8K, HumanEval and MT-Bench (../shared/data), `--max-new-tokens`
-tokens each, temperature 1, seed = prompt index, LibraSpec with PolicySettings' d_max and alpha
+tokens each, temperature 1, seed = prompt index, LibraSpec with RunSpec' d_max and alpha
 (or `--alpha`).
 tau = tokens committed / rounds, pooled over prompts; the share of rounds whose d reached past
 the first drafting step is beside it, since only those positions are drafted differently.
@@ -25,8 +25,9 @@ sys.path.insert(0, str(ROOT))
 
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.modes import PolicySettings, make_policy  # noqa: E402
+from libraspec.modes import make_policy  # noqa: E402
 from libraspec.paths import read_prompts  # noqa: E402
+from libraspec.spec import RunSpec
 
 SUITES = {"gsm8k": "gsm8k_test.jsonl", "humaneval": "humaneval.jsonl", "mtbench": "mt_bench_questions.jsonl"}
 
@@ -37,7 +38,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--alpha", type=float, default=PolicySettings.alpha, help="LibraSpec's alpha")
+    parser.add_argument("--alpha", type=float, default=RunSpec.alpha, help="LibraSpec's alpha")
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", required=True)
@@ -45,7 +46,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     pair = load_pair()
     decoder = SpeculativeDecoder(pair, drafter=args.drafter)
-    settings = PolicySettings(alpha=args.alpha)
+    settings = RunSpec(alpha=args.alpha)
     result = {
         "drafter": args.drafter,
         "alpha": settings.alpha,

@@ -39,10 +39,11 @@ from libraspec.experiments import grids  # noqa: E402
 from libraspec.experiments.provenance import git_state, load_average  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.modes import PolicySettings, make_policy  # noqa: E402
+from libraspec.modes import make_policy  # noqa: E402
 from libraspec.paths import read_prompts  # noqa: E402
 from libraspec.profiling import cache_root, cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
+from libraspec.spec import RunSpec
 from libraspec.tree import PricedTreePolicy  # noqa: E402
 
 HELD_APART = sorted((ROOT / "assets" / "prompts").glob("*.jsonl"))
@@ -91,7 +92,7 @@ def replayed(profile, gamma: float, args) -> dict:
         raise SystemExit("no block-diffusion traces: run benchmarks/replay_report.py first")
     traces = [DraftTrace.load(p) for p in paths]
     strata = [p.name.split("-")[0] for p in paths]
-    settings, _ = PolicySettings(node_budget=32).checked(traces[0].n)
+    settings, _ = RunSpec(node_budget=32).checked(traces[0].n)
     out = {}
     for label, make in (
         ("ddtree-priced", lambda: PricedTreePolicy(profile, settings.d_max, settings.node_budget)),

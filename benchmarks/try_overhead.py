@@ -25,11 +25,12 @@ sys.path.insert(0, str(ROOT))
 
 from libraspec.experiments.provenance import git_state, load_average  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
+from libraspec.spec import RunSpec  # noqa: E402
 from ui.common import load_examples  # noqa: E402
-from ui.session import Session, Settings  # noqa: E402
+from ui.session import Session  # noqa: E402
 
 
-def one_try(session: Session, prompt: str, settings: Settings, drafter: str | None) -> dict:
+def one_try(session: Session, prompt: str, settings: RunSpec, drafter: str | None) -> dict:
     start = time.perf_counter()
     run = None
     for snapshot in session.stream(prompt, settings, "bench", drafter):
@@ -51,7 +52,7 @@ def main() -> int:
     session = Session()
     for _ in session.load():
         pass
-    settings = Settings(max_new_tokens=args.max_new_tokens, temperature=0.0)
+    settings = RunSpec(max_new_tokens=args.max_new_tokens, temperature=0.0)
     rows = []
     for example in load_examples():
         for attempt in ("first", "again"):

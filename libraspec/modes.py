@@ -2,67 +2,17 @@
 
 Every list of modes in the library, the CLI and the app comes from `MODES`. Adding a mode is
 one `Mode` entry here plus its policy class (docs/ARCHITECTURE.md, "How to add a mode").
-`PolicySettings` holds every policy knob and `PolicySettings.checked` is the one place that
-validates them against a drafter's n; the app calls it too, and shows its notes.
+A mode's factory builds its policy from a checked `spec.RunSpec`, the one spec of every knob.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy
+from .spec import RunSpec
 from .tree import MarginalTreePolicy, PricedTreePolicy, TreePolicy
-
-ALPHA_RANGE = (0.05, 64.0)  # the paper's alpha = T / (tau c) reaches ~16 on CPU profiles
-D_MAX_CAP = 512  # lengths beyond this are never useful on the supported models
-
-
-@dataclass(frozen=True)
-class PolicySettings:
-    """Knobs of every length policy; `None` lengths default to the drafter's n."""
-
-    alpha: float = 2.2  # LibraSpec trade-off (paper Table 4: 2.2 is robust)
-    d_max: int = 24  # cap on d (paper: 24 for DFlash)
-    static_length: int | None = None  # static d; None = n
-    g4_initial: int | None = None  # G4's first d; None = min(static length, d_max)
-    failfast_threshold: float = 0.6  # FailFast extends while every q_i >= this
-    failfast_step: int = 4  # FailFast's extension step
-    tree_depth: int | None = None  # ddtree's depth; None = n (one block-diffusion pass)
-    node_budget: int = 32  # tree modes' nodes verified besides the root (paper: 64..512 on GPUs); ddtree-marginal's cap
-
-    def checked(self, n: int, limit: int = D_MAX_CAP) -> tuple["PolicySettings", tuple[str, ...]]:
-        """Settings clamped to what a drafter with n drafts per step can run, and what was changed.
-
-        `limit` is the largest length the target can verify (its context window minus one).
-        Raises ValueError for values that are not numbers at all.
-        """
-        notes = []
-
-        def clamp(name: str, value, low, high, kind=int):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number, got {value!r}")
-            fixed = kind(min(max(kind(round(value)) if kind is int else kind(value), low), high))
-            if fixed != value:
-                notes.append(f"{name} {value:g} -> {fixed:g} (allowed {low:g}..{high:g})")
-            return fixed
-
-        high = min(limit, D_MAX_CAP)
-        d_max = clamp("d_max", self.d_max, min(n, high), high)
-        static = clamp("static length", n if self.static_length in (None, 0) else self.static_length, 1, high)
-        g4 = None if self.g4_initial is None else clamp("G4 initial length", self.g4_initial, 1, d_max)
-        fixed = PolicySettings(
-            alpha=clamp("alpha", self.alpha, *ALPHA_RANGE, kind=float),
-            d_max=d_max,
-            static_length=static,
-            g4_initial=g4,
-            failfast_threshold=clamp("FailFast threshold", self.failfast_threshold, 0.0, 1.0, float),
-            failfast_step=clamp("FailFast step", self.failfast_step, 1, d_max),
-            tree_depth=clamp("tree depth", n if self.tree_depth in (None, 0) else self.tree_depth, 1, high),
-            node_budget=clamp("node budget", self.node_budget, 1, high),
-        )
-        return fixed, tuple(notes)
 
 
 @dataclass(frozen=True)
@@ -76,13 +26,13 @@ class Mode:
     kind: str  # "ar" (no drafts), "oracle" (hindsight d*), "policy" (a chain of length d) or "tree"
     factory: Callable[..., LengthPolicy] | None = None  # (settings) -> policy; (settings, profile) if priced
     priced: bool = False  # its policy prices its choices with the decoder's latency profile
-    knobs: tuple[str, ...] = ()  # the PolicySettings fields its policy reads
+    knobs: tuple[str, ...] = ()  # the RunSpec fields its policy reads
 
     @property
     def needs_drafter(self) -> bool:
         return self.kind != "ar"
 
-    def policy(self, settings: PolicySettings, profile=None) -> LengthPolicy | None:
+    def policy(self, settings: RunSpec, profile=None) -> LengthPolicy | None:
         """A fresh policy, a tree mode's `TreePolicy` (None for AR and the oracle); settings must
         already be `checked`; a priced mode needs the `profile` its decoder prices rounds with."""
         if self.factory is None:
@@ -94,7 +44,7 @@ class Mode:
         return self.factory(settings, profile)
 
 
-def _g4(s: PolicySettings) -> G4Policy:
+def _g4(s: RunSpec) -> G4Policy:
     return G4Policy(min(s.static_length, s.d_max) if s.g4_initial is None else s.g4_initial, s.d_max)
 
 
@@ -182,12 +132,12 @@ def get_mode(name: str) -> Mode:
 
 def make_policy(name: str, n: int, profile=None, **settings) -> LengthPolicy:
     """A policy mode's policy (a tree mode's `TreePolicy`) for a drafter with n drafts per step, from
-    keyword settings (the fields of `PolicySettings`, defaults for the rest), clamped by
-    `PolicySettings.checked`; a priced mode needs the decoder's latency `profile`."""
+    keyword settings (the fields of `RunSpec`, defaults for the rest), clamped by
+    `RunSpec.checked`; a priced mode needs the decoder's latency `profile`."""
     mode = get_mode(name)
     if mode.factory is None:
         raise ValueError(
             f"mode {name!r} takes no policy; modes with one: "
             f"{', '.join(key for key, m in MODES.items() if m.factory is not None)}"
         )
-    return mode.policy(PolicySettings(**settings).checked(n)[0], profile)
+    return mode.policy(RunSpec(**settings).checked(n).spec, profile)

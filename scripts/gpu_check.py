@@ -218,7 +218,8 @@ def decode(plan: dict, device: str, dtype) -> dict:
     from libraspec.cost import LatencyProfile
     from libraspec.engine import DecodeConfig, SpeculativeDecoder
     from libraspec.models.registry import HUB_PAIRS, hub_pair
-    from libraspec.modes import MODES, PolicySettings
+    from libraspec.modes import MODES
+    from libraspec.spec import RunSpec
 
     shape = SHAPES[plan["decode_shape"]]
     with tempfile.TemporaryDirectory() as root:
@@ -234,7 +235,7 @@ def decode(plan: dict, device: str, dtype) -> dict:
     decoder = SpeculativeDecoder(pair, profile)
     prompt = pair.encode_prompt("Write one sentence about the sea.")
     config = DecodeConfig(max_new_tokens=plan["decode_tokens"], lookahead=pair.n)
-    settings, _ = PolicySettings(d_max=2 * pair.n).checked(pair.n)
+    settings, _ = RunSpec(d_max=2 * pair.n).checked(pair.n)
     runs = {}
     for mode in MODES:
         started = time.perf_counter()

@@ -143,4 +143,7 @@ def test_server_answers_a_normal_request_afterwards(client):
         "seed": 0,
         "tree_depth": N,
         "node_budget": 32,
+        "g4_initial": None,  # the whole run spec: G4's and FailFast's knobs at their defaults
+        "failfast_threshold": 0.6,
+        "failfast_step": 4,
     }

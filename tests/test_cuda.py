@@ -21,8 +21,9 @@ from libraspec.cost import LatencyProfile
 from libraspec.drafters import DRAFTERS
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
-from libraspec.modes import MODES, PolicySettings
+from libraspec.modes import MODES
 from libraspec.policy import LibraSpecPolicy
+from libraspec.spec import RunSpec
 
 LAYER = "unit"  # tests/conftest.py
 
@@ -69,7 +70,7 @@ def test_greedy_decoding_is_lossless_on_cuda(arch, dtype):
     assert pair.target.device.type == next(pair.drafter.parameters()).device.type == DEVICE
     gen = torch.Generator().manual_seed(11)
     prompts = [torch.randint(3, pair.target.vocab_size, (5 + 7 * count,), generator=gen).tolist() for count in range(2)]
-    settings, _ = PolicySettings(d_max=21).checked(pair.n)
+    settings, _ = RunSpec(d_max=21).checked(pair.n)
     config = DecodeConfig(max_new_tokens=40, lookahead=21)
     counts = {}
     for drafter in DRAFTERS:

@@ -13,8 +13,8 @@ from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.experiments.driver import Cancelled, Job, RoundDone, RunDone, decode_grid, grid_order, mode_job
 from libraspec.models.registry import tiny_pair
-from libraspec.modes import PolicySettings
 from libraspec.policy import G4Policy
+from libraspec.spec import RunSpec
 
 LAYER = "unit"  # tests/conftest.py
 
@@ -50,7 +50,7 @@ class FakeDecoder:
 
 def two_jobs():
     seeded = Job("ar", "ar", None, lambda i: DecodeConfig(max_new_tokens=4, seed=10 + i))
-    return [seeded, mode_job("static", "static", PolicySettings(static_length=3), CONFIG)]
+    return [seeded, mode_job("static", "static", RunSpec(static_length=3), CONFIG)]
 
 
 def runs_of(events):
@@ -101,10 +101,10 @@ def test_every_run_gets_a_fresh_policy():
 
 
 def test_mode_job_takes_its_policy_from_the_registry():
-    job = mode_job("g4", "g4", PolicySettings(static_length=5, d_max=9), CONFIG)
+    job = mode_job("g4", "g4", RunSpec(static_length=5, d_max=9), CONFIG)
     first, second = job.new_policy(), job.new_policy()
     assert isinstance(first, G4Policy) and (first.initial, first.d_max) == (5, 9) and first is not second
-    assert mode_job("ar", "ar", PolicySettings(), CONFIG).new_policy() is None
+    assert mode_job("ar", "ar", RunSpec(), CONFIG).new_policy() is None
 
 
 def test_rounds_step_one_round_at_a_time():
@@ -145,7 +145,7 @@ def test_records_match_the_engine_on_a_tiny_pair():
     def sampled(index: int) -> DecodeConfig:
         return DecodeConfig(max_new_tokens=6, temperature=1.0, seed=index)
 
-    jobs = [mode_job("g4", "g4", PolicySettings(static_length=3, d_max=9), sampled)]
+    jobs = [mode_job("g4", "g4", RunSpec(static_length=3, d_max=9), sampled)]
     events = list(decode_grid(decoder, PROMPTS[:2], jobs))
     assert runs_of(events) == [(0, "g4"), (1, "g4")]
     for event in events:

@@ -12,9 +12,10 @@ from libraspec.cost import LatencyProfile
 from libraspec.drafters import DRAFTERS
 from libraspec.engine import DecodeConfig, SpeculativeDecoder, race
 from libraspec.models.registry import tiny_pair
-from libraspec.modes import MODES, PolicySettings
+from libraspec.modes import MODES
 from libraspec.policy import FailFastPolicy, G4Policy, LibraSpecPolicy, StaticPolicy
 from libraspec.records import summarize
+from libraspec.spec import RunSpec
 
 LAYER = "unit"  # tests/conftest.py
 
@@ -50,7 +51,7 @@ def test_greedy_lossless_every_mode_and_drafter(pair, drafter):
     """Every mode of the registry (trees included) with every drafter, the block drafter being the
     trained architecture with random weights: the output equals AR over 10 prompts."""
     decoder = SpeculativeDecoder(pair, PROFILE, drafter=drafter)
-    settings, _ = PolicySettings(d_max=20).checked(pair.n)
+    settings, _ = RunSpec(d_max=20).checked(pair.n)
     modes = [name for name in MODES if name != "ar"]
     for prompt in prompts(pair, 10):
         reference = generated(run(decoder, prompt, "ar", None, max_new_tokens=16))

@@ -14,7 +14,7 @@ from libraspec.analysis.trace import record_trace
 from libraspec.engine import SpeculativeDecoder
 from libraspec.experiments import grids
 from libraspec.models.registry import tiny_pair
-from libraspec.modes import PolicySettings
+from libraspec.spec import RunSpec
 
 LAYER = "unit"  # tests/conftest.py
 
@@ -50,7 +50,7 @@ def test_grids_pool_replays_and_the_best_schedule_bounds_them(traces):
         rows = grids.replay_rows(traces, config, PROFILE)
         summaries[config.label] = grids.summarize(rows, ["a", "b"])
     static = summaries["static d=3"]
-    want = [replay(t, "static", PROFILE, PolicySettings(static_length=3)) for t in traces]
+    want = [replay(t, "static", PROFILE, RunSpec(static_length=3)) for t in traces]
     ar = sum(len(t.output) for t in traces) * PROFILE.ar_token_time()
     assert static["speedup"] == pytest.approx(ar / sum(r[-1].cumulative_modeled_s for r in want), rel=1e-12)
     assert static["tau"] == pytest.approx(sum(len(t.output) for t in traces) / sum(len(r) for r in want))
@@ -70,14 +70,14 @@ def test_grids_pool_replays_and_the_best_schedule_bounds_them(traces):
 def test_lockstep_rows_price_groups(traces):
     one = PROFILE
     profiles = {1: one, 2: synthetic_profile(0.05, 0.02, 0.01, 7, max_tokens=70)}
-    config = grids.Config("static d=3", "static", PolicySettings(static_length=3))
+    config = grids.Config("static d=3", "static", RunSpec(static_length=3))
     rows = grids.lockstep_rows([traces, traces[1:]], config, profiles)
     assert [r["tokens"] for r in rows] == [len(traces[0].output) + len(traces[1].output), len(traces[1].output)]
-    alone = replay(traces[1], "static", one, PolicySettings(static_length=3))
+    alone = replay(traces[1], "static", one, RunSpec(static_length=3))
     assert rows[1]["modeled_s"] == pytest.approx(alone[-1].cumulative_modeled_s, rel=1e-12)
     assert grids.summarize(rows)["digest"] is None  # lock-step rows record no decisions to compare
     # each request makes its own rounds in lock-step: tau and mean d count them, not lock-step rounds
-    each = [replay(t, "static", one, PolicySettings(static_length=3)) for t in traces[:2]]
+    each = [replay(t, "static", one, RunSpec(static_length=3)) for t in traces[:2]]
     assert rows[0]["rounds"] == sum(map(len, each)) and rows[1]["rounds"] == len(alone)
     assert rows[0]["sum_d"] == sum(r.chosen_length for run in each for r in run)
     summary = grids.summarize(rows[:1])

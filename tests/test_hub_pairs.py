@@ -226,7 +226,8 @@ def test_offered_pairs_follow_the_environment(monkeypatch):
 
 @pytest.mark.app  # imports ui/
 def test_session_switches_between_offered_pairs(monkeypatch, tmp_path):
-    from ui.session import Session, Settings
+    from libraspec.spec import RunSpec
+    from ui.session import Session
 
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
     session = Session(offered=["tiny-llama", "tiny-qwen3"])
@@ -234,7 +235,7 @@ def test_session_switches_between_offered_pairs(monkeypatch, tmp_path):
     texts = {}
     for name in ("tiny-qwen3", "tiny-llama", "tiny-qwen3"):
         session.select(name)
-        final = list(session.stream("Hi!", Settings(max_new_tokens=6)))[-1]
+        final = list(session.stream("Hi!", RunSpec(max_new_tokens=6)))[-1]
         assert session.pair.name == name and final.run.finished
         texts.setdefault(name, final.run.text("static"))
         assert final.run.text("static") == texts[name]  # the same pair gives the same greedy text again

@@ -14,7 +14,8 @@ from libraspec.cost import LatencyProfile
 from libraspec.drafters import DRAFTERS
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
-from libraspec.modes import MODES, PolicySettings
+from libraspec.modes import MODES
+from libraspec.spec import RunSpec
 
 LAYER = "unit"  # tests/conftest.py
 
@@ -29,7 +30,7 @@ def pair():
 
 
 def decode(decoder, prompt, mode, config):
-    settings, _ = PolicySettings(d_max=20).checked(decoder.n)
+    settings, _ = RunSpec(d_max=20).checked(decoder.n)
     policy = MODES[mode].policy(settings, decoder.profile) if MODES[mode].kind in ("policy", "tree") else None
     return list(decoder.run(prompt, mode, policy, config))
 

@@ -351,20 +351,21 @@ def test_array_buffer_refuses_to_draft_past_its_end():
 
 def test_the_mode_registry_carries_each_modes_presentation_and_knobs():
     """Titles, labels and colours come from one place (`modes.MODES`), distinct per mode; each
-    mode's knobs are fields of PolicySettings, and a knob changes the policy a mode builds
+    mode's knobs are fields of RunSpec, and a knob changes the policy a mode builds
     exactly when the mode lists it (a mode that read an unlisted knob, or listed an unread one,
     would mislabel the app's history table)."""
     import dataclasses
 
     from libraspec.cost import LatencyProfile
-    from libraspec.modes import MODES, PolicySettings
+    from libraspec.modes import MODES
+    from libraspec.spec import RunSpec
 
-    fields = {f.name for f in dataclasses.fields(PolicySettings)}
+    fields = {f.name for f in dataclasses.fields(RunSpec)}
     for key in ("label", "title", "colour"):
         values = [getattr(m, key) for m in MODES.values()]
         assert len(set(values)) == len(values), key
     profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 40)
-    base = PolicySettings(alpha=2.2, d_max=20, static_length=5, g4_initial=6, tree_depth=5, node_budget=12)
+    base = RunSpec(alpha=2.2, d_max=20, static_length=5, g4_initial=6, tree_depth=5, node_budget=12)
     changed = dict(
         alpha=5.0, d_max=30, static_length=9, g4_initial=9, failfast_threshold=0.3, failfast_step=2, tree_depth=9
     ) | {"node_budget": 20}

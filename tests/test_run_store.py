@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from libraspec.records import read_trace
+from libraspec.spec import RunSpec
 from ui.render import TextSegments
 from ui.run_store import RunStore
-from ui.session import KEPT_RUNS, Session, Settings
+from ui.session import KEPT_RUNS, Session
 
 LAYER = "app"  # tests/conftest.py
 
@@ -42,7 +43,7 @@ def test_segments_pickle_without_their_decode_function():
 
 def _race_in_worker(session: Session, answer) -> None:
     torch.set_num_threads(1)
-    final = list(session.stream("Count to five.", Settings(max_new_tokens=10)))[-1]
+    final = list(session.stream("Count to five.", RunSpec(max_new_tokens=10)))[-1]
     answer.send((final.run.run_id, final.run.text("libraspec"), final.run.finished))
 
 

@@ -19,8 +19,9 @@ from libraspec.analysis.calibration import EXCLUDED_MODES
 from libraspec.analysis.stepper import algorithm_states
 from libraspec.drafters import lookup
 from libraspec.records import LIST_COLUMNS
+from libraspec.spec import RunSpec
 from ui.calibration_tab import summarize_calibration
-from ui.session import RACE_MODES, Session, Settings
+from ui.session import RACE_MODES, Session
 from ui.teach_tab import Inputs, TeachTab, confidences_for, race_round_settings, step_view
 
 LAYER = "app"  # tests/conftest.py
@@ -37,7 +38,7 @@ def lookup_calibration(tmp_path_factory):
 
 def race(session, drafter="dflash", owner="local", modes=None, **settings):
     settings = {"max_new_tokens": 40, **settings}
-    return list(session.stream(PROMPT, Settings(**settings), owner, drafter, modes))[-1].run
+    return list(session.stream(PROMPT, RunSpec(**settings), owner, drafter, modes))[-1].run
 
 
 @pytest.mark.parametrize(
@@ -118,7 +119,7 @@ def test_a_profile_the_ar_baseline_contradicts_is_measured_again_before_the_race
     slow = dataclasses.replace(real, verify_s=tuple(5 * v for v in real.verify_s))
     for decoder in decoders.values():
         decoder.profile = slow
-    snapshots = list(session.stream("Name five fruits, then five vegetables.", Settings(max_new_tokens=24)))
+    snapshots = list(session.stream("Name five fruits, then five vegetables.", RunSpec(max_new_tokens=24)))
     assert any(s.status.startswith("Re-measuring the latency profile: the AR baseline took") for s in snapshots)
     run = snapshots[-1].run
     note = [n for n in run.notes if n.startswith("latency profile re-measured before this race")]
@@ -132,14 +133,14 @@ def test_a_profile_the_ar_baseline_contradicts_is_measured_again_before_the_race
         for m in RACE_MODES
         for r in run.records[m]
     )
-    again = list(session.stream("Name five fruits, then five vegetables.", Settings(max_new_tokens=24)))
+    again = list(session.stream("Name five fruits, then five vegetables.", RunSpec(max_new_tokens=24)))
     assert not any("Re-measuring" in s.status for s in again)  # a cached baseline was checked when measured
 
 
 def test_a_baseline_another_run_takes_the_model_from_is_neither_raced_nor_kept(session):
     """A second run supersedes a first one still measuring its AR baseline: the first stops with a
     clear status and no run, and its partial baseline is not cached (the next race measures it whole)."""
-    settings = Settings(max_new_tokens=24, seed=7)
+    settings = RunSpec(max_new_tokens=24, seed=7)
     first = session.stream("Count from one to twenty.", settings)
     while (snap := next(first)).progress == "":  # until the baseline has decoded a token
         pass
@@ -322,14 +323,15 @@ def test_a_prompt_beyond_the_cap_is_refused_within_seconds(session, monkeypatch)
     the remedy; a prompt within the cap is prepared as before."""
     import time
 
-    from ui.settings import PROMPT_CAP_ENV, Settings
+    from libraspec.spec import RunSpec
+    from ui.settings import PROMPT_CAP_ENV
 
     monkeypatch.setenv(PROMPT_CAP_ENV, "100")
     started = time.monotonic()
     with pytest.raises(ValueError, match=r"the prompt has \d+ tokens; races here take prompts of up to 100 tokens"):
-        list(session.stream("word " * 60, Settings(max_new_tokens=4), owner="long-prompt"))
+        list(session.stream("word " * 60, RunSpec(max_new_tokens=4), owner="long-prompt"))
     assert time.monotonic() - started < 5
-    ids, _ = session.prepare("a short question", Settings(max_new_tokens=4))
+    ids, _ = session.prepare("a short question", RunSpec(max_new_tokens=4))
     assert 0 < len(ids) <= 100
 
 

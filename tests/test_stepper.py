@@ -119,7 +119,7 @@ def test_teach_tab_views_every_source():
 
     from test_calibration import record
 
-    from ui.session import Settings
+    from libraspec.spec import RunSpec
     from ui.teach_tab import Inputs, confidences_for, race_round_settings, step_view
 
     index, step_fig, curve_fig, text = step_view(Inputs(), 10**6, None)
@@ -131,7 +131,7 @@ def test_teach_tab_views_every_source():
     run = SimpleNamespace(
         prompt="Hi",
         n=12,
-        settings=Settings(alpha=3.0, d_max=24),
+        settings=RunSpec(alpha=3.0, d_max=24),
         records={"libraspec": [record("libraspec", 0, [0.9] * 6 + [0.5] * 6, d=8, accepted=3)]},
     )
     # issue 34 defect 8: the sliders showed 2.2 and n 8 while the replay used the race's 8 and 7;

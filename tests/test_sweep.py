@@ -20,8 +20,8 @@ from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.experiments.sweep import COLUMNS, parse_alphas, parse_d_maxes, run_sweep
 from libraspec.models.registry import tiny_pair
-from libraspec.modes import ALPHA_RANGE
 from libraspec.records import RoundRecord
+from libraspec.spec import ALPHA_RANGE
 from libraspec.views import tuning_plots
 
 LAYER = "unit"  # tests/conftest.py

@@ -18,14 +18,15 @@ from libraspec.cost import LatencyProfile
 from libraspec.drafters import DRAFTERS
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
-from libraspec.modes import MODES, PolicySettings
+from libraspec.modes import MODES
+from libraspec.spec import RunSpec
 
 LAYER = "unit"  # tests/conftest.py
 
 torch.set_num_threads(1)
 PROFILE = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=7, max_tokens=40)
 UNTIMED = ("draft_s", "policy_s", "verify_s", "cumulative_s")
-SETTINGS = PolicySettings(alpha=2.2, d_max=14, static_length=5, node_budget=6, tree_depth=10)
+SETTINGS = RunSpec(alpha=2.2, d_max=14, static_length=5, node_budget=6, tree_depth=10)
 MAX_NEW = 24
 
 
@@ -108,9 +109,9 @@ def test_best_schedule_is_the_hindsight_limit(base):
         others = [replay(trace, "oracle", PROFILE, lookahead=21)]
         for alpha in (0.5, 2.2, 8.0):
             for d_max in (7, 14, 21):
-                others.append(replay(trace, "libraspec", PROFILE, PolicySettings(alpha=alpha, d_max=d_max)))
+                others.append(replay(trace, "libraspec", PROFILE, RunSpec(alpha=alpha, d_max=d_max)))
         for d in (1, 3, 7, 14):
-            others.append(replay(trace, "static", PROFILE, PolicySettings(static_length=d)))
+            others.append(replay(trace, "static", PROFILE, RunSpec(static_length=d)))
         times = [r[-1].cumulative_modeled_s for r in others]
         assert min(times) >= schedule.seconds * (1 - 1e-12)
         assert schedule.speedup == pytest.approx(len(output) * PROFILE.ar_token_time() / schedule.seconds)
@@ -161,14 +162,14 @@ def test_a_trace_round_trips_through_its_file_and_refuses_what_it_lacks(base, tm
         trace.step_sources,
         trace.discarded,
     )
-    want = replay(trace, "libraspec", PROFILE, PolicySettings(d_max=7))
-    same_rounds(replay(loaded, "libraspec", PROFILE, PolicySettings(d_max=7)), want, "loaded")
+    want = replay(trace, "libraspec", PROFILE, RunSpec(d_max=7))
+    same_rounds(replay(loaded, "libraspec", PROFILE, RunSpec(d_max=7)), want, "loaded")
     with pytest.raises(TraceTooShort, match="larger lookahead"):
-        replay(trace, "libraspec", PROFILE, PolicySettings(d_max=14, alpha=64))
-    replay(trace, "ddtree", PROFILE, PolicySettings(node_budget=4))  # the hybrid offers one candidate a position
+        replay(trace, "libraspec", PROFILE, RunSpec(d_max=14, alpha=64))
+    replay(trace, "ddtree", PROFILE, RunSpec(node_budget=4))  # the hybrid offers one candidate a position
     block = record_trace(pair, "dflash", prompt, output, MAX_NEW, lookahead=7, top_k=2)
     with pytest.raises(TraceTooShort, match="candidates"):
-        replay(block, "ddtree", PROFILE, PolicySettings(node_budget=4))
+        replay(block, "ddtree", PROFILE, RunSpec(node_budget=4))
     with pytest.raises(ValueError, match="greedy"):
         ReplayDecoder.from_trace(trace, PROFILE).run(
             trace.prompt, "static", MODES["static"].policy(SETTINGS.checked(7)[0]), DecodeConfig(temperature=1.0)
@@ -191,7 +192,7 @@ def test_a_priced_tree_in_lock_step_prices_its_nodes_at_its_batch_size(base):
     for prompt in prompts(pair, 3):
         output = generated(run(decoder, prompt, "ar", None, max_new_tokens=MAX_NEW))
         traces.append(record_trace(pair, "dflash", prompt, output, MAX_NEW, lookahead=14, top_k=8))
-    settings = PolicySettings(d_max=14, node_budget=8)
+    settings = RunSpec(d_max=14, node_budget=8)
     many = synthetic_profile(0.05, 0.02, 0.01, 7, max_tokens=40)
     steep = lockstep(traces, "ddtree-priced", {1: PROFILE, 3: many}, settings)
     flat = lockstep(traces, "ddtree-priced", {1: PROFILE, 3: PROFILE}, settings)
@@ -243,7 +244,7 @@ def test_lockstep_prices_each_round_as_one_batched_forward(base):
     one = PROFILE
     many = synthetic_profile(0.05, 0.02, 0.01, 7, max_tokens=40)  # a verified token costs 5x more at batch 3
     profiles = {1: one, 3: many}
-    settings = PolicySettings(d_max=14)
+    settings = RunSpec(d_max=14)
     alone = replay(traces[0], "libraspec", one, settings)
     single = lockstep(traces[:1], "libraspec", profiles, settings)
     assert single.seconds == pytest.approx(alone[-1].cumulative_modeled_s, rel=1e-12)

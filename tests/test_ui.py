@@ -16,6 +16,7 @@ from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
 from libraspec.models.registry import ByteTokenizer
 from libraspec.records import RoundRecord, summarize
+from libraspec.spec import RunSpec
 from ui.render import TextSegments, column_html, eta_text, legend_html, status_html
 from ui.session import Run
 from ui.settings import (
@@ -25,7 +26,6 @@ from ui.settings import (
     MAX_NEW_TOKENS_CAP,
     RACE_COLUMNS,
     RACEABLE,
-    Settings,
     check_race_modes,
     check_settings,
     suggest_alpha,
@@ -140,11 +140,11 @@ def test_column_without_rounds_shows_placeholder():
 
 
 def test_settings_defaults_and_integral_floats():
-    checked = check_settings(Settings(d_max=24.0, max_new_tokens=64.0, seed=3.0), n=15)
-    assert checked.notes == {} and checked.settings.static_length == 15
-    assert checked.settings.tree_depth == 15 and checked.settings.node_budget == 32  # the tree modes' defaults
-    assert checked.settings.d_max == 24 and isinstance(checked.settings.d_max, int)
-    assert check_settings(Settings(static_length=0), n=7).settings.static_length == 7
+    checked = check_settings(RunSpec(d_max=24.0, max_new_tokens=64.0, seed=3.0), n=15)
+    assert checked.notes == {} and checked.spec.static_length == 15
+    assert checked.spec.tree_depth == 15 and checked.spec.node_budget == 32  # the tree modes' defaults
+    assert checked.spec.d_max == 24 and isinstance(checked.spec.d_max, int)
+    assert check_settings(RunSpec(static_length=0), n=7).spec.static_length == 7
 
 
 @pytest.mark.parametrize(
@@ -168,17 +168,17 @@ def test_settings_defaults_and_integral_floats():
 )
 def test_out_of_range_settings_are_clamped_and_the_clamp_is_noted_by_field(field, value, fixed, note):
     """Every correction is stated for its field (max new tokens 100000 once became 512 silently, alpha 0 became 0.2)."""
-    checked = check_settings(dataclasses.replace(Settings(), **{field: value}), n=15)
-    assert getattr(checked.settings, field) == fixed
+    checked = check_settings(dataclasses.replace(RunSpec(), **{field: value}), n=15)
+    assert getattr(checked.spec, field) == fixed
     assert list(checked.notes) == [field] and checked.notes[field].startswith(note)
 
 
 def test_max_new_tokens_is_clamped_to_the_room_the_prompt_leaves():
-    checked = check_settings(Settings(max_new_tokens=500), n=7, context=512, prompt_tokens=400)
-    assert checked.settings.max_new_tokens == 512 - 400 - 24 - 1
+    checked = check_settings(RunSpec(max_new_tokens=500), n=7, context=512, prompt_tokens=400)
+    assert checked.spec.max_new_tokens == 512 - 400 - 24 - 1
     assert "context window" in checked.notes["max_new_tokens"]
     with pytest.raises(ValueError, match="no room"):
-        check_settings(Settings(), n=7, context=512, prompt_tokens=500)
+        check_settings(RunSpec(), n=7, context=512, prompt_tokens=500)
 
 
 @pytest.mark.parametrize(
@@ -195,12 +195,12 @@ def test_max_new_tokens_is_clamped_to_the_room_the_prompt_leaves():
 )
 def test_settings_that_are_not_numbers_are_refused(bad, message):
     with pytest.raises(ValueError, match=message):
-        check_settings(Settings(**bad), n=15)
+        check_settings(RunSpec(**bad), n=15)
 
 
 def test_the_alpha_the_app_suggests_is_within_the_allowed_range():
     """Section 3.4's alpha reaches ~16-24 on CPU profiles; the range must keep it, not clamp it."""
-    assert ALPHA_MAX >= 24 and check_settings(Settings(alpha=24.0), n=7).notes == {}
+    assert ALPHA_MAX >= 24 and check_settings(RunSpec(alpha=24.0), n=7).notes == {}
     profile = LatencyProfile.from_linear(0.05, 0.001, 0.005, 7, 25)
     rounds = [_record(k, [5, 6, 7], sources=("dflash",) * 2) for k in range(4)] + [_record(4, [5])]  # + an AR step
     suggestion = suggest_alpha(rounds, profile)
@@ -241,7 +241,7 @@ def _timed(mode: str, seconds: list[float], modeled: float = 0.05) -> list[Round
 
 
 def _race(records: dict[str, list[RoundRecord]], order: list[str]) -> Run:
-    run = Run("r1", "p", Settings(), [], [], "tiny-llama", 7, "local", records=records)
+    run = Run("r1", "p", RunSpec(), [], [], "tiny-llama", 7, "local", records=records)
     run.finish_order = order
     return run
 
@@ -322,7 +322,7 @@ def test_a_tree_round_is_described_as_a_tree():
     run = Run(
         "r1",
         "p",
-        Settings(node_budget=9),
+        RunSpec(node_budget=9),
         [],
         [],
         "tiny-llama",

@@ -11,8 +11,7 @@ import pytest
 from apptools import neutral_lookup_calibration
 
 from libraspec.analysis.replay import replay
-from libraspec.modes import PolicySettings
-from ui.session import Settings
+from libraspec.spec import RunSpec
 from ui.whatif import BATCH_1, SYNTHETIC, WhatIf, lockstep_choice, profile_choices
 from ui.whatif_tab import WhatIfTab
 
@@ -29,7 +28,7 @@ def lookup_calibration(tmp_path_factory):
 
 def race(session, owner="local", **settings):
     settings = {"max_new_tokens": 40, **settings}
-    return list(session.stream(PROMPT, Settings(**settings), owner, "dflash"))[-1].run
+    return list(session.stream(PROMPT, RunSpec(**settings), owner, "dflash"))[-1].run
 
 
 def test_a_race_replays_and_every_profile_plans(session):
@@ -42,7 +41,7 @@ def test_a_race_replays_and_every_profile_plans(session):
     assert list(whatif.trace(run.run_id, "dflash")) == [trace]  # kept: no second recording
     assert whatif.kept(run.run_id, "dflash") is trace
     # the replay of the race's own settings makes the race's LibraSpec rounds
-    settings = PolicySettings(alpha=2.2, d_max=21)
+    settings = RunSpec(alpha=2.2, d_max=21)
     replayed = replay(trace, "libraspec", session.profile(), settings)
     raced = run.records["libraspec"]
     assert [(r.chosen_length, r.accepted, r.committed_tokens) for r in replayed] == [
@@ -129,7 +128,7 @@ def test_a_stored_profile_file_prices_a_replay_and_names_itself(session, tmp_pat
     trace = list(whatif.trace(run.run_id, "dflash"))[-1]
     stored = whatif.profile("stored: h200-qwen3-4b")
     assert stored.verify_s == gpu.verify_s
-    plan = whatif.planner(trace, stored).plan(PolicySettings(alpha=2.2, d_max=21))
+    plan = whatif.planner(trace, stored).plan(RunSpec(alpha=2.2, d_max=21))
     assert plan.profile == "stored profile h200-qwen3-4b.json (cuda (H200), measured there)"
     with pytest.raises(ValueError, match="drafts n ="):
         whatif.planner(trace, whatif.profile("stored: other-n"))

@@ -28,6 +28,7 @@ from libraspec.analysis.calibration import (
 )
 from libraspec.analysis.tree_calibration import by_depth, node_samples
 from libraspec.records import RoundRecord
+from libraspec.spec import RunSpec
 from libraspec.views import plots, tuning_plots
 
 from .common import QUEUE, client_key, load_examples
@@ -115,7 +116,7 @@ class CalibrationTab:
                     elem_id="ls-calib-max-new",
                     label="fresh run: max new tokens per prompt",
                 )
-                self.d_max = gr.Slider(1, D_MAX_CAP, value=24, step=1, label="fresh run: static d = d_max")
+                self.d_max = gr.Slider(1, D_MAX_CAP, value=RunSpec.d_max, step=1, label="fresh run: static d = d_max")
             with gr.Row():
                 self.show_button = gr.Button("Show", variant="primary", elem_id="ls-calib-show")
                 self.fresh_button = gr.Button(

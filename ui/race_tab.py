@@ -24,8 +24,9 @@ import pandas as pd
 
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS, SOURCE_TITLES
 from libraspec.models.registry import describe_pair
-from libraspec.modes import MODES, PolicySettings
+from libraspec.modes import MODES
 from libraspec.records import records_to_frame
+from libraspec.spec import N_DEFAULT, NAMES, RunSpec
 from libraspec.tree import node_reasons
 from libraspec.views import plots
 
@@ -35,17 +36,7 @@ from .history import history_frame, history_notes
 from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .render import column_html, legend_html, status_html, title
 from .session import PROFILE_TOLERANCE, RACE_MODES, Run, Session, Snapshot
-from .settings import (
-    FIELDS,
-    N_DEFAULT,
-    NAMES,
-    RACE_COLUMNS,
-    RACEABLE,
-    Settings,
-    allowed,
-    check_race_modes,
-    check_settings,
-)
+from .settings import FIELDS, RACE_COLUMNS, RACEABLE, allowed, check_race_modes, check_settings
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
 EMPTY = records_to_frame([])
@@ -59,7 +50,7 @@ LABELS = {
     "tree_depth": "tree depth (0 = n)",
     "node_budget": "node budget (trees)",
 }
-DEFAULTS = Settings(static_length=0, tree_depth=0)
+DEFAULTS = RunSpec(static_length=0, tree_depth=0)
 ELEM_IDS = {name: f"ls-{name.replace('_', '-')}" for name in FIELDS} | {"max_new_tokens": "ls-max-new"}
 RUN_LABEL = "Run race"
 
@@ -492,7 +483,7 @@ class RaceTabs:
         """Leaving field `name`: its corrected value and what was corrected, or its allowed range."""
         n = self.session.n
         try:
-            checked = check_settings(Settings(*values), n or 1)
+            checked = check_settings(RunSpec(**dict(zip(FIELDS, values))), n or 1)
         except ValueError as error:
             return (
                 gr.Number(info=field_info(name, n, str(error)))
@@ -502,10 +493,10 @@ class RaceTabs:
         info = field_info(name, n, checked.notes.get(name))
         if name in N_DEFAULT and values[FIELDS.index(name)] in (0, None):
             return gr.Number(info=info)  # 0 stays 0 ("= n")
-        return gr.Number(value=getattr(checked.settings, name), info=info)
+        return gr.Number(value=getattr(checked.spec, name), info=info)
 
     @staticmethod
-    def _field_updates(settings: Settings, notes: dict[str, str], n: int | None, keep=()) -> tuple:
+    def _field_updates(settings: RunSpec, notes: dict[str, str], n: int | None, keep=()) -> tuple:
         """Each field's checked value and its line: what was corrected, or the allowed range; the
         fields in `keep` (0 = n) keep their value."""
         updates = []
@@ -533,11 +524,9 @@ class RaceTabs:
             alpha, how = self.session.suggested_alpha(client_key(request))
         except ValueError as error:
             return gr.Number(info=f"⚠ no suggestion yet: {error}")
-        checked = check_settings(Settings(alpha=alpha, d_max=self.session.n), self.session.n)
+        checked = check_settings(RunSpec(alpha=alpha, d_max=self.session.n), self.session.n)
         note = checked.notes.get("alpha")
-        return gr.Number(
-            value=round(checked.settings.alpha, 2), info=f"suggested: {how}" + (f" ⚠ {note}" if note else "")
-        )
+        return gr.Number(value=round(checked.spec.alpha, 2), info=f"suggested: {how}" + (f" ⚠ {note}" if note else ""))
 
     def remeasure_profile(self):
         """The profile figure and what changed, after measuring the latency profile again."""
@@ -607,7 +596,11 @@ class RaceTabs:
         modes,
         model,
     ):
-        settings = Settings(alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget)
+        settings = RunSpec(
+            **dict(
+                zip(FIELDS, (alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget))
+            )
+        )
         keep = [name for name in N_DEFAULT if getattr(settings, name) in (0, None)]
         skip = (gr.skip(),) * 11  # run id, the six figure outputs, the round text, the inspected mode, the trees
         same_fields = (gr.skip(),) * len(FIELDS)
@@ -619,7 +612,7 @@ class RaceTabs:
                 fields = (
                     same_fields
                     if snap.checked is None
-                    else self._field_updates(snap.checked.settings, snap.checked.notes, self.session.n, keep)
+                    else self._field_updates(snap.checked.spec, snap.checked.notes, self.session.n, keep)
                 )
                 if snap.run is None:
                     waiting = check_race_modes(modes)
@@ -653,17 +646,17 @@ class RaceTabs:
         self,
         request: gr.Request,
         prompt: str,
-        alpha: float = 8.0,
-        d_max: int = 24,
+        alpha: float = RunSpec.alpha,
+        d_max: int = RunSpec.d_max,
         static_length: int = 0,
-        temperature: float = 0.0,
-        max_new_tokens: int = 128,
-        seed: int = 0,
+        temperature: float = RunSpec.temperature,
+        max_new_tokens: int = RunSpec.max_new_tokens,
+        seed: int = RunSpec.seed,
         model: str = "",
         drafter: str = "",
         modes: str = "",
         tree_depth: int = 0,
-        node_budget: int = 32,
+        node_budget: int = RunSpec.node_budget,
     ) -> tuple[str, str, str, dict]:
         """Race up to three modes on one prompt (static_length 0 = n; model "" = the app's current
         pair, else one of the pairs the app offers; drafter "" = the pair's default, else dflash,
@@ -715,7 +708,14 @@ class RaceTabs:
             self.session.select(model)
             for snap in self.session.stream(
                 prompt,
-                Settings(alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget),
+                RunSpec(
+                    **dict(
+                        zip(
+                            FIELDS,
+                            (alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget),
+                        )
+                    )
+                ),
                 owner,
                 drafter,
                 modes,
@@ -886,8 +886,7 @@ class RaceTabs:
         profile = self.session.profile_now()
         if profile is None or run.model != getattr(self.session.pair, "name", None):
             return None
-        knobs = PolicySettings(alpha=run.settings.alpha, d_max=run.settings.d_max, node_budget=run.settings.node_budget)
-        policy = MODES[mode].policy(knobs.checked(self.session.n)[0], profile)
+        policy = MODES[mode].policy(run.settings, profile)  # the race's checked spec
         if not hasattr(policy, "reason"):
             return None
         earlier = (r for r in run.records.get(mode, []) if r.round_index < record.round_index)

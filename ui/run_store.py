@@ -49,9 +49,10 @@ class RunStore:
             self._path(old).unlink(missing_ok=True)
 
     def load(self, run_id: str):
-        """The stored run, or None when there is none with this id."""
+        """The stored run, or None when there is none with this id, or when its file is damaged or
+        was written by a version whose classes this one no longer has."""
         try:
             with open(self._path(run_id), "rb") as handle:
                 return pickle.load(handle)
-        except (FileNotFoundError, ValueError):
+        except (FileNotFoundError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
             return None

@@ -43,7 +43,7 @@ from libraspec.engine import DecodeConfig, SpeculativeDecoder, race, remodel_ar
 from libraspec.experiments.driver import RunDone, decode_grid, mode_job
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
-from libraspec.modes import MODES, PolicySettings
+from libraspec.modes import MODES
 from libraspec.profiling import PROFILE_TOLERANCE, cache_root, cached_profile, profile_check, within
 from libraspec.records import (
     NOISE_Z,
@@ -56,6 +56,7 @@ from libraspec.records import (
     write_csv,
     write_parquet,
 )
+from libraspec.spec import Checked, RunSpec
 
 from .downloads import Downloads
 from .render import TextSegments, duration, eta_text, title
@@ -64,8 +65,6 @@ from .settings import (
     D_MAX_CAP,
     DEFAULT_RACE_MODES,
     MAX_NEW_TOKENS_CAP,
-    Checked,
-    Settings,
     check_prompt_length,
     check_race_modes,
     check_settings,
@@ -85,7 +84,7 @@ class Run:
 
     run_id: str
     prompt: str
-    settings: Settings
+    settings: RunSpec
     notes: list[str]
     ar_records: list[RoundRecord]
     model: str  # the pair's name
@@ -393,7 +392,7 @@ class Session:
 
     # -- runs ---------------------------------------------------------------------------------
 
-    def prepare(self, prompt: str, settings: Settings) -> tuple[list[int], Checked]:
+    def prepare(self, prompt: str, settings: RunSpec) -> tuple[list[int], Checked]:
         """Encode the prompt and check the settings (`check_settings`: clamps, each noted by field)."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty: type a question or instruction")
@@ -427,7 +426,7 @@ class Session:
                 self._active.close()  # a cancelled run left unfinished
             self._active = iterator
 
-    def _ar_baseline(self, ids: list[int], prompt: str, settings: Settings) -> Iterator[tuple[int, list]]:
+    def _ar_baseline(self, ids: list[int], prompt: str, settings: RunSpec) -> Iterator[tuple[int, list]]:
         """AR decoding of the same prompt and settings, cached once it finished; yields (tokens so
         far, records), then (-1, records). A baseline another run took the model from ends unfinished
         and is not kept."""
@@ -451,7 +450,7 @@ class Session:
         yield -1, records
 
     def stream(
-        self, prompt: str, settings: Settings, owner: str = LOCAL, drafter: str | None = None, modes=None
+        self, prompt: str, settings: RunSpec, owner: str = LOCAL, drafter: str | None = None, modes=None
     ) -> Iterator[Snapshot]:
         """Race `modes` (`check_race_modes`; None: static, LibraSpec and oracle) on one prompt for
         `owner`, drafting with `drafter` (None or "": the pair's default); snapshots at most every
@@ -460,7 +459,7 @@ class Session:
         for line in self.load():
             yield Snapshot(line, None, phase="load")
         ids, checked = self.prepare(prompt, settings)
-        settings = checked.settings
+        settings = checked.spec
         decoder, fallback = self.decoder_for(drafter)
         yield Snapshot("Starting…", None, phase="baseline", checked=checked)
         ar_records: list[RoundRecord] = []
@@ -513,14 +512,7 @@ class Session:
             # weights alive (a GPU holds one pair at a time)
             run.segments[mode] = TextSegments(functools.partial(self.pair.tokenizer.decode, skip_special_tokens=True))
         self._keep(run)
-        knobs = PolicySettings(
-            alpha=settings.alpha,
-            d_max=settings.d_max,
-            static_length=settings.static_length,
-            tree_depth=settings.tree_depth,
-            node_budget=settings.node_budget,
-        )
-        entries = {mode: (mode, MODES[mode].policy(knobs, decoder.profile)) for mode in modes}
+        entries = {mode: (mode, MODES[mode].policy(settings, decoder.profile)) for mode in modes}
         config = DecodeConfig(
             max_new_tokens=settings.max_new_tokens,
             temperature=settings.temperature,
@@ -630,7 +622,7 @@ class Session:
         job = mode_job(
             "static",
             "static",
-            PolicySettings(static_length=d),
+            RunSpec(static_length=d),
             lambda k: DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d),
         )
         ids = [self.pair.encode_prompt(p) for p in prompts]

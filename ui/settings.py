@@ -1,27 +1,25 @@
-"""The race settings a visitor chooses, their allowed ranges, and the one check that clamps them.
+"""The race settings a visitor chooses, their allowed ranges, and the app's caps.
 
-No gradio here. `check_settings` is the one place the app corrects a setting: the policy
-knobs (alpha, d_max, static length, the tree modes' depth and node budget) through
-`libraspec.modes.PolicySettings.checked`, the decoding knobs (temperature, max new tokens, seed)
-with the same rule and wording, and max
-new tokens once more to the room the prompt leaves in the context window. A value out of
-range is clamped, never refused, and every change comes back as a note keyed by its field,
-so the race tab states it next to that field and the API returns it with the run. A value
-that is not a number at all (text, None, NaN, infinity) raises ValueError.
-`check_race_modes` checks which modes (at most RACE_COLUMNS) a race holds.
+No gradio here. The settings are a `libraspec.spec.RunSpec`, and `check_settings` is
+`RunSpec.checked` under the app's caps (`APP_CAPS`: lengths up to D_MAX_CAP, max new tokens up to
+MAX_NEW_TOKENS_CAP, temperature up to TEMPERATURE_MAX): a value out of range is clamped, never
+refused, and every change comes back as a note keyed by its field, so the race tab states it next
+to that field and the API returns it with the run. A value that is not a number at all (text,
+None, NaN, infinity) raises ValueError. `check_race_modes` checks which modes (at most
+RACE_COLUMNS) a race holds; `check_prompt_length` refuses a prompt longer than the device takes.
 Paper symbols: alpha (LibraSpec trade-off), n (block size), d_max (length cap).
 """
 
 from __future__ import annotations
 
-import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
-from libraspec.modes import ALPHA_RANGE, MODES, PolicySettings
+from libraspec.modes import MODES
 from libraspec.records import RoundRecord
+from libraspec.spec import ALPHA_RANGE, SEED_MAX, Caps, Checked, RunSpec, as_number
 
 MAX_NEW_TOKENS_CAP = 512
 # the longest prompt a race takes, by device: every mode prefills it and every step attends to it,
@@ -29,51 +27,16 @@ MAX_NEW_TOKENS_CAP = 512
 # showed 70 s of "Starting..." and an estimate of 57 minutes); LIBRASPEC_MAX_PROMPT_TOKENS overrides
 PROMPT_TOKENS_CAP = {"cpu": 2048, "cuda": 8192}
 PROMPT_CAP_ENV = "LIBRASPEC_MAX_PROMPT_TOKENS"
-D_MAX_CAP = 64
+D_MAX_CAP = 64  # the app's longest d_max, static length, tree depth and node budget
 TEMPERATURE_MAX = 1.5
+APP_CAPS = Caps(length=D_MAX_CAP, max_new_tokens=MAX_NEW_TOKENS_CAP, temperature=TEMPERATURE_MAX)
 ALPHA_MIN, ALPHA_MAX = ALPHA_RANGE
 FLAT_C_S = 1e-9  # a latency fit's cost per verified position at or below this is flat (rounding noise)
-SEED_MAX = 2**31 - 1
+# the knobs a race shows, in the form's order (the other RunSpec fields keep their defaults there)
 FIELDS = ("alpha", "d_max", "static_length", "temperature", "max_new_tokens", "seed", "tree_depth", "node_budget")
-NAMES = {
-    "alpha": "alpha",
-    "d_max": "d_max",
-    "static_length": "static length",
-    "temperature": "temperature",
-    "max_new_tokens": "max new tokens",
-    "seed": "seed",
-    "tree_depth": "tree depth",
-    "node_budget": "node budget",
-}  # as the notes name them
-POLICY_FIELDS = ("alpha", "d_max", "static_length", "tree_depth", "node_budget")  # checked by PolicySettings
-N_DEFAULT = ("static_length", "tree_depth")  # None or 0 means n
 RACEABLE = tuple(name for name, mode in MODES.items() if mode.kind != "ar")  # modes a race can hold
 DEFAULT_RACE_MODES = ("static", "libraspec", "oracle")
 RACE_COLUMNS = 3  # modes one race holds at most: three columns stay readable at 1440 px
-
-
-@dataclass(frozen=True)
-class Settings:
-    alpha: float = 8.0  # measured on the embedded pair: look-up drafts are long, so LibraSpec extends and rolls back
-    d_max: int = 24
-    static_length: int | None = None  # None or 0: n, the drafter's block size
-    temperature: float = 0.0
-    max_new_tokens: int = 128
-    seed: int = 0
-    tree_depth: int | None = None  # the tree modes' depth for ddtree; None or 0: n
-    node_budget: int = 32  # the tree modes' nodes verified besides the root
-
-
-@dataclass(frozen=True)
-class Checked:
-    """Settings a run can use, and what the check changed: field name -> note."""
-
-    settings: Settings
-    notes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def note_list(self) -> list[str]:
-        return [self.notes[name] for name in FIELDS if name in self.notes]
 
 
 def prompt_cap(device_type: str) -> int:
@@ -101,41 +64,19 @@ def allowed(name: str, n: int | None) -> tuple[float, float]:
     """The range `check_settings` keeps field `name` in (n None: not loaded yet, d_max from 1)."""
     return {
         "alpha": (ALPHA_MIN, ALPHA_MAX),
-        "d_max": (n or 1, D_MAX_CAP),
-        "static_length": (1, D_MAX_CAP),
-        "temperature": (0.0, TEMPERATURE_MAX),
-        "max_new_tokens": (1, MAX_NEW_TOKENS_CAP),
+        "d_max": (n or 1, APP_CAPS.length),
+        "static_length": (1, APP_CAPS.length),
+        "temperature": (0.0, APP_CAPS.temperature),
+        "max_new_tokens": (1, APP_CAPS.max_new_tokens),
         "seed": (0, SEED_MAX),
-        "tree_depth": (1, D_MAX_CAP),
-        "node_budget": (1, D_MAX_CAP),
+        "tree_depth": (1, APP_CAPS.length),
+        "node_budget": (1, APP_CAPS.length),
     }[name]
-
-
-def _number(value, name: str) -> float:
-    """float(value), refusing what is not a finite number with a message naming the setting."""
-    if isinstance(value, bool) or value is None:
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return number
-
-
-def _clamp(name: str, value, low, high, notes: dict, key: str, integer: bool = True):
-    """`value` rounded (integers) and clamped to low..high; a change is noted like PolicySettings.checked does."""
-    number = _number(value, name)
-    fixed = min(max(round(number) if integer else number, low), high)
-    if fixed != number:
-        notes[key] = f"{name} {number:g} -> {fixed:g} (allowed {low:g}..{high:g})"
-    return int(fixed) if integer else float(fixed)
 
 
 def integer_setting(value, name: str, low: int, high: int) -> int:
     """An integer within low..high, or ValueError naming the limit (the sweep and calibration inputs)."""
-    number = _number(value, name)
+    number = as_number(value, name)
     if number != int(number):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if not low <= number <= high:
@@ -143,54 +84,11 @@ def integer_setting(value, name: str, low: int, high: int) -> int:
     return int(number)
 
 
-def check_settings(settings: Settings, n: int, context: int | None = None, prompt_tokens: int = 0) -> Checked:
-    """Clamp every setting to what a drafter with n drafts per step can run; notes say what changed.
-
+def check_settings(settings: RunSpec, n: int, context: int | None = None, prompt_tokens: int = 0) -> Checked:
+    """`RunSpec.checked` under the app's caps: clamped values and a note per changed field.
     `context` (the target's context window) and `prompt_tokens` bound max new tokens so that
-    prompt + output + the d_max look-ahead fit. `static_length` None or 0 means n (not a change).
-    """
-    notes: dict[str, str] = {}
-    raw = {name: getattr(settings, name) for name in POLICY_FIELDS}
-    for name in N_DEFAULT:
-        value = raw[name]
-        raw[name] = n if value is None or (not isinstance(value, bool) and value == 0) else value
-    for name, value in raw.items():
-        _number(value, NAMES[name])  # PolicySettings.checked only says "finite number"; name the field the same way
-    policy, policy_notes = PolicySettings(**{k: float(v) if k == "alpha" else v for k, v in raw.items()}).checked(
-        n, limit=D_MAX_CAP
-    )
-    for key in POLICY_FIELDS:  # notes on knobs the race does not use are left out
-        notes.update({key: note for note in policy_notes if note.startswith(NAMES[key] + " ")})
-    temperature = _clamp("temperature", settings.temperature, 0.0, TEMPERATURE_MAX, notes, "temperature", integer=False)
-    max_new = _clamp("max new tokens", settings.max_new_tokens, 1, MAX_NEW_TOKENS_CAP, notes, "max_new_tokens")
-    seed = _clamp("seed", settings.seed, 0, SEED_MAX, notes, "seed")
-    if context is not None:
-        room = context - prompt_tokens - policy.d_max - 1
-        if room < 1:
-            raise ValueError(
-                f"the prompt is {prompt_tokens} tokens long; with d_max = {policy.d_max} it leaves "
-                f"no room in the {context}-token context window"
-            )
-        if max_new > room:
-            notes["max_new_tokens"] = (
-                f"max new tokens {_number(settings.max_new_tokens, 'max new tokens'):g} -> "
-                f"{room} (prompt + output + d_max look-ahead must fit the {context}-token "
-                "context window)"
-            )
-            max_new = room
-    return Checked(
-        Settings(
-            alpha=policy.alpha,
-            d_max=policy.d_max,
-            static_length=policy.static_length,
-            temperature=temperature,
-            max_new_tokens=max_new,
-            seed=seed,
-            tree_depth=policy.tree_depth,
-            node_budget=policy.node_budget,
-        ),
-        notes,
-    )
+    prompt + output + the d_max look-ahead fit; `static_length` None or 0 means n (not a change)."""
+    return settings.checked(n, context, prompt_tokens, APP_CAPS)
 
 
 def check_race_modes(modes) -> tuple[str, ...]:

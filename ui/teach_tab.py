@@ -21,6 +21,7 @@ from libraspec.analysis.stepper import algorithm_states, parse_confidences, synt
 from libraspec.analysis.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
 from libraspec.cost import LatencyProfile
 from libraspec.records import RoundRecord
+from libraspec.spec import RunSpec
 from libraspec.views import tuning_plots
 
 from .common import client_key
@@ -42,9 +43,9 @@ class Inputs:
     seed: int = 0
     round_index: int = 0
     pasted: str = ""
-    alpha: float = 2.2
+    alpha: float = RunSpec.alpha
     n: int = 8
-    d_max: int = 24
+    d_max: int = RunSpec.d_max
     cost: str = "measured profile"  # this machine's, once loaded; the linear cost is a teaching toy
     t0_ms: float = 20.0
     c_ms: float = 1.0
@@ -427,7 +428,9 @@ class TeachTab:
     def to_end(self, request: gr.Request, index, *values):
         return self._show(request, 10**6, values)  # clamped to the last state
 
-    def algorithm_steps(self, confidences: str, n: int = 8, alpha: float = 2.2, d_max: int = 24) -> list[dict]:
+    def algorithm_steps(
+        self, confidences: str, n: int = 8, alpha: float = RunSpec.alpha, d_max: int = RunSpec.d_max
+    ) -> list[dict]:
         """Algorithm 1 over pasted confidences: every state (d, B, blocks, eps*, step, message)."""
         try:
             source = confidences_for(Inputs(source="pasted list", pasted=confidences, n=int(n), d_max=int(d_max)), None)

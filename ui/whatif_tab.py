@@ -15,7 +15,7 @@ import gradio as gr
 import pandas as pd
 
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
-from libraspec.modes import ALPHA_RANGE, PolicySettings
+from libraspec.spec import ALPHA_RANGE, RunSpec
 from libraspec.views import whatif_plots
 
 from .common import QUEUE, client_key
@@ -65,7 +65,7 @@ class WhatIfTab:
                 self.alpha = gr.Slider(
                     ALPHA_RANGE[0],
                     32.0,
-                    value=PolicySettings.alpha,
+                    value=RunSpec.alpha,
                     step=0.05,
                     label="alpha",
                     elem_id="ls-whatif-alpha",
@@ -152,7 +152,7 @@ class WhatIfTab:
         costs = (float(t0 or 0), float(per_token or 0), float(draft or 0))
         profile = self.whatif.profile(profile_choice, *costs, measure=measure)
         planner = self.whatif.planner(trace, profile)
-        settings = PolicySettings(alpha=float(alpha), d_max=int(d_max), static_length=int(static))
+        settings = RunSpec(alpha=float(alpha), d_max=int(d_max), static_length=int(static))
         plan = planner.plan(settings)
         d_maxes = [d for d in GRID_D_MAXES if trace.n <= d <= trace.lookahead]
         grid = planner.grid(GRID_ALPHAS, d_maxes)

@@ -20,9 +20,9 @@ import math
 
 from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
-from libraspec.modes import ALPHA_RANGE
 from libraspec.policy import LibraSpecPolicy
 from libraspec.records import RoundRecord
+from libraspec.spec import ALPHA_RANGE
 
 DEFAULT_PRIOR_TAU = 2.0  # one pseudo-round: a drafter that gets about one draft accepted
 

@@ -24,8 +24,9 @@ import numpy as np
 
 from ..cost import LatencyProfile, upkeep_s
 from ..engine import DecodeConfig
-from ..modes import PolicySettings, get_mode
+from ..modes import get_mode
 from ..records import RoundRecord
+from ..spec import RunSpec
 from .replay import ReplayDecoder
 from .trace import DraftTrace
 
@@ -93,7 +94,7 @@ def lockstep(
     traces: list[DraftTrace],
     mode: str,
     profiles: dict[int, LatencyProfile],
-    settings: PolicySettings = PolicySettings(),
+    settings: RunSpec = RunSpec(),
 ) -> Lockstep:
     """Replay `traces` (one per request) in `mode` with `settings` in lock-step rounds (module
     docstring). `profiles` maps batch sizes to concurrency profiles (`profiling.cached_concurrency`)."""
@@ -107,7 +108,7 @@ def lockstep(
     own = dataclasses.replace(profiles[B], tree_rows=(), tree_verify_s=()) if get_mode(mode).priced else base
     runs = []
     for trace in traces:
-        checked, _ = settings.checked(trace.n, trace.max_positions - 1)
+        checked, _ = settings.checked(trace.n, context=trace.max_positions)
         decoder = ReplayDecoder.from_trace(trace, own)
         config = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=min(trace.lookahead, 24))
         runs.append(iter(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(checked, own), config)))

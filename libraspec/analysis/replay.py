@@ -28,9 +28,10 @@ import numpy as np
 
 from ..cost import LatencyProfile, ar_text_s, chain_prices
 from ..engine import DecodeConfig, SpeculativeDecoder, _State
-from ..modes import PolicySettings, get_mode
+from ..modes import get_mode
 from ..policy import LengthPolicy
 from ..records import RoundRecord
+from ..spec import RunSpec
 from ..verify import Randomness, text_match
 from .trace import DraftTrace, TraceBuffer, TraceDrafter
 
@@ -127,15 +128,15 @@ def replay(
     trace: DraftTrace,
     mode: str,
     profile: LatencyProfile,
-    settings: PolicySettings = PolicySettings(),
+    settings: RunSpec = RunSpec(),
     max_new_tokens: int | None = None,
     lookahead: int | None = None,
 ) -> list[RoundRecord]:
     """The rounds greedy decoding of the traced prompt runs in `mode` (any mode of `modes.MODES`)
-    with `settings` (clamped by `PolicySettings.checked`) under `profile`. With `lookahead`, policy
+    with `settings` (clamped by `RunSpec.checked`) under `profile`. With `lookahead`, policy
     and tree rounds also carry the oracle's d* over that many drafts (the oracle mode uses it too)."""
     decoder = ReplayDecoder.from_trace(trace, profile)
-    settings, _ = settings.checked(trace.n, trace.max_positions - 1)
+    settings, _ = settings.checked(trace.n, context=trace.max_positions)
     config = DecodeConfig(
         max_new_tokens=max_new_tokens or trace.max_new_tokens,  # the budget AR had: the last rounds' room
         lookahead=lookahead or min(trace.lookahead, 24),

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost import LatencyProfile, ar_text_s
-from ..modes import PolicySettings
 from ..records import RoundRecord
+from ..spec import RunSpec
 from .regimes import describe
 from .replay import Schedule, best_schedule, replay
 from .trace import DraftTrace
@@ -43,7 +43,7 @@ class Line:
 @dataclass(frozen=True)
 class Plan:
     profile: str  # `regimes.describe` of the profile every number came from
-    settings: PolicySettings
+    settings: RunSpec
     ar_seconds: float
     libraspec: Line
     static: Line
@@ -117,7 +117,7 @@ class Planner:
             self._oracle = _line("oracle d* per round", records, len(self.trace.prompt))
         return self._oracle
 
-    def plan(self, settings: PolicySettings) -> Plan:
+    def plan(self, settings: RunSpec) -> Plan:
         """LibraSpec and static d with `settings` (`clamp_to_trace`) beside the oracle and the best schedule."""
         start = time.perf_counter()
         trace, settings = self.trace, clamp_to_trace(settings, self.trace)
@@ -136,7 +136,7 @@ class Planner:
             (time.perf_counter() - start) * 1e3,
         )
 
-    def grid(self, alphas, d_maxes, base: PolicySettings = PolicySettings()) -> np.ndarray:
+    def grid(self, alphas, d_maxes, base: RunSpec = RunSpec()) -> np.ndarray:
         """LibraSpec's modeled speedup over AR for each (alpha, d_max): (len(alphas), len(d_maxes))."""
         key = (tuple(alphas), tuple(d_maxes), base)
         if key not in self._grids:
@@ -152,15 +152,15 @@ class Planner:
         return self._grids[key]
 
 
-def plan(trace: DraftTrace, profile: LatencyProfile, settings: PolicySettings) -> Plan:
+def plan(trace: DraftTrace, profile: LatencyProfile, settings: RunSpec) -> Plan:
     """`Planner(trace, profile).plan(settings)`: one what-if."""
     return Planner(trace, profile).plan(settings)
 
 
-def clamp_to_trace(settings: PolicySettings, trace: DraftTrace) -> PolicySettings:
-    """Settings a trace can replay: `PolicySettings.checked`, then d_max and the static length
+def clamp_to_trace(settings: RunSpec, trace: DraftTrace) -> RunSpec:
+    """Settings a trace can replay: `RunSpec.checked`, then d_max and the static length
     within the drafts it recorded at every position."""
-    settings, _ = settings.checked(trace.n, trace.max_positions - 1)
+    settings, _ = settings.checked(trace.n, context=trace.max_positions)
     top = trace.lookahead
     return dataclasses.replace(
         settings,

@@ -33,7 +33,7 @@ from ..cost import LatencyProfile
 from ..drafters import DRAFTERS
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..files import atomic_write_text
-from ..modes import MODES, POLICY_MODES, TREE_MODES, PolicySettings
+from ..modes import MODES, POLICY_MODES, TREE_MODES
 from ..paths import read_prompts
 from ..profiling import cached_profile, machine_description, profile_check
 from ..records import (
@@ -45,6 +45,7 @@ from ..records import (
     summarize,
     write_parquet,
 )
+from ..spec import RunSpec
 from ..tree import TreePolicy
 from .driver import Job, decode_grid, libraspec_policy, mode_job, parse_alphas
 from .provenance import cpu_clock, load_average, provenance, versions
@@ -52,7 +53,7 @@ from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_int
 
 DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
 ANNOTATED_MODES = POLICY_MODES + TREE_MODES  # modes whose rounds can carry the hindsight d*
-FAILFAST = {"threshold": 0.6, "step": 4}  # ours: PolicySettings' defaults, recorded in the config
+FAILFAST = {"threshold": RunSpec.failfast_threshold, "step": RunSpec.failfast_step}  # ours, recorded in the config
 FAILFAST_PAPER = {"threshold": 0.45, "step": 10, "d_max": 60}  # the FailFast paper's: start at 10 drafts, extend
 # by 10 while every q_i >= 0.45, at most 60; the label "failfast-paper"
 PAPER_LABELS = {"failfast-paper": "FailFast (paper)"}  # bench labels besides the modes' own names
@@ -107,11 +108,11 @@ class BenchSpec:
     """What one benchmark run decodes; the CLI flags of `bench`."""
 
     modes: tuple[str, ...] = DEFAULT_MODES
-    max_new_tokens: int = 128
-    temperature: float = 0.0  # 0 = greedy
-    seed: int = 0  # prompt i is decoded with seed + i in every mode
-    alpha: float | str = 2.2  # paper's value for DFlash; "auto": alpha = T / (tau c) online (autoalpha.py)
-    d_max: int = 24  # paper's cap for DFlash; also the oracle's look-ahead
+    max_new_tokens: int = RunSpec.max_new_tokens
+    temperature: float = RunSpec.temperature  # 0 = greedy
+    seed: int = RunSpec.seed  # prompt i is decoded with seed + i in every mode
+    alpha: float | str = RunSpec.alpha  # "auto": alpha = T / (tau c) online (autoalpha.py)
+    d_max: int = RunSpec.d_max  # also the oracle's look-ahead
     static_lengths: tuple[int, ...] | None = None  # None: d = n, DFlash's static length
     annotate: bool | tuple[str, ...] = True  # oracle annotation (for mad_vs_oracle): all policy modes,
     # none, or the policy modes named (the annotation's look-ahead costs a long verification a round)
@@ -301,18 +302,18 @@ def _libraspec_tree(spec: BenchSpec, decoder: SpeculativeDecoder, budget: int) -
     return TreePolicy(libraspec_policy(spec.alpha, spec.d_max, decoder), budget)
 
 
-def _settings(spec: BenchSpec, n: int, label: str, mode: str, value: int | None) -> PolicySettings:
+def _settings(spec: BenchSpec, n: int, label: str, mode: str, value: int | None) -> RunSpec:
     """The policy knobs of one label other than LibraSpec (driver.libraspec_policy builds that): the
     static length (n when unset), FailFast's recorded settings (the paper's for failfast-paper),
     ddtree's depth (n when unset) and a tree mode's node budget (`value`)."""
     if label == "failfast-paper":
-        return PolicySettings(
+        return RunSpec(
             d_max=FAILFAST_PAPER["d_max"],
             failfast_threshold=FAILFAST_PAPER["threshold"],
             failfast_step=FAILFAST_PAPER["step"],
         )
     tree = MODES[mode].kind == "tree"
-    return PolicySettings(
+    return RunSpec(
         d_max=spec.d_max,
         static_length=n if tree else value or n,
         g4_initial=min(n, spec.d_max),

@@ -26,9 +26,10 @@ from typing import Callable, Iterator, Sequence
 
 from ..analysis.autoalpha import AutoAlphaLibraSpecPolicy
 from ..engine import DecodeConfig, SpeculativeDecoder
-from ..modes import MODES, PolicySettings
+from ..modes import MODES
 from ..policy import LengthPolicy, LibraSpecPolicy
 from ..records import RoundRecord
+from ..spec import RunSpec
 
 ORDERS = ("prompts", "jobs")  # the outer loop: every job of a prompt first, or every prompt of a job
 AUTO = "auto"  # LibraSpec's alpha set online from the latency profile (autoalpha.py)
@@ -54,7 +55,7 @@ class Job:
 def mode_job(
     label: str,
     mode: str,
-    settings: PolicySettings,
+    settings: RunSpec,
     config: DecodeConfig | Callable[[int], DecodeConfig],
     profile=None,
 ) -> Job:
@@ -94,7 +95,7 @@ def libraspec_policy(alpha, d_max: int, decoder: SpeculativeDecoder) -> LibraSpe
     """A fresh LibraSpec policy: alpha a number, or "auto" (alpha from the decoder's profile and past rounds)."""
     if alpha == AUTO:
         return AutoAlphaLibraSpecPolicy(decoder.profile, d_max)
-    return MODES["libraspec"].policy(PolicySettings(alpha=alpha, d_max=d_max))
+    return MODES["libraspec"].policy(RunSpec(alpha=alpha, d_max=d_max))
 
 
 @dataclass(frozen=True)

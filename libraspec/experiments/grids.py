@@ -24,8 +24,9 @@ from ..analysis.replay import ReplayDecoder, best_schedule
 from ..analysis.trace import DraftTrace
 from ..cost import LatencyProfile, ar_text_s
 from ..engine import DecodeConfig
-from ..modes import TREE_MODES, PolicySettings, get_mode
+from ..modes import TREE_MODES, get_mode
 from ..records import RoundRecord
+from ..spec import RunSpec
 from .bench import FAILFAST_PAPER
 from .stats import speedup_interval
 
@@ -42,7 +43,7 @@ class Config:
 
     label: str
     mode: str
-    settings: PolicySettings = PolicySettings()
+    settings: RunSpec = RunSpec()
     alpha_auto: bool = False
 
 
@@ -50,7 +51,7 @@ def chain_grid(n: int, d_max: int = 24) -> list[Config]:
     """Static 1..2n and d_max, LibraSpec over alpha (and automatic) at d_max and over d_max at the
     default alpha, G4, FailFast with this project's and the FailFast paper's settings, the oracle
     and the best schedule."""
-    base = PolicySettings(d_max=d_max)
+    base = RunSpec(d_max=d_max)
     rows = [Config("AR", "ar")]
     rows += [Config(f"static d={d}", "static", dataclasses.replace(base, static_length=d)) for d in range(1, 2 * n + 1)]
     if d_max > 2 * n:
@@ -76,7 +77,7 @@ def chain_grid(n: int, d_max: int = 24) -> list[Config]:
 
 def tree_grid(d_max: int = 24) -> list[Config]:
     """Every tree mode at each node budget (ddtree-marginal's and ddtree-priced's as their cap)."""
-    base = PolicySettings(d_max=d_max)
+    base = RunSpec(d_max=d_max)
     return [
         Config(f"{mode} nodes={b}", mode, dataclasses.replace(base, node_budget=b))
         for mode in TREE_MODES
@@ -86,7 +87,7 @@ def tree_grid(d_max: int = 24) -> list[Config]:
 
 def replay_config(trace: DraftTrace, config: Config, profile: LatencyProfile) -> list[RoundRecord]:
     """The rounds of `config` on one trace under `profile` (empty for BEST, which has no records)."""
-    settings, _ = config.settings.checked(trace.n, trace.max_positions - 1)
+    settings, _ = config.settings.checked(trace.n, context=trace.max_positions)
     decoder = ReplayDecoder.from_trace(trace, profile)
     lookahead = min(trace.lookahead, max(settings.d_max, 24))
     cfg = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=lookahead)

@@ -34,6 +34,7 @@ from ..files import atomic_write_text
 from ..modes import MODES
 from ..paths import PROMPTS_DIR, PUBLIC_DATA, read_prompts
 from ..profiling import cached_profile, machine_description
+from ..spec import RunSpec
 from .bench import (
     FAILFAST_PAPER,
     BenchSpec,
@@ -68,16 +69,16 @@ class ReportPlan:
     """Everything `report` runs; `--quick` and the default differ in size (and the label "quick")."""
 
     prompts_per_suite: int = 16
-    max_new_tokens: int = 128
+    max_new_tokens: int = RunSpec.max_new_tokens
     suites: tuple[str, ...] = SUITES
     temperatures: tuple[float, ...] = (0.0, 1.0)
-    alpha: float = 2.2  # paper's DFlash value
-    d_max: int = 24  # paper's DFlash cap
+    alpha: float = RunSpec.alpha
+    d_max: int = RunSpec.d_max
     static_lengths: tuple[int, ...] | None = None  # None: bench.static_grid, 1..n, 2n and d_max
     alphas: tuple = (1.0, 2.2, 4.0, 8.0, 16.0, AUTO)  # paper Table 4 style, up to the paper's own
     # alpha = T / (tau c), about 13-16 on a CPU profile, and that alpha set online ("auto")
     d_maxes: tuple[int, ...] = (15, 24, 32, 48, 60)  # paper Fig. 4 style, up to FailFast's cap
-    seed: int = 0
+    seed: int = RunSpec.seed
     annotate: tuple[str, ...] = ("static", "libraspec", "g4", "failfast")  # modes that get MAD to d*
     drafter: str | None = None  # None: the pair's default
     node_budgets: tuple[int, ...] = (16, 32)  # the chain-vs-tree runs' node budgets (paper: 64..512 on GPUs)

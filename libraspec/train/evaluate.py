@@ -84,17 +84,17 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
     is called after each prompt (partial results)."""
     from ..engine import DecodeConfig, SpeculativeDecoder
     from ..experiments.driver import decode_grid, mode_job
-    from ..modes import PolicySettings
+    from ..spec import RunSpec
 
     decoder = SpeculativeDecoder(pair, drafter="dflash")  # the trained block drafter is what is judged
     n = decoder.n
     config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=0.0, lookahead=d_max)
     jobs = {}  # by label: with d_max = n the two static labels are one job
     for label, mode, settings in (
-        ("ar", "ar", PolicySettings()),
-        (f"static_{n}", "static", PolicySettings(static_length=n)),
-        (f"static_{d_max}", "static", PolicySettings(static_length=d_max)),
-        ("libraspec", "libraspec", PolicySettings(alpha=alpha, d_max=d_max)),
+        ("ar", "ar", RunSpec()),
+        (f"static_{n}", "static", RunSpec(static_length=n)),
+        (f"static_{d_max}", "static", RunSpec(static_length=d_max)),
+        ("libraspec", "libraspec", RunSpec(alpha=alpha, d_max=d_max)),
     ):
         jobs[label] = mode_job(label, mode, settings, config)
     records = {label: [] for label in jobs}

@@ -1,0 +1,154 @@
+"""The one checked spec of a run: every policy and decoding knob, one set of defaults, one clamp.
+
+`RunSpec` holds the knobs of every length policy (LibraSpec's alpha and d_max, the static length,
+G4's and FailFast's, the tree modes' depth and node budget) and of decoding (temperature, max new
+tokens, seed). `RunSpec.checked(n, context, prompt_tokens, caps)` is the one place any of them is
+validated: a value out of range is clamped, never refused, and every change comes back as a note
+keyed by its field; a value that is not a number at all raises ValueError naming the field. The
+app's settings, its race API, bench, sweep, report, replay and the step-through all read a
+RunSpec and its defaults; the app passes tighter `Caps` (APP_CAPS) than the library's.
+
+The default alpha is the paper's 2.2 (Table 4: robust across its models). It is also this
+project's measured best for the embedded pair's look-up drafter: replaying 297 held-apart answers
+(benchmarks/results/lookup_alpha), LibraSpec at alpha 2.2 modeled 1.455x over AR, ahead of every
+static length (best: d = 4, 1.390x) and of alpha 1 (1.393x) and 8 (1.360x).
+Paper symbols: alpha (trade-off), n (drafts per drafter step), d_max (cap on d).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+ALPHA_RANGE = (0.05, 64.0)  # the paper's alpha = T / (tau c) reaches ~16 on CPU profiles
+DEFAULT_ALPHA = 2.2  # see the module docstring
+SEED_MAX = 2**31 - 1
+# how notes and errors name each field
+NAMES = {
+    "alpha": "alpha",
+    "d_max": "d_max",
+    "static_length": "static length",
+    "g4_initial": "G4 initial length",
+    "failfast_threshold": "FailFast threshold",
+    "failfast_step": "FailFast step",
+    "tree_depth": "tree depth",
+    "node_budget": "node budget",
+    "temperature": "temperature",
+    "max_new_tokens": "max new tokens",
+    "seed": "seed",
+}
+N_DEFAULT = ("static_length", "tree_depth")  # None or 0 means n, the drafter's step (not a change)
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The largest values `RunSpec.checked` allows: the library's (`LIBRARY_CAPS`) or an app's."""
+
+    length: int = 512  # d_max, static length, tree depth, node budget: never useful beyond on these models
+    max_new_tokens: int = 1 << 20
+    temperature: float = 4.0
+
+
+LIBRARY_CAPS = Caps()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Every knob of a run; `None` lengths default to the drafter's n."""
+
+    alpha: float = DEFAULT_ALPHA  # LibraSpec's trade-off (module docstring)
+    d_max: int = 24  # cap on d (the paper's for DFlash); also the oracle's look-ahead
+    static_length: int | None = None  # static d; None or 0 = n
+    g4_initial: int | None = None  # G4's first d; None = min(static length, d_max)
+    failfast_threshold: float = 0.6  # FailFast extends while every q_i >= this
+    failfast_step: int = 4  # FailFast's extension step
+    tree_depth: int | None = None  # ddtree's depth; None or 0 = n (one block-diffusion pass)
+    node_budget: int = 32  # tree modes' nodes verified besides the root (paper: 64..512 on GPUs)
+    temperature: float = 0.0  # 0 = greedy
+    max_new_tokens: int = 128
+    seed: int = 0
+
+    def checked(
+        self, n: int, context: int | None = None, prompt_tokens: int = 0, caps: Caps = LIBRARY_CAPS
+    ) -> "Checked":
+        """The spec clamped to what a drafter with n drafts per step can run, and a note per field
+        that changed. `context` (the target's context window) bounds the lengths to what it can
+        verify (context - 2) and, with `prompt_tokens`, max new tokens so that prompt + output + the d_max
+        look-ahead fit. Raises ValueError for a value that is not a finite number, and when the
+        prompt leaves no room at all."""
+        notes: dict[str, str] = {}
+
+        def clamp(name: str, low, high, integer: bool = True, value=None):
+            value = getattr(self, name) if value is None else value
+            number = as_number(value, NAMES[name])
+            fixed = min(max(round(number) if integer else number, low), high)
+            if fixed != number:
+                notes[name] = f"{NAMES[name]} {number:g} -> {fixed:g} (allowed {low:g}..{high:g})"
+            return int(fixed) if integer else float(fixed)
+
+        def or_n(name: str):
+            value = getattr(self, name)
+            return n if value is None or (not isinstance(value, bool) and value == 0) else value
+
+        # with a window: d drafts and one token after them must fit beside at least the anchor token
+        high = caps.length if context is None else max(1, min(caps.length, context - 2))
+        d_max = clamp("d_max", min(n, high), high)
+        g4 = None if self.g4_initial is None else clamp("g4_initial", 1, d_max)
+        fixed = dict(
+            alpha=clamp("alpha", *ALPHA_RANGE, integer=False),
+            d_max=d_max,
+            static_length=clamp("static_length", 1, high, value=or_n("static_length")),
+            g4_initial=g4,
+            failfast_threshold=clamp("failfast_threshold", 0.0, 1.0, integer=False),
+            failfast_step=clamp("failfast_step", 1, d_max),
+            tree_depth=clamp("tree_depth", 1, high, value=or_n("tree_depth")),
+            node_budget=clamp("node_budget", 1, high),
+            temperature=clamp("temperature", 0.0, caps.temperature, integer=False),
+            max_new_tokens=clamp("max_new_tokens", 1, caps.max_new_tokens),
+            seed=clamp("seed", 0, SEED_MAX),
+        )
+        if context is not None:
+            room = context - prompt_tokens - d_max - 1
+            if room < 1:
+                raise ValueError(
+                    f"the prompt is {prompt_tokens} tokens long; with d_max = {d_max} it leaves "
+                    f"no room in the {context}-token context window"
+                )
+            if fixed["max_new_tokens"] > room:
+                asked = as_number(self.max_new_tokens, NAMES["max_new_tokens"])
+                notes["max_new_tokens"] = (
+                    f"max new tokens {asked:g} -> {room} (prompt + output + d_max look-ahead must fit the "
+                    f"{context}-token context window)"
+                )
+                fixed["max_new_tokens"] = room
+        return Checked(RunSpec(**fixed), notes)
+
+    def replace(self, **changes) -> "RunSpec":
+        return dataclasses.replace(self, **changes)
+
+
+class Checked(NamedTuple):
+    """A checked spec and what the check changed: field name -> note (unpacks as spec, notes)."""
+
+    spec: RunSpec
+    notes: dict[str, str]
+
+    @property
+    def note_list(self) -> list[str]:
+        """The notes in the fields' order."""
+        return [self.notes[f.name] for f in dataclasses.fields(RunSpec) if f.name in self.notes]
+
+
+def as_number(value, name: str) -> float:
+    """float(value), refusing what is not a finite number with a message naming the field."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return number

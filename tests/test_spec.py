@@ -1,0 +1,57 @@
+"""libraspec.spec: the one checked spec of a run's knobs (defaults, clamps keyed by field, caps)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from libraspec.spec import DEFAULT_ALPHA, LIBRARY_CAPS, Caps, RunSpec
+
+LAYER = "unit"  # tests/conftest.py
+
+
+def test_defaults_are_one_set_and_a_valid_spec_is_left_alone():
+    spec = RunSpec()
+    assert spec.alpha == DEFAULT_ALPHA == 2.2 and spec.d_max == 24 and spec.max_new_tokens == 128
+    checked, notes = spec.checked(7)
+    assert notes == {} and checked == dataclasses.replace(spec, static_length=7, tree_depth=7)
+
+
+def test_out_of_range_values_are_clamped_with_a_note_keyed_by_field():
+    spec = RunSpec(alpha=100.0, d_max=3, failfast_step=99, node_budget=0, temperature=9.0, seed=-1, max_new_tokens=2.6)
+    checked, notes = spec.checked(7)
+    assert (checked.alpha, checked.d_max, checked.failfast_step, checked.node_budget) == (64.0, 7, 7, 1)
+    assert (checked.temperature, checked.seed, checked.max_new_tokens) == (4.0, 0, 3)
+    assert notes["alpha"] == "alpha 100 -> 64 (allowed 0.05..64)"
+    assert notes["d_max"] == "d_max 3 -> 7 (allowed 7..512)"
+    assert notes["failfast_step"] == "FailFast step 99 -> 7 (allowed 1..7)"
+    assert notes["node_budget"] == "node budget 0 -> 1 (allowed 1..512)"
+    assert set(notes) == {"alpha", "d_max", "failfast_step", "node_budget", "temperature", "seed", "max_new_tokens"}
+    assert spec.checked(7).note_list[0].startswith("alpha") and spec.checked(7).note_list[-1].startswith("seed")
+
+
+def test_caps_and_the_context_window_bound_lengths_and_new_tokens():
+    app = Caps(length=64, max_new_tokens=512, temperature=1.5)
+    checked, notes = RunSpec(d_max=100, max_new_tokens=600).checked(7, caps=app)
+    assert checked.d_max == 64 and checked.max_new_tokens == 512 and set(notes) == {"d_max", "max_new_tokens"}
+    checked, notes = RunSpec(max_new_tokens=500).checked(7, context=512, prompt_tokens=400)
+    assert checked.max_new_tokens == 512 - 400 - 24 - 1 and "context window" in notes["max_new_tokens"]
+    assert RunSpec(d_max=600).checked(7, context=300).spec.d_max == 298  # what the target can verify
+    with pytest.raises(ValueError, match="no room"):
+        RunSpec().checked(7, context=512, prompt_tokens=500)
+    assert LIBRARY_CAPS.length == 512
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("alpha", "fast", "alpha must be a number"),
+        ("d_max", None, "d_max must be a number"),
+        ("seed", float("nan"), "seed must be a finite number"),
+        ("static_length", True, "static length must be a number"),
+    ],
+)
+def test_what_is_not_a_number_is_refused_naming_the_field(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(RunSpec(), **{field: value}).checked(7)
