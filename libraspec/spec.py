@@ -80,7 +80,8 @@ class RunSpec:
         prompt leaves no room at all."""
         notes: dict[str, str] = {}
 
-        def clamp(name: str, low, high, integer: bool = True, value=None):
+        def clamp(name: str, integer: bool = True, value=None, d_max=None):
+            low, high = bounds(name, n, caps, context, d_max)
             value = getattr(self, name) if value is None else value
             number = as_number(value, NAMES[name])
             fixed = min(max(round(number) if integer else number, low), high)
@@ -92,22 +93,19 @@ class RunSpec:
             value = getattr(self, name)
             return n if value is None or (not isinstance(value, bool) and value == 0) else value
 
-        # with a window: d drafts and one token after them must fit beside at least the anchor token
-        high = caps.length if context is None else max(1, min(caps.length, context - 2))
-        d_max = clamp("d_max", min(n, high), high)
-        g4 = None if self.g4_initial is None else clamp("g4_initial", 1, d_max)
+        d_max = clamp("d_max")
         fixed = dict(
-            alpha=clamp("alpha", *ALPHA_RANGE, integer=False),
+            alpha=clamp("alpha", integer=False),
             d_max=d_max,
-            static_length=clamp("static_length", 1, high, value=or_n("static_length")),
-            g4_initial=g4,
-            failfast_threshold=clamp("failfast_threshold", 0.0, 1.0, integer=False),
-            failfast_step=clamp("failfast_step", 1, d_max),
-            tree_depth=clamp("tree_depth", 1, high, value=or_n("tree_depth")),
-            node_budget=clamp("node_budget", 1, high),
-            temperature=clamp("temperature", 0.0, caps.temperature, integer=False),
-            max_new_tokens=clamp("max_new_tokens", 1, caps.max_new_tokens),
-            seed=clamp("seed", 0, SEED_MAX),
+            static_length=clamp("static_length", value=or_n("static_length")),
+            g4_initial=None if self.g4_initial is None else clamp("g4_initial", d_max=d_max),
+            failfast_threshold=clamp("failfast_threshold", integer=False),
+            failfast_step=clamp("failfast_step", d_max=d_max),
+            tree_depth=clamp("tree_depth", value=or_n("tree_depth")),
+            node_budget=clamp("node_budget"),
+            temperature=clamp("temperature", integer=False),
+            max_new_tokens=clamp("max_new_tokens"),
+            seed=clamp("seed"),
         )
         if context is not None:
             room = context - prompt_tokens - d_max - 1
@@ -125,8 +123,27 @@ class RunSpec:
                 fixed["max_new_tokens"] = room
         return Checked(RunSpec(**fixed), notes)
 
-    def replace(self, **changes) -> "RunSpec":
-        return dataclasses.replace(self, **changes)
+
+def bounds(
+    name: str, n: int, caps: Caps = LIBRARY_CAPS, context: int | None = None, d_max: int | None = None
+) -> tuple[float, float]:
+    """The range `RunSpec.checked` keeps field `name` in, for a drafter with n drafts per step
+    (G4's first length and FailFast's step stay within the checked `d_max`)."""
+    # with a window: d drafts and one token after them must fit beside at least the anchor token
+    high = caps.length if context is None else max(1, min(caps.length, context - 2))
+    return {
+        "alpha": ALPHA_RANGE,
+        "d_max": (min(n, high), high),
+        "static_length": (1, high),
+        "g4_initial": (1, d_max or high),
+        "failfast_threshold": (0.0, 1.0),
+        "failfast_step": (1, d_max or high),
+        "tree_depth": (1, high),
+        "node_budget": (1, high),
+        "temperature": (0.0, caps.temperature),
+        "max_new_tokens": (1, caps.max_new_tokens),
+        "seed": (0, SEED_MAX),
+    }[name]
 
 
 class Checked(NamedTuple):

@@ -19,7 +19,7 @@ from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
 from libraspec.modes import MODES
 from libraspec.records import RoundRecord
-from libraspec.spec import ALPHA_RANGE, SEED_MAX, Caps, Checked, RunSpec, as_number
+from libraspec.spec import ALPHA_RANGE, Caps, Checked, RunSpec, as_number, bounds
 
 MAX_NEW_TOKENS_CAP = 512
 # the longest prompt a race takes, by device: every mode prefills it and every step attends to it,
@@ -62,16 +62,7 @@ def check_prompt_length(tokens: int, device_type: str) -> None:
 
 def allowed(name: str, n: int | None) -> tuple[float, float]:
     """The range `check_settings` keeps field `name` in (n None: not loaded yet, d_max from 1)."""
-    return {
-        "alpha": (ALPHA_MIN, ALPHA_MAX),
-        "d_max": (n or 1, APP_CAPS.length),
-        "static_length": (1, APP_CAPS.length),
-        "temperature": (0.0, APP_CAPS.temperature),
-        "max_new_tokens": (1, APP_CAPS.max_new_tokens),
-        "seed": (0, SEED_MAX),
-        "tree_depth": (1, APP_CAPS.length),
-        "node_budget": (1, APP_CAPS.length),
-    }[name]
+    return bounds(name, n or 1, APP_CAPS)
 
 
 def integer_setting(value, name: str, low: int, high: int) -> int:
