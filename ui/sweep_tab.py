@@ -104,6 +104,7 @@ class SweepTab:
                 self.run_button = gr.Button("Run sweep", variant="primary", elem_id="ls-sweep-run")
                 self.cancel_button = gr.Button("Cancel", variant="stop", elem_id="ls-sweep-cancel")
             self.status = gr.HTML(status_html("Set the grid and press Run sweep."), elem_id="ls-sweep-status")
+            self.cancel_note = gr.HTML("", elem_id="ls-sweep-cancel-note")  # what Cancel did
             empty = tuning_plots.sweep_figure(
                 pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS], list(DEFAULT_D_MAXES)
             )
@@ -122,11 +123,14 @@ class SweepTab:
             show_progress="minimal",
             **QUEUE,
         )
-        self.cancel_button.click(self.cancel, None, [self.status], queue=False, api_visibility="private")
+        self.run_button.click(lambda: "", None, [self.cancel_note], queue=False, api_visibility="private")
+        self.cancel_button.click(self.cancel, None, [self.cancel_note], queue=False, api_visibility="private")
         gr.api(self.sweep, api_name="sweep", **QUEUE)
 
     def cancel(self, request: gr.Request) -> str:
-        """Stop this page's sweep before its next run; other visitors' sweeps go on."""
+        """Stop this page's sweep before its next run; other visitors' sweeps go on. The reply goes
+        to a line of its own: on the status line it could land after the sweep's own "Cancelled"
+        and hide it."""
         if not self.session.cancel_sweep(client_key(request)):
             return status_html("No sweep of yours is running.")
         return status_html("Cancelling after the current run…")
