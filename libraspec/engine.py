@@ -26,9 +26,9 @@ from .drafters import DraftBuffer, Drafter, make_drafter
 from .models.target import crop_cache, keep_rows
 from .modes import get_mode
 from .oracle import oracle_length
-from .policy import Decision, LengthPolicy, epsilon_bounds
+from .policy import Decision, LengthPolicy
 from .records import RoundRecord
-from .tree import TreePolicy, TreeView, target_child_probs, text_child_probs, tree_accept, tree_oracle
+from .tree import TreeView, target_child_probs, text_child_probs, tree_accept, tree_oracle
 from .verify import (
     Randomness,
     SamplingConfig,
@@ -153,8 +153,6 @@ class SpeculativeDecoder:
         while True:
             if kind == "ar":
                 record = self._ar_step(state, sampling, profile)
-            elif kind == "tree":
-                record = self._tree_round(state, mode, policy, config, sampling, profile)
             else:
                 record = self._round(state, mode, policy, config, sampling, profile)
             finished = (
@@ -213,52 +211,83 @@ class SpeculativeDecoder:
     def _round(
         self, state: _State, mode: str, policy, config: DecodeConfig, sampling: SamplingConfig, profile: LatencyProfile
     ) -> RoundRecord:
+        """One round of a chain or a tree mode, in the six steps of docs/ARCHITECTURE.md ("A round").
+        A chain verifies its first d drafts; a tree (DDTree) verifies the best-first tree of the
+        policy's node budget within depth d, built over the same drafts."""
+        is_tree = get_mode(mode).kind == "tree"
         L = len(state.ids)
         room = self._room(state, config)
         cap = max(0, room - 1)  # d drafts commit up to d + 1 tokens
+        lookahead = min(config.lookahead, cap)
         rng = None if sampling.greedy else state.rng
-        if rng is not None:
-            rng.start_round(max(config.lookahead, policy.d_max if policy else 0) + self.n)
+        if rng is not None:  # the round's shared uniforms, drawn before any draft (a tree: per sibling rank)
+            d_max = policy.d_max if policy else 0
+            rng.start_round(max(config.lookahead, d_max) + self.n, policy.node_budget if is_tree else 1)
         buffer = self.drafter.start_round(state.context, state.ids, sampling)
+        view = TreeView(buffer, policy.node_budget) if is_tree else buffer  # what the policy reads
         # 1. draft the first block (Algorithm 1 line 3); the buffer holds distributions and their chain, no sample
         buffer.extend(1)
-        # 2. choose the length d (0: the drafter had nothing to offer, an AR step)
-        oracle_d, policy_s = None, 0.0
+        # 2. choose d (a tree: its depth; 0 when the drafter had nothing to offer: an AR step)
+        decision, policy_s, oracle = Decision(0), 0.0, (None, None)
         if buffer.empty:
-            decision = Decision(0)
+            pass
         elif mode == "oracle":
-            oracle_d, lossless_d = self._oracle_length(
-                state, buffer, min(config.lookahead, cap), sampling, rng, profile
-            )
-            decision = Decision(lossless_d if cap else 0)
+            d_star, lossless_d = self._oracle_length(state, buffer, lookahead, sampling, rng, profile)
+            decision, oracle = Decision(lossless_d), (d_star, None)
         else:
-            drafted_before = buffer.seconds
+            decision, policy_s = _timed_choice(policy, view, buffer)
+        q = () if buffer.empty else view.confidences  # what the policy saw (a tree: per depth), before any look-ahead
+        d = min(decision.d, cap)  # the round's room may cut d
+        if is_tree:  # the tree within depth d (policy time); a cut depth keeps the chosen nodes within it
             start = time.perf_counter()
-            decision = policy.choose_length(buffer)
-            policy_s = max(time.perf_counter() - start - (buffer.seconds - drafted_before), 0.0)
-        decision = decision.capped(min(decision.d, cap), buffer.confidences)  # the round's room may cut d
-        d = decision.d
+            if d < decision.d and decision.nodes:
+                decision = dataclasses.replace(
+                    decision, nodes=sum(h <= d for h in view.tree(decision.d, decision.nodes).depths)
+                )
+            tree = view.tree(d, decision.nodes)
+            policy_s += time.perf_counter() - start
+        decision = decision.capped(d, q)
         blocks = max(1, buffer.steps_for(d)) if mode == "oracle" else buffer.blocks  # the first was drafted
-        if config.annotate_oracle and mode != "oracle" and cap and not buffer.empty:
-            oracle_d = self._oracle_length(state, buffer, min(config.lookahead, cap), sampling, rng, profile)[0]
-        # 3. draw the d drafts (sampling: only now, from their proposals) and verify
-        #    [last token, x_1..x_d] in one target forward
+        if config.annotate_oracle and mode != "oracle" and lookahead and not buffer.empty:
+            if is_tree:
+                oracle = self._tree_oracle(state, view, lookahead, sampling, rng, profile)
+            else:
+                oracle = (self._oracle_length(state, buffer, lookahead, sampling, rng, profile)[0], None)
+        # 3. verify in one target forward: [last token, x_1..x_d] (sampling: the d drafts are drawn from
+        #    their proposals only now), or [last token, nodes...] under the tree attention mask
         start = time.perf_counter()
-        drafts, draft_probs = buffer.draw(d, rng)
-        # 4. accept the longest valid prefix and take the bonus / correction token
-        accepted, bonus, hidden_states = self._verify_chain(state, drafts, draft_probs, sampling, rng)
-        committed = self._truncate(drafts[:accepted] + [bonus], room)
-        accepted = min(accepted, len(committed))  # drafts past an EOS were never AR's tokens
-        # 5. commit, then roll back every cache to the committed length
+        # 4. accept the longest valid prefix or root path (greedy: the target's argmax; sampling:
+        #    rejection, recursive in a tree), then the bonus / correction token
+        if is_tree:
+            path, bonus, hidden_states = self._verify_tree(state, tree, sampling, rng)
+            accepted_tokens = [tree.tokens[j] for j in path]
+        else:
+            drafts, draft_probs = buffer.draw(d, rng)
+            accepted, bonus, hidden_states = self._verify_chain(state, drafts, draft_probs, sampling, rng)
+            accepted_tokens = drafts[:accepted]
+        committed = self._truncate(accepted_tokens + [bonus], room)
+        accepted = min(len(accepted_tokens), len(committed))  # drafts past an EOS were never AR's tokens
+        # 5. commit, then roll back every cache to the committed length (a tree: the root's and the
+        #    accepted path's rows move into place)
         state.ids.extend(committed)
-        self._fit_caches(state, hidden_states, L - 1)
+        rows = [0] + [1 + j for j in path[:accepted]] if is_tree else None
+        self._fit_caches(state, hidden_states, L - 1, rows=rows)
         verify_s = time.perf_counter() - start
-        # 6. record: the verified drafts, then the chain past them
+        # 6. record: the drafts shown are the verified ones, then the drafter's chain past them (a
+        #    tree: the chain, its nodes beside it)
         shown = blocks * self.n
+        steps = buffer.steps_run(blocks)
+        if is_tree:
+            tree_fields = dict(tree=tree, tree_path=path[:accepted], tree_confidences=q)
+            modeled_s = tree_round_s(profile, steps, len(tree), self.drafter.needs_features, L)
+            drafts = []
+        else:
+            tree_fields = {}
+            modeled_s = chain_round_s(profile, steps, d, self.drafter.needs_features, L)
         return self._record(
             state,
             mode=mode,
-            drafts=drafts + buffer.tokens[d:shown],
+            drafts=drafts + buffer.tokens[len(drafts) : shown],
             confidences=buffer.confidences[:shown].tolist(),
             sources=buffer.sources[:shown],
             blocks=blocks,
@@ -266,93 +295,14 @@ class SpeculativeDecoder:
             d=d,
             accepted=accepted,
             committed=committed,
-            bonus_token=bonus if committed[-1] == bonus and len(committed) == accepted + 1 else None,
-            oracle_d=oracle_d,
-            draft_s=buffer.draft_seconds(blocks),
-            policy_s=policy_s,
-            verify_s=verify_s,
-            modeled_s=chain_round_s(profile, buffer.steps_run(blocks), d, self.drafter.needs_features, L),
-        )
-
-    def _tree_round(
-        self,
-        state: _State,
-        mode: str,
-        policy: TreePolicy,
-        config: DecodeConfig,
-        sampling: SamplingConfig,
-        profile: LatencyProfile,
-    ) -> RoundRecord:
-        """A draft-tree round (DDTree): the depth policy picks the depth from the tree's per-depth
-        confidences, one tree fills the node budget within it, one target forward verifies it;
-        the same six steps as `_round`."""
-        L = len(state.ids)
-        room = self._room(state, config)
-        cap = max(0, room - 1)
-        lookahead = min(config.lookahead, cap)
-        rng = None if sampling.greedy else state.rng
-        if rng is not None:
-            rng.start_round(max(lookahead, policy.d_max) + self.n, policy.node_budget)
-        buffer = self.drafter.start_round(state.context, state.ids, sampling)
-        # 1. draft the first block
-        buffer.extend(1)
-        # 2. choose the depth (the policy drafts the blocks it needs), then build the tree best-first
-        #    by path probability within the node budget and that depth
-        decision, policy_s, view = Decision(0), 0.0, TreeView(buffer, policy.node_budget)
-        if not buffer.empty:
-            drafted_before = buffer.seconds
-            start = time.perf_counter()
-            decision = policy.choose_length(view)
-            policy_s = max(time.perf_counter() - start - (buffer.seconds - drafted_before), 0.0)
-        depth = min(decision.d, cap)
-        start = time.perf_counter()
-        if depth < decision.d and decision.nodes:  # the room cut the depth: keep the chosen nodes within it
-            kept = sum(h <= depth for h in view.tree(decision.d, decision.nodes).depths)
-            decision = dataclasses.replace(decision, nodes=kept)
-        tree = view.tree(depth, decision.nodes)
-        policy_s += time.perf_counter() - start
-        blocks = buffer.blocks
-        tree_q = () if buffer.empty else view.confidences  # what the depth policy saw, before any look-ahead
-        oracle = (None, None)
-        if config.annotate_oracle and lookahead and not buffer.empty:
-            oracle = self._tree_oracle(state, view, lookahead, sampling, rng, profile)
-        # 3. verify [last token, nodes...] in one target forward with the tree attention mask
-        start = time.perf_counter()
-        # 4. accept a root path (greedy: the target's argmax; sampling: recursive rejection), then the bonus
-        path, bonus, hidden_states = self._verify_tree(state, tree, sampling, rng)
-        committed = self._truncate([tree.tokens[j] for j in path] + [bonus], room)
-        path = path[: len(committed)]  # nodes past an EOS were never AR's tokens
-        # 5. commit, then keep the root and the accepted path in every cache
-        state.ids.extend(committed)
-        self._fit_caches(state, hidden_states, L - 1, rows=[0] + [1 + j for j in path])
-        verify_s = time.perf_counter() - start
-        # 6. record: the drafts shown are the drafter's own chain, the tree's nodes beside them
-        shown = blocks * self.n
-        if depth < decision.d and decision.alpha:  # the round's room cut the depth
-            decision = dataclasses.replace(
-                decision, eps_bounds=tuple(epsilon_bounds(tree_q[:depth], decision.alpha)) if depth else ()
-            )
-        return self._record(
-            state,
-            mode=mode,
-            drafts=buffer.tokens[:shown],
-            confidences=buffer.confidences[:shown].tolist(),
-            sources=buffer.sources[:shown],
-            blocks=blocks,
-            decision=decision,
-            d=depth,
-            accepted=len(path),
-            committed=committed,
-            bonus_token=bonus if len(committed) == len(path) + 1 else None,
+            bonus_token=bonus if len(committed) == accepted + 1 else None,
             oracle_d=oracle[0],
             oracle_tree_size=oracle[1],
-            tree=tree,
-            tree_path=path,
-            tree_confidences=tree_q,
             draft_s=buffer.draft_seconds(blocks),
             policy_s=policy_s,
             verify_s=verify_s,
-            modeled_s=tree_round_s(profile, buffer.steps_run(blocks), len(tree), self.drafter.needs_features, L),
+            modeled_s=modeled_s,
+            **tree_fields,
         )
 
     def _tree_oracle(
@@ -587,6 +537,14 @@ class SpeculativeDecoder:
         )
         state.rounds += 1
         return record
+
+
+def _timed_choice(policy, view, buffer) -> tuple[Decision, float]:
+    """The policy's decision on `view` and its own seconds: the drafting it asked for while
+    choosing is the buffer's (`buffer.seconds`), not the policy's."""
+    drafted_before, start = buffer.seconds, time.perf_counter()
+    decision = policy.choose_length(view)
+    return decision, max(time.perf_counter() - start - (buffer.seconds - drafted_before), 0.0)
 
 
 def end_ids(pair) -> frozenset[int]:
