@@ -2,7 +2,7 @@
 
     python benchmarks/try_overhead.py        # the app's example prompts, on the embedded pair
 
-A try is what pressing Run race costs a visitor: `ui.session.Session.stream` from the call to its
+A try is what pressing Run race costs a visitor: `ui.races.Races.stream` from the call to its
 last snapshot. The modes' own decoding is the sum of their rounds' measured seconds (drafting,
 policy, verification); the overhead is the rest: the AR baseline (decoded once per prompt and
 settings, then cached), the profile check against it, the prefills, the records and snapshots.
@@ -33,7 +33,7 @@ from ui.session import Session  # noqa: E402
 def one_try(session: Session, prompt: str, settings: RunSpec, drafter: str | None) -> dict:
     start = time.perf_counter()
     run = None
-    for snapshot in session.stream(prompt, settings, "bench", drafter):
+    for snapshot in session.races.stream(prompt, settings, "bench", drafter):
         run = snapshot.run or run
     total = time.perf_counter() - start
     decoding = sum(r.measured_s for mode in run.modes for r in run.records.get(mode, []))

@@ -22,7 +22,7 @@ pytest.importorskip("gradio_client")
 httpx = pytest.importorskip("httpx")
 from gradio_client.exceptions import AppError  # noqa: E402
 
-from ui.session import RACE_MODES  # noqa: E402
+from ui.races import RACE_MODES  # noqa: E402
 from ui.settings import RACEABLE  # noqa: E402
 
 LAYER = "app"  # tests/conftest.py

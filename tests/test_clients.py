@@ -88,4 +88,4 @@ def test_races_are_seen_only_by_their_visitor(session):
         "of the last race"
         in teach_tab.restart(ALICE, 0, *dataclasses.astuple(Inputs(source=source, round_index=shown, cost=cost)))[3]
     )
-    assert [run.run_id for run in session.runs("alice")] == [run_id] and session.runs("bob") == []
+    assert [run.run_id for run in session.races.runs("alice")] == [run_id] and session.races.runs("bob") == []

@@ -235,7 +235,7 @@ def test_session_switches_between_offered_pairs(monkeypatch, tmp_path):
     texts = {}
     for name in ("tiny-qwen3", "tiny-llama", "tiny-qwen3"):
         session.select(name)
-        final = list(session.stream("Hi!", RunSpec(max_new_tokens=6)))[-1]
+        final = list(session.races.stream("Hi!", RunSpec(max_new_tokens=6)))[-1]
         assert session.pair.name == name and final.run.finished
         texts.setdefault(name, final.run.text("static"))
         assert final.run.text("static") == texts[name]  # the same pair gives the same greedy text again
@@ -246,7 +246,7 @@ def test_session_switches_between_offered_pairs(monkeypatch, tmp_path):
     session.select("tiny-llama")
     gc.collect()
     assert old_weights() is None  # stored runs keep no reference to a switched-out pair's weights
-    assert len(session.runs()) == 3 and session.runs()[-1].text("static") == texts["tiny-qwen3"]
+    assert len(session.races.runs()) == 3 and session.races.runs()[-1].text("static") == texts["tiny-qwen3"]
 
 
 @pytest.mark.app  # imports ui/

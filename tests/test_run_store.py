@@ -11,9 +11,10 @@ import torch
 
 from libraspec.records import read_trace
 from libraspec.spec import RunSpec
+from ui.races import KEPT_RUNS
 from ui.render import TextSegments
 from ui.run_store import RunStore
-from ui.session import KEPT_RUNS, Session
+from ui.session import Session
 
 LAYER = "app"  # tests/conftest.py
 
@@ -43,7 +44,7 @@ def test_segments_pickle_without_their_decode_function():
 
 def _race_in_worker(session: Session, answer) -> None:
     torch.set_num_threads(1)
-    final = list(session.stream("Count to five.", RunSpec(max_new_tokens=10)))[-1]
+    final = list(session.races.stream("Count to five.", RunSpec(max_new_tokens=10)))[-1]
     answer.send((final.run.run_id, final.run.text("libraspec"), final.run.finished))
 
 
@@ -69,11 +70,11 @@ def test_a_race_from_a_forked_worker_is_available_afterwards(monkeypatch, tmp_pa
     assert finished and text
     if not persist:  # the failure this store exists for: the worker's memory is gone
         with pytest.raises(ValueError, match="no stored run"):
-            session.get_run(run_id)
+            session.races.get_run(run_id)
         return
-    run = session.get_run(run_id)
-    assert run.finished and run.text("libraspec") == text and [r.run_id for r in session.runs()] == [run_id]
-    frame = read_trace(session.export(run_id)[1])
+    run = session.races.get_run(run_id)
+    assert run.finished and run.text("libraspec") == text and [r.run_id for r in session.races.runs()] == [run_id]
+    frame = read_trace(session.races.export(run_id)[1])
     tokens = {mode: [t for row in rows["committed_tokens"] for t in row] for mode, rows in frame.groupby("mode")}
     assert tokens["static"] == tokens["libraspec"] == tokens["oracle"] == tokens["ar"]
     assert len(RunStore(tmp_path / "runs", KEPT_RUNS).ids()) == 1

@@ -21,7 +21,9 @@ from libraspec.drafters import lookup
 from libraspec.records import LIST_COLUMNS
 from libraspec.spec import RunSpec
 from ui.calibration_tab import summarize_calibration
-from ui.session import RACE_MODES, Session
+from ui.race_words import run_report
+from ui.races import RACE_MODES
+from ui.session import Session
 from ui.teach_tab import Inputs, TeachTab, confidences_for, race_round_settings, step_view
 
 LAYER = "app"  # tests/conftest.py
@@ -38,7 +40,7 @@ def lookup_calibration(tmp_path_factory):
 
 def race(session, drafter="dflash", owner="local", modes=None, **settings):
     settings = {"max_new_tokens": 40, **settings}
-    return list(session.stream(PROMPT, RunSpec(**settings), owner, drafter, modes))[-1].run
+    return list(session.races.stream(PROMPT, RunSpec(**settings), owner, drafter, modes))[-1].run
 
 
 @pytest.mark.parametrize(
@@ -85,7 +87,7 @@ def test_each_drafter_races_and_the_run_names_it(session):
         run = race(session, drafter, max_new_tokens=16)
         assert run.finished and run.drafter == drafter
         assert run.text("static") == run.text("libraspec") == run.text("oracle")  # greedy: the target's text
-        assert run.report()["drafter"] == drafter
+        assert run_report(run)["drafter"] == drafter
         sources = {s for m in RACE_MODES for r in run.records[m] for s in r.draft_sources}
         assert sources <= {"dflash", "lookup"} and (drafter == "hybrid" or sources == {drafter})
     assert race(session, "").drafter == session.pair.default_drafter
@@ -112,14 +114,14 @@ def test_a_profile_the_ar_baseline_contradicts_is_measured_again_before_the_race
     """A profile measured under another load (here: every time 5x too long) is re-measured when a fresh
     AR baseline is more than PROFILE_TOLERANCE off it; the run says so and every decoder models with
     the new profile, the AR baseline included."""
-    from ui.session import PROFILE_TOLERANCE
+    from libraspec.profiling import PROFILE_TOLERANCE
 
     decoders = {id(d): d for d in [session.decoder] + [session.decoder_for(name)[0] for name in ("dflash", "lookup")]}
     real = session.profile()
     slow = dataclasses.replace(real, verify_s=tuple(5 * v for v in real.verify_s))
     for decoder in decoders.values():
         decoder.profile = slow
-    snapshots = list(session.stream("Name five fruits, then five vegetables.", RunSpec(max_new_tokens=24)))
+    snapshots = list(session.races.stream("Name five fruits, then five vegetables.", RunSpec(max_new_tokens=24)))
     assert any(s.status.startswith("Re-measuring the latency profile: the AR baseline took") for s in snapshots)
     run = snapshots[-1].run
     note = [n for n in run.notes if n.startswith("latency profile re-measured before this race")]
@@ -133,7 +135,7 @@ def test_a_profile_the_ar_baseline_contradicts_is_measured_again_before_the_race
         for m in RACE_MODES
         for r in run.records[m]
     )
-    again = list(session.stream("Name five fruits, then five vegetables.", RunSpec(max_new_tokens=24)))
+    again = list(session.races.stream("Name five fruits, then five vegetables.", RunSpec(max_new_tokens=24)))
     assert not any("Re-measuring" in s.status for s in again)  # a cached baseline was checked when measured
 
 
@@ -141,14 +143,14 @@ def test_a_baseline_another_run_takes_the_model_from_is_neither_raced_nor_kept(s
     """A second run supersedes a first one still measuring its AR baseline: the first stops with a
     clear status and no run, and its partial baseline is not cached (the next race measures it whole)."""
     settings = RunSpec(max_new_tokens=24, seed=7)
-    first = session.stream("Count from one to twenty.", settings)
+    first = session.races.stream("Count from one to twenty.", settings)
     while (snap := next(first)).progress == "":  # until the baseline has decoded a token
         pass
     assert snap.phase == "baseline"
     race(session, max_new_tokens=8)  # takes the model
     rest = list(first)
     assert rest[-1].final and rest[-1].run is None and rest[-1].status.startswith("Stopped")
-    again = list(session.stream("Count from one to twenty.", settings))
+    again = list(session.races.stream("Count from one to twenty.", settings))
     assert any("Measuring the autoregressive baseline" in s.status for s in again)
     assert again[-1].run.finished and len(again[-1].run.ar_records) == again[-1].run.ar_records[-1].cumulative_tokens
 
@@ -156,7 +158,7 @@ def test_a_baseline_another_run_takes_the_model_from_is_neither_raced_nor_kept(s
 def test_a_race_run_under_another_load_than_its_baseline_says_so():
     """Measured over modeled time: AR's and the race's agree on a steady machine; a race that ran
     3x faster against the profile (a busy baseline, then an idle race) gets the note."""
-    from ui.session import load_change_note
+    from ui.race_words import load_change_note
 
     def rounds(measured, modeled, count=10):
         return [SimpleNamespace(measured_s=measured, modeled_s=modeled)] * count
@@ -175,7 +177,7 @@ def test_a_missing_lookup_calibration_falls_back_with_a_note(tmp_path, monkeypat
     fresh = Session(offered=["tiny-llama"])
     run = race(fresh, "lookup", max_new_tokens=8)
     assert run.drafter == "dflash" and any("Using the block-diffusion drafter" in note for note in run.notes)
-    line = [line for line, _ in fresh.static_run(["Hi"], 7, 8, "lookup")][-1]
+    line = [line for line, _ in fresh.sweeps.static_run(["Hi"], 7, 8, "lookup")][-1]
     assert "dflash (" in line and "missing" in line
 
 
@@ -194,13 +196,13 @@ def test_a_pair_whose_default_lookup_drafter_lacks_its_calibration_still_loads(t
     fresh = Session(offered=["tiny-llama"])
     run = race(fresh, "", max_new_tokens=8)
     assert run.drafter == "dflash" and any("Using the block-diffusion drafter" in note for note in run.notes)
-    lines = [line for line, _ in fresh.sweep(["Hi"], "2.2", "8", 8)]
+    lines = [line for line, _ in fresh.sweeps.sweep(["Hi"], "2.2", "8", 8)]
     assert lines[-1].startswith("Finished") and "Using the block-diffusion drafter" in lines[-1]
 
 
 def test_the_parquet_export_keeps_list_columns_and_names_the_drafter(session):
     run = race(session, "hybrid", max_new_tokens=16)
-    csv_path, parquet_path = session.export(run.run_id)
+    csv_path, parquet_path = session.races.export(run.run_id)
     assert parquet_path.endswith(f"{run.run_id}-hybrid.parquet")
     table = pq.read_table(parquet_path)
     for name in LIST_COLUMNS:
@@ -217,14 +219,14 @@ def test_downloads_keep_only_the_newest_folders(session):
     """Every export gets a folder of its own under one per-process root; old ones are pruned."""
     run = race(session, max_new_tokens=8)
     keep = session.downloads.keep
-    paths = [session.export(run.run_id) for _ in range(keep + 4)]
+    paths = [session.races.export(run.run_id) for _ in range(keep + 4)]
     folders = list(session.downloads.root.iterdir())
     assert len(folders) == keep and all(os.path.exists(p) for p in paths[-1])
     assert not any(os.path.exists(p) for p in paths[0])
 
 
 def test_finish_ranks_follow_the_measured_seconds(session):
-    report = race(session, max_new_tokens=24).report()
+    report = run_report(race(session, max_new_tokens=24))
     modes = report["modes"]
     by_seconds = sorted(RACE_MODES, key=lambda m: modes[m]["seconds"])
     assert [modes[m]["finish_rank"] for m in by_seconds] == [1, 2, 3]
@@ -235,7 +237,7 @@ def test_the_calibration_summary_counts_the_rounds_of_every_prompt(session):
     """Round indices restart with every prompt: counting distinct (mode, round index) pairs said
     "from about 12 rounds" for a fresh run over 9 prompts."""
     prompts = ["Hi!", "Count to five.", "Name a colour."]
-    records = [r for _, r in session.static_run(prompts, 7, 12, "dflash")][-1]
+    records = [r for _, r in session.sweeps.static_run(prompts, 7, 12, "dflash")][-1]
     rounds = sum(1 for r in records if r.mode not in EXCLUDED_MODES and r.chosen_length > 0)
     assert rounds > max(r.round_index for r in records) + 1  # more rounds than any one prompt's indices
     text, _ = summarize_calibration(records, False, session.profile())
@@ -265,8 +267,8 @@ def test_a_race_of_chosen_modes_with_trees_records_and_exports_them(session, tem
         temperature=temperature,
     )
     assert run.finished and run.modes == ("static", "ddtree", "ddtree-libraspec")  # the registry's order
-    assert set(run.records) == set(run.modes) and set(run.report()["modes"]) == set(run.modes)
-    assert run.report()["race_modes"] == list(run.modes) and run.settings.node_budget == 12
+    assert set(run.records) == set(run.modes) and set(run_report(run)["modes"]) == set(run.modes)
+    assert run_report(run)["race_modes"] == list(run.modes) and run.settings.node_budget == 12
     trees = run.records["ddtree-libraspec"] + run.records["ddtree"]
     assert all(
         0 < r.tree_size <= 12 and len(r.tree_tokens) == len(r.tree_parents) == r.tree_size
@@ -279,7 +281,7 @@ def test_a_race_of_chosen_modes_with_trees_records_and_exports_them(session, tem
         assert run.text("static") == run.text("ddtree") == run.text("ddtree-libraspec")  # greedy: the target's text
     progress = _race_progress_text(run)
     assert run.text("ddtree-libraspec") and "DDTree+LibraSpec" in progress and "Oracle" not in progress
-    parquet = pq.read_table(session.export(run.run_id)[1]).to_pylist()
+    parquet = pq.read_table(session.races.export(run.run_id)[1]).to_pylist()
     assert {row["mode"] for row in parquet} == {"ar", *run.modes}
     exported = [row for row in parquet if row["mode"] == "ddtree-libraspec"]
     assert [row["tree_size"] for row in exported] == [r.tree_size for r in run.records["ddtree-libraspec"]]
@@ -287,9 +289,9 @@ def test_a_race_of_chosen_modes_with_trees_records_and_exports_them(session, tem
 
 
 def _race_progress_text(run) -> str:
-    from ui.session import _race_progress
+    from ui.race_words import race_progress
 
-    return _race_progress(run, 1.0)
+    return race_progress(run, 1.0)
 
 
 def test_a_field_left_at_zero_keeps_its_zero_after_a_race(session):
@@ -329,9 +331,9 @@ def test_a_prompt_beyond_the_cap_is_refused_within_seconds(session, monkeypatch)
     monkeypatch.setenv(PROMPT_CAP_ENV, "100")
     started = time.monotonic()
     with pytest.raises(ValueError, match=r"the prompt has \d+ tokens; races here take prompts of up to 100 tokens"):
-        list(session.stream("word " * 60, RunSpec(max_new_tokens=4), owner="long-prompt"))
+        list(session.races.stream("word " * 60, RunSpec(max_new_tokens=4), owner="long-prompt"))
     assert time.monotonic() - started < 5
-    ids, _ = session.prepare("a short question", RunSpec(max_new_tokens=4))
+    ids, _ = session.races.prepare("a short question", RunSpec(max_new_tokens=4))
     assert 0 < len(ids) <= 100
 
 
@@ -346,13 +348,13 @@ def test_the_sweep_drafts_with_the_chosen_drafter_says_which_and_reuses_the_prof
     monkeypatch.setattr(session_module, "cached_profile", no_second_measurement)
     longest = len(session.profile().verify_s) - 1
     lines, last = [], None
-    for line, event in session.sweep(["Hello"], "2.2", str(longest), 6, owner="sweeper", drafter="lookup"):
+    for line, event in session.sweeps.sweep(["Hello"], "2.2", str(longest), 6, owner="sweeper", drafter="lookup"):
         lines.append(line)
         last = event or last
     assert last is not None and last.done == last.total == 2  # AR, then the one cell
     assert "Preparing the lookup drafter" in lines[0] and "drafting with lookup" in lines[-1]
     with pytest.raises(ValueError, match="unknown drafter 'nope'"):
-        list(session.sweep(["Hello"], "2.2", str(longest), 6, owner="sweeper", drafter="nope"))
+        list(session.sweeps.sweep(["Hello"], "2.2", str(longest), 6, owner="sweeper", drafter="nope"))
 
 
 def test_the_status_says_where_the_pair_runs(session):
@@ -371,11 +373,11 @@ def test_three_tries_side_by_side(session):
     for alpha, d_max in ((2.2, 14), (2.2, 28), (16.0, 14)):
         race(session, "lookup", owner=owner, alpha=alpha, d_max=d_max, modes=["libraspec"], max_new_tokens=24)
     race(session, "lookup", owner="someone else", modes=["libraspec"], max_new_tokens=8)
-    frame = history_frame(session.runs(owner))
+    frame = history_frame(session.races.runs(owner))
     assert list(frame.columns) == COLUMNS and list(frame["try"]) == [1, 2, 3]
     assert list(frame["alpha"]) == [2.2, 2.2, 16.0] and list(frame["d_max"]) == [14, 28, 14]
     assert (frame["measured noise (1 sd)"] > 0).all() and (frame["tau"] >= 1).all()
-    runs = session.runs(owner)
+    runs = session.races.runs(owner)
     for k, run in enumerate(runs):
         steps = [s.action for r in run.records["libraspec"] for s in r.policy_steps]
         assert frame["extend"][k] + frame["roll back"][k] + frame["stop"][k] == len(steps)

@@ -17,8 +17,9 @@ from libraspec.cost import LatencyProfile
 from libraspec.models.registry import ByteTokenizer
 from libraspec.records import RoundRecord, summarize
 from libraspec.spec import RunSpec
+from ui.race_words import run_report, verdict
+from ui.races import Run
 from ui.render import TextSegments, column_html, eta_text, legend_html, status_html
-from ui.session import Run
 from ui.settings import (
     ALPHA_MAX,
     ALPHA_MIN,
@@ -257,7 +258,7 @@ def test_ranks_follow_measured_seconds_not_the_order_of_finishing():
     )
     assert [run.rank(m) for m in ("libraspec", "oracle", "static")] == [1, 2, 3]
     assert run.tied_with("libraspec") == []  # no noise at all: every gap is real
-    assert run.verdict().startswith("LibraSpec was fastest")
+    assert verdict(run).startswith("LibraSpec was fastest")
 
 
 def test_a_gap_within_the_noise_of_per_round_times_is_no_win():
@@ -273,10 +274,10 @@ def test_a_gap_within_the_noise_of_per_round_times_is_no_win():
     assert run.seconds("libraspec") < run.seconds("static")  # 0.01 s apart: noise
     assert run.rank("libraspec") == 1 and run.tied_with("libraspec") == ["static"]
     assert run.tied_with("oracle") == []  # 8 s slower: a real gap
-    assert run.verdict().startswith("No clear winner: LibraSpec, Static")
+    assert verdict(run).startswith("No clear winner: LibraSpec, Static")
     badge = column_html("libraspec", None, run.summary("libraspec"), 1, tied_with=run.tied_with("libraspec"))
     assert "finished 1st · within noise of Static" in badge
-    report = run.report()
+    report = run_report(run)
     assert report["modes"]["static"]["within_noise_of"] == ["libraspec"] and report["verdict"].startswith("No clear")
 
 
@@ -303,7 +304,7 @@ def test_the_raced_modes_are_checked():
 
 
 def test_a_tree_round_is_described_as_a_tree():
-    from ui.race_tab import round_info
+    from ui.race_words import round_info
 
     record = dataclasses.replace(
         _record(0, [5, 6, 7]),

@@ -28,7 +28,7 @@ def lookup_calibration(tmp_path_factory):
 
 def race(session, owner="local", **settings):
     settings = {"max_new_tokens": 40, **settings}
-    return list(session.stream(PROMPT, RunSpec(**settings), owner, "dflash"))[-1].run
+    return list(session.races.stream(PROMPT, RunSpec(**settings), owner, "dflash"))[-1].run
 
 
 def test_a_race_replays_and_every_profile_plans(session):

@@ -150,7 +150,7 @@ class CalibrationTab:
         gr.api(self.calibration, api_name="calibration")
 
     def _races(self, owner: str) -> list[RoundRecord]:
-        return [r for run in self.session.runs(owner) for mode in run.records for r in run.records[mode]]
+        return [r for run in self.session.races.runs(owner) for mode in run.records for r in run.records[mode]]
 
     def _view(self, records: list[RoundRecord], tested_only: bool):
         profile = self.session.profile()
@@ -173,7 +173,7 @@ class CalibrationTab:
         try:
             records, shown, line = [], 0.0, ""
             prompts = [e["prompt"] for e in load_examples()]
-            for line, records in self.session.static_run(prompts, d_max, max_new_tokens, drafter):
+            for line, records in self.session.sweeps.static_run(prompts, d_max, max_new_tokens, drafter):
                 if records is None or time.monotonic() - shown >= UPDATE_INTERVAL_S:
                     shown = time.monotonic()
                     yield gr.skip(), line, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()

@@ -22,9 +22,10 @@ import time
 import gradio as gr
 import pandas as pd
 
-from libraspec.drafters import DRAFTER_TITLES, DRAFTERS, SOURCE_TITLES
+from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.models.registry import describe_pair
 from libraspec.modes import MODES
+from libraspec.profiling import PROFILE_TOLERANCE
 from libraspec.records import records_to_frame
 from libraspec.spec import N_DEFAULT, NAMES, RunSpec
 from libraspec.tree import node_reasons
@@ -34,8 +35,10 @@ from .common import QUEUE, client_key, load_examples
 from .history import COLUMNS as HISTORY_COLUMNS
 from .history import history_frame, history_notes
 from .hosting import LOAD_SECONDS, gpu, race_seconds
+from .race_words import round_info, run_report, verdict
+from .races import RACE_MODES, Run, Snapshot
 from .render import column_html, legend_html, status_html, title
-from .session import PROFILE_TOLERANCE, RACE_MODES, Run, Session, Snapshot
+from .session import Session
 from .settings import FIELDS, RACE_COLUMNS, RACEABLE, allowed, check_race_modes, check_settings
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
@@ -92,51 +95,6 @@ def _example_label(example: dict) -> str:
     if len(prompt) > 60:
         prompt = prompt[:60].rsplit(" ", 1)[0] + " …"
     return f"{example['category']}: {prompt}"
-
-
-def round_info(run: Run, mode: str, round_index: int) -> str:
-    """One round in words: what was drafted from which source, what Algorithm 1 did, d, a, d*."""
-    records = [r for r in run.records.get(mode, []) if r.round_index == round_index]
-    if not records:
-        return f"No round {round_index} for {title(mode)} in this run."
-    r = records[0]
-    head = f"**Round {r.round_index} · {title(mode)} · drafter {run.drafter}.**"
-    if r.chosen_length == 0 and not any(r.confidences):
-        return (
-            f"{head} The drafter had nothing to offer, so this round was an AR step (d = 0): the target "
-            "produced one token on its own."
-        )
-    spans, start = [], 0
-    sources = list(r.draft_sources) or ["dflash"] * len(r.confidences)
-    for k in range(1, len(sources) + 1):
-        if k == len(sources) or sources[k] != sources[start]:
-            spans.append(f"{start + 1}–{k}: {SOURCE_TITLES.get(sources[start], sources[start])}")
-            start = k
-    steps = len(r.policy_steps)
-    algorithm = (
-        f" Algorithm 1 ran {steps} iteration{'s' if steps != 1 else ''}"
-        f"{f' (the last: {r.policy_steps[-1].action})' if steps and r.policy_steps[-1].rollback else ''}."
-        if mode == "libraspec" or steps
-        else ""
-    )
-    bonus = " and then added its own token" if r.bonus_token is not None else ""
-    drafted = (
-        f"{head} Drafted {r.blocks_drafted} step{'s' if r.blocks_drafted != 1 else ''} of n = {run.n} "
-        f"(positions {'; '.join(spans)}).{algorithm}"
-    )
-    if plots.is_tree_mode(mode):
-        oracle = (
-            f"; in hindsight depth {r.oracle_length} with {r.oracle_tree_size} nodes was best"
-            if r.oracle_length is not None and r.oracle_tree_size is not None
-            else ""
-        )
-        return (
-            f"{drafted} The tree holds {r.tree_size} node{'s' if r.tree_size != 1 else ''} (node budget "
-            f"{run.settings.node_budget}) up to depth d = {r.chosen_length}; the target accepted a path of "
-            f"{r.accepted}{bonus}{oracle}."
-        )
-    oracle = f"; oracle d* = {r.oracle_length}" if r.oracle_length is not None and mode != "oracle" else ""
-    return f"{drafted} Submitted d = {r.chosen_length}; the target accepted {r.accepted}{bonus}{oracle}."
 
 
 class RaceTabs:
@@ -509,7 +467,7 @@ class RaceTabs:
 
     def history(self, request: gr.Request):
         """This visitor's tries (`ui.history`): the notes, the table and its CSV."""
-        frame = history_frame(self.session.runs(client_key(request)))
+        frame = history_frame(self.session.races.runs(client_key(request)))
         if frame.empty:
             return "No finished race yet.", frame, None
         notes = history_notes(frame)
@@ -521,7 +479,7 @@ class RaceTabs:
     def use_suggested_alpha(self, request: gr.Request):
         """Set alpha to what section 3.4 suggests for this visitor's last race; the reason when it cannot."""
         try:
-            alpha, how = self.session.suggested_alpha(client_key(request))
+            alpha, how = self.session.races.suggested_alpha(client_key(request))
         except ValueError as error:
             return gr.Number(info=f"⚠ no suggestion yet: {error}")
         checked = check_settings(RunSpec(alpha=alpha, d_max=self.session.n), self.session.n)
@@ -608,7 +566,7 @@ class RaceTabs:
         figures_at, offered = 0.0, False  # offered: the inspector's mode dropdown lists this run's modes
         try:
             self.session.select(model)
-            for snap in self.session.stream(prompt, settings, owner, drafter, modes):
+            for snap in self.session.races.stream(prompt, settings, owner, drafter, modes):
                 fields = (
                     same_fields
                     if snap.checked is None
@@ -706,7 +664,7 @@ class RaceTabs:
         snap = None
         try:
             self.session.select(model)
-            for snap in self.session.stream(
+            for snap in self.session.races.stream(
                 prompt,
                 RunSpec(
                     **dict(
@@ -727,7 +685,7 @@ class RaceTabs:
         if run is None:  # superseded before the race began
             raise gr.Error(snap.status)
         texts = [run.text(mode) for mode in run.modes] + [""] * (RACE_COLUMNS - len(run.modes))
-        return (*texts, run.report())
+        return (*texts, run_report(run))
 
     def export_trace(self, request: gr.Request, run_id: str) -> list[str] | None:
         """CSV and Parquet files of a run's round records (AR baseline included), by the id of one
@@ -735,7 +693,7 @@ class RaceTabs:
         if not run_id:
             return None
         try:
-            return self.session.export(run_id, client_key(request))
+            return self.session.races.export(run_id, client_key(request))
         except ValueError as error:
             raise gr.Error(str(error)) from error
 
@@ -773,7 +731,7 @@ class RaceTabs:
                 f"The step-through walks LibraSpec's Algorithm 1: choose LibraSpec as the mode to inspect "
                 f"(this is {title(mode)})."
             )
-        latest = [r for r in self.session.runs(owner) if r.records.get("libraspec")]
+        latest = [r for r in self.session.races.runs(owner) if r.records.get("libraspec")]
         if not latest or latest[-1].run_id != run.run_id:
             raise gr.Error("The step-through replays your last race with LibraSpec; this is an older one.")
 
@@ -810,7 +768,7 @@ class RaceTabs:
 
     def _stored(self, run_id: str, owner: str) -> Run | None:
         try:
-            return self.session.get_run(run_id, owner)
+            return self.session.races.get_run(run_id, owner)
         except ValueError:
             return None
 
@@ -821,8 +779,8 @@ class RaceTabs:
             f" · AR baseline {1.0 / ar_s:.1f} tok/s" if ar_s else ""
         )
         message = snap.status
-        if snap.final and run.verdict():
-            message += " " + run.verdict()
+        if snap.final and verdict(run):
+            message += " " + verdict(run)
         return status_html(message, run.prompt, run.notes, progress=snap.progress or details)
 
     def _columns(self, run: Run) -> list:
@@ -914,7 +872,7 @@ class RaceTabs:
             plots.confidence_heatmap(frame, mode, highlight=shown),
             self._eps(run, mode, shown),
             self._round_slider(run, mode, shown),
-            plots.profile_figure(self.session.profile(), used_k=_verified_rows(run), context=_longest_context(run))
+            plots.profile_figure(self.session.profile(), used_k=run.verified_rows(), context=run.longest_context())
             if final
             else gr.skip(),
             round_info(run, mode, shown),
@@ -922,15 +880,3 @@ class RaceTabs:
             self._tree(run, mode, shown),
             self._tree_sizes(run, mode),
         )
-
-
-def _longest_context(run: Run) -> int | None:
-    """The most committed tokens a round of `run` started from: the context its last forwards saw."""
-    return max((r.start_position for records in run.records.values() for r in records), default=None)
-
-
-def _verified_rows(run: Run) -> int | None:
-    """The most rows a chain round of `run` verified (d + 1): how far the profile plot must reach."""
-    return max(
-        (r.chosen_length + 1 for records in run.records.values() for r in records if not r.tree_size), default=None
-    )

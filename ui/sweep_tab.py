@@ -131,14 +131,14 @@ class SweepTab:
         """Stop this page's sweep before its next run; other visitors' sweeps go on. The reply goes
         to a line of its own: on the status line it could land after the sweep's own "Cancelled"
         and hide it."""
-        if not self.session.cancel_sweep(client_key(request)):
+        if not self.session.sweeps.cancel_sweep(client_key(request)):
             return status_html("No sweep of yours is running.")
         return status_html("Cancelling after the current run…")
 
     def _events(self, owner: str, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens, drafter=None):
         """(message, SweepEvent or None) while the sweep runs; bad input raises ValueError."""
         prompts = load_prompt_set(prompt_set, int(count))
-        return self.session.sweep(prompts, alphas, d_maxes, max_new_tokens, owner, drafter)
+        return self.session.sweeps.sweep(prompts, alphas, d_maxes, max_new_tokens, owner, drafter)
 
     def sweep_live(self, request: gr.Request, alphas, d_maxes, prompt_set, count, max_new_tokens, drafter=None):
         """Stream progress and heatmaps; the table and CSV once the sweep ends or is cancelled."""

@@ -25,7 +25,8 @@ from libraspec.spec import RunSpec
 from libraspec.views import tuning_plots
 
 from .common import client_key
-from .session import Run, Session
+from .races import Run
+from .session import Session
 from .settings import ALPHA_MAX, ALPHA_MIN, D_MAX_CAP, FLAT_C_S
 
 SOURCES = ("synthetic", "last race round", "pasted list")
@@ -371,7 +372,7 @@ class TeachTab:
 
     def _show(self, request: gr.Request, index: int, values) -> tuple:
         inputs = Inputs(*values)
-        runs = self.session.runs(client_key(request)) if inputs.source == SOURCES[1] else None
+        runs = self.session.races.runs(client_key(request)) if inputs.source == SOURCES[1] else None
         measured = self.session.profile() if inputs.cost == COSTS[0] else None
         try:
             return step_view(inputs, index, runs, measured)
@@ -381,7 +382,7 @@ class TeachTab:
     def use_suggested_alpha(self, request: gr.Request, index, *values):
         """Set alpha to the value section 3.4 suggests for the state shown (see the text under the figures)."""
         inputs = Inputs(*values)
-        runs = self.session.runs(client_key(request)) if inputs.source == SOURCES[1] else None
+        runs = self.session.races.runs(client_key(request)) if inputs.source == SOURCES[1] else None
         try:
             source = confidences_for(inputs, runs)
             profile, _ = cost_profile(
@@ -403,7 +404,7 @@ class TeachTab:
         if inputs.source != SOURCES[1]:
             return gr.skip(), gr.skip(), gr.skip()
         try:
-            alpha, n, d_max = race_round_settings(inputs, self.session.runs(client_key(request)))
+            alpha, n, d_max = race_round_settings(inputs, self.session.races.runs(client_key(request)))
         except ValueError:
             return gr.skip(), gr.skip(), gr.skip()  # the view that follows says why
         return gr.Slider(value=alpha), gr.Slider(value=n), gr.Slider(value=d_max)

@@ -25,7 +25,8 @@ from libraspec.paths import ASSETS
 from libraspec.profiling import cached_concurrency
 from libraspec.records import committed_text
 
-from .session import LOCAL, Run, Session
+from .races import LOCAL, Run
+from .session import Session
 
 PROFILES_DIR = ASSETS / "profiles"
 LOOKAHEAD = 48  # drafts traced per position: the largest d_max and static length a what-if offers
@@ -61,7 +62,7 @@ class WhatIf:
     def races(self, owner: str = LOCAL) -> list[tuple[str, str]]:
         """(label, run id) of `owner`'s finished greedy races, newest first: the texts a what-if can replay."""
         out = []
-        for run in reversed(self.session.runs(owner)):
+        for run in reversed(self.session.races.runs(owner)):
             if run.finished and run.settings.temperature == 0 and run.ar_records:
                 words = " ".join(run.prompt.split())
                 words = words if len(words) <= 48 else words[:47] + "…"
@@ -71,7 +72,7 @@ class WhatIf:
     def trace(self, run_id: str, drafter: str, owner: str = LOCAL) -> Iterator[str | DraftTrace]:
         """Status lines while the trace of `owner`'s race `run_id` with `drafter` is recorded, then the
         trace (at once when it is kept)."""
-        run = self.session.get_run(run_id, owner)
+        run = self.session.races.get_run(run_id, owner)
         if run.settings.temperature != 0:
             raise ValueError("a what-if replays greedy races only (temperature 0): a sampled text is not fixed")
         if drafter not in DRAFTERS:
@@ -105,7 +106,7 @@ class WhatIf:
 
     def kept(self, run_id: str, drafter: str, owner: str = LOCAL) -> DraftTrace | None:
         """The kept trace of `owner`'s race with `drafter`, None when it was never recorded or dropped."""
-        run = self.session.get_run(run_id, owner)
+        run = self.session.races.get_run(run_id, owner)
         with self._lock:
             return self._traces.get((run.run_id, drafter))
 

@@ -1,0 +1,102 @@
+"""The app's sweeps and calibration runs: LibraSpec over an alpha x d_max grid (`iter_sweep`),
+each owner's Cancel, and the static runs the calibration tab judges drafts with. Every model
+call goes through the `Session` (`session.exclusive`), one at a time."""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+from libraspec.drafters import DRAFTERS
+from libraspec.engine import DecodeConfig
+from libraspec.experiments.driver import RunDone, decode_grid, mode_job
+from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
+from libraspec.records import RoundRecord
+from libraspec.spec import RunSpec
+
+from .races import LOCAL
+from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP, integer_setting
+
+
+class Sweeps:
+    """The session's sweeps (one cancel event per owner) and calibration runs."""
+
+    def __init__(self, session):
+        self.session = session
+        self._cancels: dict[str, threading.Event] = {}  # owner -> the cancel event of its running sweep
+
+    def sweep(
+        self, prompts: list[str], alphas, d_maxes, max_new_tokens, owner: str = LOCAL, drafter: str | None = None
+    ) -> Iterator[tuple[str, SweepEvent | None]]:
+        """LibraSpec over an alpha x d_max grid on `prompts` (`iter_sweep`: AR once per prompt, the grid
+        replayed from draft traces with the oracle's d*, its best cells decoded for real), drafting
+        with `drafter` (None or "": the pair's default);
+        yields (status line, event or None), every line naming the drafter. `cancel_sweep(owner)`
+        stops it before its next run."""
+        grid_alphas, grid_d = parse_alphas(alphas), parse_d_maxes(d_maxes)
+        config = DecodeConfig(max_new_tokens=integer_setting(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP))
+        cancel = self._cancels[owner] = threading.Event()
+        try:
+            for line in self.session.load():
+                yield line, None
+            pair = self.session.pair
+            if max(grid_d) > pair.max_context // 2:
+                raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
+            ids = [pair.encode_prompt(p) for p in prompts]
+            name = drafter or pair.default_drafter
+            if name not in DRAFTERS:
+                raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
+            yield f"Preparing the {name} drafter and a latency profile up to d_max = {max(grid_d)}…", None
+            decoder, fallback = self.session.new_decoder(name, self.session.profile_reaching(max(grid_d)))
+            used = decoder.drafter.name
+            iterator = iter_sweep(decoder, ids, grid_alphas, grid_d, config, cancel)
+            for event in self.session.exclusive(iterator):
+                state = "Cancelled" if event.cancelled else "Finished" if event.finished else "Running"
+                yield (
+                    (
+                        f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}, drafting with "
+                        f"{used}." + (f" {fallback}" if fallback else "")
+                    ),
+                    event,
+                )
+        finally:
+            if self._cancels.get(owner) is cancel:
+                del self._cancels[owner]
+
+    def cancel_sweep(self, owner: str) -> bool:
+        """Stop `owner`'s running sweep before its next run (no other owner's); False when none runs."""
+        cancel = self._cancels.get(owner)
+        if cancel is not None:
+            cancel.set()
+        return cancel is not None
+
+    def static_run(
+        self, prompts: list[str], d, max_new_tokens, drafter: str | None = None
+    ) -> Iterator[tuple[str, list[RoundRecord] | None]]:
+        """Decode each prompt with the static length d (prompt k with seed k) drafting with `drafter`
+        (None or "": the pair's default), so that every drafted position up to d is submitted and
+        judged; yields (status line, None) while loading, then (status line, the records so far)
+        after each prompt. Each status line names the drafter (and a fallback, if one happened)."""
+        d = integer_setting(d, "d_max", 1, D_MAX_CAP)
+        max_new = integer_setting(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP)
+        for line in self.session.load():
+            yield line, None
+        decoder, fallback = self.session.decoder_for(drafter)
+        used = decoder.drafter.name + (f" ({fallback})" if fallback else "")
+        job = mode_job(
+            "static",
+            "static",
+            RunSpec(static_length=d),
+            lambda k: DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d),
+        )
+        ids = [self.session.pair.encode_prompt(p) for p in prompts]
+        records: list[RoundRecord] = []
+        for event in self.session.exclusive(decode_grid(decoder, ids, [job], rounds=True)):  # one round per lock
+            if isinstance(event, RunDone):
+                records += event.records
+                done = (
+                    f"all {len(prompts)} prompts decoded."
+                    if event.done == len(prompts)
+                    else f"prompt {event.done}/{len(prompts)} decoded…"
+                )
+                yield f"Fresh run with the {used} drafter: {done}", records
