@@ -17,9 +17,9 @@ from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.cost import LatencyProfile
 from libraspec.engine import SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
-from libraspec.models.target import keep_rows
+from libraspec.models.target import keep_rows, tree_visibility
 from libraspec.modes import make_policy
-from libraspec.policy import StaticPolicy
+from libraspec.policy import StaticPolicy, epsilon_bounds
 from libraspec.tree import DraftTree, TreePolicy, build_tree, depth_confidences, tree_accept, tree_oracle, tree_walk
 from libraspec.verify import Randomness, SamplingConfig
 
@@ -110,6 +110,44 @@ def test_greedy_acceptance_walks_the_matching_path():
     path, bonus = tree_accept(tree, logits, GREEDY, None)
     assert [tree.tokens[j] for j in path] == [11, 21] and bonus == 32
     assert tree_accept(DraftTree((), (), (), (), ()), logits[:1], GREEDY, None) == ([], 11)
+
+
+def test_the_worked_tree_of_the_architecture_guide():
+    """docs/ARCHITECTURE.md, "A worked tree": the nodes, the positions, the mask and the walk it states."""
+    a, b, c, d, e, f = 1, 2, 3, 4, 5, 6  # d: a candidate no node of 5 or 6 takes
+    candidates = [([a, b], [0.6, 0.3]), ([c, d], [0.7, 0.2]), ([e, f], [0.9, 0.05])]
+    tree = build_tree(candidates, 5)
+    assert (tree.tokens, tree.parents, tree.depths) == ((a, c, e, b, c), (-1, 0, 1, -1, 3), (1, 2, 3, 1, 2))
+    assert tree.path_probs == pytest.approx([0.6, 0.42, 0.378, 0.3, 0.21])
+    bigger = build_tree(candidates, 6)
+    assert (bigger.tokens[5], bigger.parents[5], bigger.path_probs[5]) == (e, 4, pytest.approx(0.189))
+    x = True
+    assert tree_visibility(tree.parents).tolist() == [
+        [x, 0, 0, 0, 0, 0],
+        [x, x, 0, 0, 0, 0],
+        [x, x, x, 0, 0, 0],
+        [x, x, x, x, 0, 0],
+        [x, 0, 0, 0, x, 0],
+        [x, 0, 0, 0, x, x],
+    ]
+    logits = torch.zeros(len(tree) + 1, 8)  # greedy: the target's argmax after the root is b, after b c
+    for row, token in ((0, b), (4, c), (5, f)):
+        logits[row, token] = 1.0
+    path, bonus = tree_accept(tree, logits, GREEDY, None)
+    assert (path, bonus) == ([3, 4], f) and [0] + [1 + j for j in path] == [0, 4, 5]  # the rows kept
+
+
+def test_the_worked_record_of_the_architecture_guide():
+    """docs/ARCHITECTURE.md, "A round's record, worked": the golden round it reads, and its bounds."""
+    from golden import load
+
+    record = load("tiny")["right2/T0/p0/libraspec"][0]
+    assert epsilon_bounds([0.7] * 7, 2.2).tolist() == [5, 6, 7, 7, 8, 8, 8]
+    assert record["policy_steps"] == [[7, 5, 5, 2, 0, True]] and record["chosen_length"] == 5
+    assert record["eps_bounds"] == epsilon_bounds([0.7] * 5, 2.2).tolist() == [5, 5, 6, 6, 6]
+    assert (record["accepted"], record["bonus_token"], record["committed_tokens"]) == (2, 84, [84, 84, 84])
+    assert record["oracle_length"] == 2 and record["blocks_drafted"] == 1 and record["start_position"] == 5
+    assert record["modeled_s"] == pytest.approx(0.01 + 0.05 + 6 * 0.004)
 
 
 # -- verification ---------------------------------------------------------------------------------

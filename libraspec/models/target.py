@@ -119,13 +119,9 @@ class TargetModel:
                 f"a tree of depth {max(depths)} after {P + 1} positions exceeds the target's "
                 f"context window ({self.max_positions})"
             )
-        sees = torch.eye(N + 1, dtype=torch.bool)  # (1 + N, 1 + N): row i sees column k
-        sees[:, 0] = True
-        for j, parent in enumerate(parents):
-            if not -1 <= parent < j:
-                raise ValueError(f"node {j} has parent {parent}: parents must precede their children")
-            sees[j + 1] |= sees[parent + 1]
-        sees = torch.cat([torch.ones(N + 1, P, dtype=torch.bool), sees], dim=1)  # (1 + N, P + 1 + N)
+        sees = torch.cat(
+            [torch.ones(N + 1, P, dtype=torch.bool), tree_visibility(parents)], dim=1
+        )  # (1 + N, P + 1 + N)
         mask = torch.zeros(sees.shape, dtype=self.dtype).masked_fill(~sees, torch.finfo(self.dtype).min)
         ids = torch.as_tensor([root] + list(tokens), dtype=torch.long, device=self.device).view(1, -1)  # (1, 1 + N)
         positions = (P + torch.as_tensor([0] + list(depths), dtype=torch.long)).view(1, -1).to(self.device)
@@ -145,3 +141,17 @@ class TargetModel:
         if logits.dtype in (torch.float16, torch.bfloat16):
             logits = logits.float()
         return TargetOutput(logits=logits, hidden_states=hidden)
+
+
+def tree_visibility(parents) -> torch.Tensor:
+    """(1 + N, 1 + N) bool: which rows of a tree verification row i attends to (docs/ARCHITECTURE.md,
+    "A worked tree"). Row 0 is the root, row j + 1 node j; a row sees the root, its ancestors and
+    itself (and, in the forward, the whole cached prefix). Parents precede children."""
+    N = len(parents)
+    sees = torch.eye(N + 1, dtype=torch.bool)  # (1 + N, 1 + N): row i sees column k
+    sees[:, 0] = True
+    for j, parent in enumerate(parents):
+        if not -1 <= parent < j:
+            raise ValueError(f"node {j} has parent {parent}: parents must precede their children")
+        sees[j + 1] |= sees[parent + 1]
+    return sees
