@@ -19,11 +19,12 @@ from libraspec.analysis.calibration import EXCLUDED_MODES
 from libraspec.analysis.stepper import algorithm_states
 from libraspec.drafters import lookup
 from libraspec.records import LIST_COLUMNS
-from libraspec.spec import RunSpec
+from libraspec.spec import RunSpec, bounds
 from ui.calibration_tab import summarize_calibration
 from ui.race_words import run_report
 from ui.races import RACE_MODES
 from ui.session import Session
+from ui.settings import APP_CAPS
 from ui.teach_tab import Inputs, TeachTab, confidences_for, race_round_settings, step_view
 
 LAYER = "app"  # tests/conftest.py
@@ -242,6 +243,30 @@ def test_the_calibration_summary_counts_the_rounds_of_every_prompt(session):
     assert rounds > max(r.round_index for r in records) + 1  # more rounds than any one prompt's indices
     text, _ = summarize_calibration(records, False, session.profile())
     assert f"from {rounds} rounds" in text and "drafts by source: dflash" in text
+
+
+def test_calibration_and_sweep_inputs_are_clamped_as_a_race_clamps_them(session):
+    """The calibration run's d and max new tokens, and a sweep's max new tokens, go through the race's
+    check (`check_settings`): clamped, and the status line says what changed; a value that is no
+    number is refused by name."""
+    from ui.sweep_tab import MAX_PROMPTS, prompt_count
+    from ui.sweeps import Sweeps
+
+    line, records = list(session.sweeps.static_run(["Hi!"], 999, 0, "dflash"))[-1]
+    high = int(bounds("static_length", session.n, APP_CAPS, session.pair.max_context)[1])
+    assert f"(d = {high})" in line and f"static length 999 -> {high}" in line and "max new tokens 0 -> 1" in line
+    assert {r.chosen_length for r in records} <= {0, high} and sum(r.tau for r in records) == 1
+    line, _ = list(session.sweeps.static_run(["Hi!"], 0, 2, "dflash"))[-1]  # 0 means n, as in the race
+    assert f"(d = {session.n})" in line and "Corrected" not in line
+    with pytest.raises(ValueError, match="max new tokens must be a number"):
+        list(session.sweeps.static_run(["Hi!"], 7, "many", "dflash"))
+    spec, note = Sweeps._checked(session.pair, [[1] * 10], max_new_tokens=100_000)
+    room = min(512, session.pair.max_context - 10 - RunSpec().d_max - 1)  # the tiny pair: 512 positions
+    assert spec.max_new_tokens == room and note.startswith(f" Corrected: max new tokens 100000 -> {room} (")
+    assert prompt_count(3) == (3, "") and prompt_count(0)[0] == 1 and prompt_count(99)[0] == MAX_PROMPTS
+    assert prompt_count(99)[1] == f" Corrected: number of prompts 99 -> {MAX_PROMPTS} (allowed 1..{MAX_PROMPTS})."
+    with pytest.raises(ValueError, match="number of prompts must be a number"):
+        prompt_count("a few")
 
 
 def test_the_step_through_sets_the_alpha_its_text_suggests(session):

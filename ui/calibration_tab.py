@@ -3,7 +3,7 @@
 Samples (q_i, accepted_i) come from the round records of the visitor's own races or of
 their last fresh run on the example prompts, kept in the page's `gr.State`
 (`libraspec.analysis.calibration`); the figures come from `libraspec.views.plots`. The fresh run
-(`Session.static_run`) drafts with the drafter chosen on the race tab and decodes with a
+(`Sweeps.static_run`) drafts with the drafter chosen on the race tab and decodes with a
 static length d = d_max, so every drafted position up to d_max is submitted and labelled.
 The latency profile's linear fit t0 + c k gives the paper's c, and with the runs' mean tau
 and d the alpha that section 3.4's formula alpha = T_verify / (tau c) suggests.

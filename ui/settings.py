@@ -19,7 +19,7 @@ from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
 from libraspec.modes import MODES
 from libraspec.records import RoundRecord
-from libraspec.spec import ALPHA_RANGE, Caps, Checked, RunSpec, as_number, bounds
+from libraspec.spec import ALPHA_RANGE, Caps, Checked, RunSpec, bounds
 
 MAX_NEW_TOKENS_CAP = 512
 # the longest prompt a race takes, by device: every mode prefills it and every step attends to it,
@@ -63,16 +63,6 @@ def check_prompt_length(tokens: int, device_type: str) -> None:
 def allowed(name: str, n: int | None) -> tuple[float, float]:
     """The range `check_settings` keeps field `name` in (n None: not loaded yet, d_max from 1)."""
     return bounds(name, n or 1, APP_CAPS)
-
-
-def integer_setting(value, name: str, low: int, high: int) -> int:
-    """An integer within low..high, or ValueError naming the limit (the sweep and calibration inputs)."""
-    number = as_number(value, name)
-    if number != int(number):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if not low <= number <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {int(number)}")
-    return int(number)
 
 
 def check_settings(settings: RunSpec, n: int, context: int | None = None, prompt_tokens: int = 0) -> Checked:

@@ -1,6 +1,6 @@
 """Sweep tab: LibraSpec over an alpha x d_max grid on a prompt set (layout and wiring only).
 
-`Session.sweep` runs `libraspec.experiments.sweep.iter_sweep` (AR once per prompt, the grid replayed from
+`Sweeps.sweep` runs `libraspec.experiments.sweep.iter_sweep` (AR once per prompt, the grid replayed from
 draft traces with the oracle annotation, the best cells decoded for real, alpha "auto" =
 `AutoAlphaLibraSpecPolicy`); this tab streams
 its progress, draws `tuning_plots.sweep_figure` and offers the table as CSV. A Cancel button
@@ -26,6 +26,7 @@ from libraspec.experiments.sweep import (
     parse_d_maxes,
 )
 from libraspec.paths import PROMPTS_DIR, read_prompts
+from libraspec.spec import as_number
 from libraspec.views import tuning_plots
 
 from .common import QUEUE, client_key, load_examples
@@ -44,8 +45,18 @@ def prompt_sets() -> list[str]:
     return [EXAMPLES] + sorted(p.name for p in PROMPTS_DIR.glob("*.jsonl"))
 
 
+def prompt_count(count) -> tuple[int, str]:
+    """The number of prompts a sweep runs, clamped to 1..MAX_PROMPTS, and a note when it was ("" if not)."""
+    number = as_number(count, "number of prompts")
+    fixed = int(min(max(round(number), 1), MAX_PROMPTS))
+    return (
+        fixed,
+        "" if fixed == number else f" Corrected: number of prompts {number:g} -> {fixed} (allowed 1..{MAX_PROMPTS}).",
+    )
+
+
 def load_prompt_set(name: str, count: int) -> list[str]:
-    """The first `count` prompts of a set; the examples interleave their categories."""
+    """The first `count` prompts of a set (1..MAX_PROMPTS, `prompt_count`); the examples interleave their categories."""
     if name == EXAMPLES:
         examples = load_examples()
         categories = list(dict.fromkeys(e["category"] for e in examples))
@@ -55,9 +66,9 @@ def load_prompt_set(name: str, count: int) -> list[str]:
         prompts = read_prompts(PROMPTS_DIR / name)
     else:
         raise ValueError(f"unknown prompt set {name!r}; choose one of {', '.join(prompt_sets())}")
-    if not 1 <= int(count) <= MAX_PROMPTS:
+    if not 1 <= count <= MAX_PROMPTS:
         raise ValueError(f"number of prompts must be between 1 and {MAX_PROMPTS}, got {count}")
-    return prompts[: int(count)]
+    return prompts[:count]
 
 
 class SweepTab:
@@ -137,8 +148,10 @@ class SweepTab:
 
     def _events(self, owner: str, alphas: str, d_maxes: str, prompt_set: str, count, max_new_tokens, drafter=None):
         """(message, SweepEvent or None) while the sweep runs; bad input raises ValueError."""
-        prompts = load_prompt_set(prompt_set, int(count))
-        return self.session.sweeps.sweep(prompts, alphas, d_maxes, max_new_tokens, owner, drafter)
+        count, corrected = prompt_count(count)
+        prompts = load_prompt_set(prompt_set, count)
+        for message, event in self.session.sweeps.sweep(prompts, alphas, d_maxes, max_new_tokens, owner, drafter):
+            yield message + corrected, event
 
     def sweep_live(self, request: gr.Request, alphas, d_maxes, prompt_set, count, max_new_tokens, drafter=None):
         """Stream progress and heatmaps; the table and CSV once the sweep ends or is cancelled."""

@@ -15,7 +15,7 @@ from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec
 
 from .races import LOCAL
-from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP, integer_setting
+from .settings import check_settings
 
 
 class Sweeps:
@@ -34,7 +34,6 @@ class Sweeps:
         yields (status line, event or None), every line naming the drafter. `cancel_sweep(owner)`
         stops it before its next run."""
         grid_alphas, grid_d = parse_alphas(alphas), parse_d_maxes(d_maxes)
-        config = DecodeConfig(max_new_tokens=integer_setting(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP))
         cancel = self._cancels[owner] = threading.Event()
         try:
             for line in self.session.load():
@@ -43,6 +42,8 @@ class Sweeps:
             if max(grid_d) > pair.max_context // 2:
                 raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
             ids = [pair.encode_prompt(p) for p in prompts]
+            spec, corrected = self._checked(pair, ids, max_new_tokens=max_new_tokens)
+            config = DecodeConfig(max_new_tokens=spec.max_new_tokens)
             name = drafter or pair.default_drafter
             if name not in DRAFTERS:
                 raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
@@ -55,7 +56,7 @@ class Sweeps:
                 yield (
                     (
                         f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}, drafting with "
-                        f"{used}." + (f" {fallback}" if fallback else "")
+                        f"{used}." + (f" {fallback}" if fallback else "") + corrected
                     ),
                     event,
                 )
@@ -77,10 +78,12 @@ class Sweeps:
         (None or "": the pair's default), so that every drafted position up to d is submitted and
         judged; yields (status line, None) while loading, then (status line, the records so far)
         after each prompt. Each status line names the drafter (and a fallback, if one happened)."""
-        d = integer_setting(d, "d_max", 1, D_MAX_CAP)
-        max_new = integer_setting(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_CAP)
         for line in self.session.load():
             yield line, None
+        pair = self.session.pair
+        ids = [pair.encode_prompt(p) for p in prompts]
+        spec, corrected = self._checked(pair, ids, static_length=d, max_new_tokens=max_new_tokens)
+        d, max_new = spec.static_length, spec.max_new_tokens
         decoder, fallback = self.session.decoder_for(drafter)
         used = decoder.drafter.name + (f" ({fallback})" if fallback else "")
         job = mode_job(
@@ -89,7 +92,6 @@ class Sweeps:
             RunSpec(static_length=d),
             lambda k: DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d),
         )
-        ids = [self.session.pair.encode_prompt(p) for p in prompts]
         records: list[RoundRecord] = []
         for event in self.session.exclusive(decode_grid(decoder, ids, [job], rounds=True)):  # one round per lock
             if isinstance(event, RunDone):
@@ -99,4 +101,13 @@ class Sweeps:
                     if event.done == len(prompts)
                     else f"prompt {event.done}/{len(prompts)} decoded…"
                 )
-                yield f"Fresh run with the {used} drafter: {done}", records
+                yield f"Fresh run with the {used} drafter (d = {d}): {done}{corrected}", records
+
+    @staticmethod
+    def _checked(pair, ids: list[list[int]], **knobs) -> tuple[RunSpec, str]:
+        """`knobs` checked as the race checks them (`check_settings`: clamped to the app's caps and
+        the context window beside the longest prompt) and what the check changed, as a sentence
+        for the status line ("" when nothing)."""
+        checked = check_settings(RunSpec(**knobs), pair.n, pair.max_context, max(map(len, ids), default=0))
+        notes = [checked.notes[name] for name in knobs if name in checked.notes]
+        return checked.spec, f" Corrected: {'; '.join(notes)}." if notes else ""
