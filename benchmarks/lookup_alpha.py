@@ -38,7 +38,7 @@ from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import make_policy  # noqa: E402
 from libraspec.paths import PUBLIC_DATA, read_prompts  # noqa: E402
-from libraspec.profiling import cached_profile  # noqa: E402
+from libraspec.profiling import profile_reaching  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 from libraspec.train.lookup_corpus import held_apart, sequences  # noqa: E402
 
@@ -109,7 +109,7 @@ def main() -> int:
     pair = load_pair()
     n = pair.n
     if args.answers == "held-apart":
-        profile = cached_profile(pair, max_tokens=max(25, args.d_max + 1), max_blocks=max(2, -(-args.d_max // n)))
+        profile = profile_reaching(pair, args.d_max)
         answers = held_apart_answers(args.max_new_tokens, args.every)
         source = "held-apart answers"
     else:

@@ -383,6 +383,12 @@ def cached_profile(
     return profile
 
 
+def profile_reaching(pair, d_max: int, **options) -> LatencyProfile:
+    """`cached_profile` far enough for verifying up to `d_max` drafts: d_max + 1 rows (at least the
+    default 25) and the drafting steps d_max needs (at least 2). `options` go to `cached_profile`."""
+    return cached_profile(pair, max_tokens=max(25, d_max + 1), max_blocks=max(2, -(-d_max // pair.n)), **options)
+
+
 def cached_concurrency(
     pair, batches=(1, 2, 4, 8), max_tokens: int = 25, repeats: int = 5, refresh: bool = False
 ) -> dict[int, LatencyProfile]:

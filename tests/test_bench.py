@@ -68,7 +68,7 @@ def fixed_profile(monkeypatch, tmp_path):
     """No profile measurement in tests: every run uses PROFILE (n = 7, as tiny pairs have)."""
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(bench, "bench_profile", lambda pair, spec: PROFILE)
-    monkeypatch.setattr(report, "cached_profile", lambda pair, **kwargs: PROFILE)
+    monkeypatch.setattr(report, "profile_reaching", lambda pair, d_max, **kwargs: PROFILE)
 
 
 def test_prompt_shapes(prompt_file):

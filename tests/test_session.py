@@ -365,12 +365,12 @@ def test_a_prompt_beyond_the_cap_is_refused_within_seconds(session, monkeypatch)
 def test_the_sweep_drafts_with_the_chosen_drafter_says_which_and_reuses_the_profile(session, monkeypatch):
     """Issue 34 defect 5: the sweep had no drafter choice, never named the drafter it used, and
     measured the latency profile again (105 s) although the session had one that reached its d_max."""
-    import ui.session as session_module
+    import libraspec.profiling as profiling
 
     def no_second_measurement(*args, **kwargs):
         raise AssertionError("the sweep measured a profile although the session's reaches its d_max")
 
-    monkeypatch.setattr(session_module, "cached_profile", no_second_measurement)
+    monkeypatch.setattr(profiling, "cached_profile", no_second_measurement)
     longest = len(session.profile().verify_s) - 1
     lines, last = [], None
     for line, event in session.sweeps.sweep(["Hello"], "2.2", str(longest), 6, owner="sweeper", drafter="lookup"):

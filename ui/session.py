@@ -34,7 +34,7 @@ from libraspec.device import free_memory
 from libraspec.drafters import DRAFTERS, drafter_with_fallback
 from libraspec.engine import SpeculativeDecoder
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
-from libraspec.profiling import cached_profile
+from libraspec.profiling import cached_profile, profile_reaching
 
 from .downloads import Downloads
 from .races import Races
@@ -201,7 +201,7 @@ class Session:
         with self._model_lock:
             if own is not None and len(own.verify_s) >= longest + 1:
                 return own
-            return cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)))
+            return profile_reaching(pair, longest)
 
     def new_decoder(self, drafter: str, profile: LatencyProfile) -> tuple[SpeculativeDecoder, str | None]:
         """A decoder of the loaded pair drafting with `drafter`, priced by `profile`, not kept (a sweep's)."""

@@ -35,7 +35,7 @@ from ..engine import DecodeConfig, SpeculativeDecoder
 from ..files import atomic_write_text
 from ..modes import MODES, POLICY_MODES, TREE_MODES
 from ..paths import read_prompts
-from ..profiling import cached_profile, machine_description, profile_check
+from ..profiling import machine_description, profile_check, profile_reaching
 from ..records import (
     RoundRecord,
     committed_text,
@@ -197,9 +197,7 @@ class BenchResult:
 def bench_profile(pair, spec: BenchSpec) -> LatencyProfile:
     """The cached latency profile, measured far enough for d_max and every static length, and
     measured again when its AR step is not what the machine takes now (`cached_profile`'s check)."""
-    n = pair.n
-    longest = spec.longest(n)
-    return cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)), check=True)
+    return profile_reaching(pair, spec.longest(pair.n), check=True)
 
 
 def mode_summary(

@@ -33,7 +33,7 @@ from ..cost import LatencyProfile
 from ..files import atomic_write_text
 from ..modes import MODES
 from ..paths import PROMPTS_DIR, PUBLIC_DATA, read_prompts
-from ..profiling import cached_profile, machine_description
+from ..profiling import machine_description, profile_reaching
 from ..spec import RunSpec
 from .bench import (
     FAILFAST_PAPER,
@@ -247,7 +247,7 @@ def run_report(
     """
     n = pair.n
     longest = plan.longest(n)
-    profile = profile or cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
+    profile = profile or profile_reaching(pair, longest)
     data = ReportData(plan=plan, profile=profile)
     start = time.perf_counter()
     jobs = [(s, t, plan.main_spec(n, t)) for s in plan.suites for t in plan.temperatures]
@@ -493,7 +493,7 @@ def run(args) -> int:
         log(f"--resume: the latency profile saved by the earlier invocation ({shown_path(saved)})")
     else:
         log(f"measuring (or loading) the latency profile of {pair.name} up to {longest + 1} tokens ...")
-        profile = cached_profile(pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // n)))
+        profile = profile_reaching(pair, longest)
         atomic_write_text(saved, json.dumps(profile.to_dict(), indent=1))
     low, high = estimate_seconds(plan, profile, n)
     log(

@@ -320,7 +320,7 @@ def run(args) -> int:
     from ..files import atomic_write_text
     from ..models.registry import load_pair
     from ..paths import read_prompts
-    from ..profiling import cached_profile
+    from ..profiling import profile_reaching
     from .bench import set_threads
 
     set_threads(args.threads)
@@ -333,9 +333,7 @@ def run(args) -> int:
     config = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     pair = load_pair(args.model)
     longest = max(d_maxes)
-    profile = cached_profile(
-        pair, max_tokens=max(25, longest + 1), max_blocks=max(2, -(-longest // pair.n)), check=True
-    )
+    profile = profile_reaching(pair, longest, check=True)
     decoder = SpeculativeDecoder(pair, profile, drafter=args.drafter)
     bar = tqdm(
         total=None,
