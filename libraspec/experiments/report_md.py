@@ -478,12 +478,46 @@ def busy_warning(data) -> list[str]:
 
 
 def render(pair, data, markdown_dir: str, default_plan) -> str:
-    """The whole BENCHMARKS.md as text; `default_plan` is the report's plan without `--quick`."""
-    plan, profile = data.plan, data.profile
+    """The whole BENCHMARKS.md as text; `default_plan` is the report's plan without `--quick`.
+    Each section is a function of the report's data; the statistics come from the functions above."""
+    plan = data.plan
     first = next(iter(data.main.values()), None)
     config = first.summary["config"] if first else {}
-    machine, versions = config.get("machine", {}), config.get("versions", {})
-    lines = [
+    pooled = {t: pooled_modes(data, t) for t in plan.temperatures}
+    pooled_tag = sample_tag(plan, max((_prompts(m) for m in pooled.values() if m), default=0))
+    lines = _head(data, default_plan) + busy_warning(data) + _setup(pair, data, config)
+    lines += ["## Results per suite", ""]
+    for suite in plan.suites:
+        for t in plan.temperatures:
+            lines += _suite_block(
+                plan, data.main.get((suite, t)), f"{suite}, temperature {t:g}", _modes_table, comparisons
+            )
+    lines += ["## Pooled over suites", ""]
+    for t, modes in pooled.items():
+        if modes:
+            lines += [f"### temperature {t:g}", ""] + _modes_table(modes, pooled_tag) + [""]
+            lines += comparisons(modes) + [""]
+    lines += tree_section(data)
+    lines += _sensitivity(data, "alpha", "Alpha sensitivity (paper Table 4)")
+    lines += _sensitivity(data, "d_max", "d_max sensitivity (paper Fig. 4)")
+    lines += _trajectories(data)
+    lines += regime_section(pooled, pooled_tag)
+    lines += _mad_section(data.profile, pooled, pooled_tag)
+    lines += (
+        ["## Compared with the paper", ""]
+        + _table(["paper", "here", "note"], _paper_rows(data, pooled), pooled_tag)
+        + [""]
+    )
+    lines += _goals_section(pooled, pooled_tag)
+    lines += _limits_section(data, pooled, pooled_tag)
+    lines += _reproduce(data)
+    return "\n".join(lines)
+
+
+def _head(data, default_plan) -> list[str]:
+    """The title and the run's provenance sentence."""
+    plan = data.plan
+    return [
         "# Benchmarks",
         "",
         f"{QUICK_NOTE if plan.quick else ''}"
@@ -503,7 +537,13 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
         f"{data.default_estimate_s[1] / 60:.0f} min of decoding on this machine.",
         "",
     ]
-    lines += busy_warning(data) + [
+
+
+def _setup(pair, data, config: dict) -> list[str]:
+    """## Setup: machine, versions, provenance, the pair, the settings, the profile."""
+    plan, profile = data.plan, data.profile
+    machine, versions = config.get("machine", {}), config.get("versions", {})
+    lines = [
         "## Setup",
         "",
         f"- Machine: {machine.get('cpu', '?')}, {config.get('threads', '?')} torch thread(s)"
@@ -551,50 +591,47 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
     ]
     if "profile" in data.figures:
         lines += [_figure("latency profile", data.figures["profile"]), ""]
-    lines += [data.figure_note, "", "## Results per suite", ""]
-    for suite in plan.suites:
-        for t in plan.temperatures:
-            lines += _suite_block(
-                plan, data.main.get((suite, t)), f"{suite}, temperature {t:g}", _modes_table, comparisons
-            )
-    pooled = {t: pooled_modes(data, t) for t in plan.temperatures}
-    pooled_tag = sample_tag(plan, max((_prompts(m) for m in pooled.values() if m), default=0))
-    lines += ["## Pooled over suites", ""]
-    for t, modes in pooled.items():
-        if modes:
-            lines += [f"### temperature {t:g}", ""] + _modes_table(modes, pooled_tag) + [""]
-            lines += comparisons(modes) + [""]
-    lines += tree_section(data)
-    for kind, title in (("alpha", "Alpha sensitivity (paper Table 4)"), ("d_max", "d_max sensitivity (paper Fig. 4)")):
-        rows = sweep_rows(data, kind)
-        lines += [
-            f"## {title}",
-            "",
-            "LibraSpec at temperature 0, "
-            + (f"d_max = {plan.d_max}" if kind == "alpha" else f"alpha = {plan.alpha:g}")
-            + "; speedups pooled over suites with 95% intervals over prompts (per-suite modeled speedups "
-            "after them).",
-            "",
-        ]
-        header = [kind, "speedup measured [95% CI]", "speedup modeled [95% CI]", "tau", "mean d"] + [
-            f"{s} modeled" for s in plan.suites
-        ]
-        lines += _table(
-            header,
+    return lines + [data.figure_note, ""]
+
+
+def _sensitivity(data, kind: str, title: str) -> list[str]:
+    """An alpha or d_max sweep of LibraSpec, pooled over suites."""
+    plan = data.plan
+    rows = sweep_rows(data, kind)
+    lines = [
+        f"## {title}",
+        "",
+        "LibraSpec at temperature 0, "
+        + (f"d_max = {plan.d_max}" if kind == "alpha" else f"alpha = {plan.alpha:g}")
+        + "; speedups pooled over suites with 95% intervals over prompts (per-suite modeled speedups "
+        "after them).",
+        "",
+    ]
+    header = [kind, "speedup measured [95% CI]", "speedup modeled [95% CI]", "tau", "mean d"] + [
+        f"{s} modeled" for s in plan.suites
+    ]
+    lines += _table(
+        header,
+        [
             [
-                [
-                    alpha_label(v),
-                    _ci(p["speedup_measured"], p["speedup_measured_ci"]),
-                    _ci(p["speedup_modeled"], p["speedup_modeled_ci"]),
-                    _f(p["tau"]),
-                    _f(p["mean_length"], 1),
-                ]
-                + [_x(per[s]["speedup_modeled"]) if s in per else "-" for s in plan.suites]
-                for v, p, per in rows
-            ],
-            sample_tag(plan, max((p["prompts"] for _, p, _ in rows), default=0)),
-        ) + [""]
-    lines += [
+                alpha_label(v),
+                _ci(p["speedup_measured"], p["speedup_measured_ci"]),
+                _ci(p["speedup_modeled"], p["speedup_modeled_ci"]),
+                _f(p["tau"]),
+                _f(p["mean_length"], 1),
+            ]
+            + [_x(per[s]["speedup_modeled"]) if s in per else "-" for s in plan.suites]
+            for v, p, per in rows
+        ],
+        sample_tag(plan, max((p["prompts"] for _, p, _ in rows), default=0)),
+    ) + [""]
+    return lines
+
+
+def _trajectories(data) -> list[str]:
+    """The chosen-length figures, one per suite."""
+    plan = data.plan
+    lines = [
         "## Length trajectories",
         "",
         "Chosen d per round on the first prompt of each suite at temperature 0, for the best static length, "
@@ -604,8 +641,12 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
     for suite in plan.suites:
         if f"trajectory-{suite}" in data.figures:
             lines += [_figure(f"{suite} trajectory", data.figures[f"trajectory-{suite}"]), ""]
-    lines += regime_section(pooled, pooled_tag)
-    lines += [
+    return lines
+
+
+def _mad_section(profile, pooled: dict, pooled_tag: str) -> list[str]:
+    """MAD to d* beside the MAD of trivial schedules on the same rounds."""
+    lines = [
         "## MAD to the oracle length",
         "",
         f"The paper reports {PAPER_MAD[0]} for LibraSpec against "
@@ -632,28 +673,41 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
         mad_rows,
         pooled_tag,
     ) + [""]
-    lines += (
-        ["## Compared with the paper", ""]
-        + _table(["paper", "here", "note"], _paper_rows(data, pooled), pooled_tag)
-        + [""]
-    )
-    lines += ["## Goals", "", "LibraSpec pooled over suites; a goal is met when it holds at every temperature.", ""]
+    return lines
+
+
+def goal_verdicts(pooled: dict) -> tuple[list[float], list[list[str]]]:
+    """(temperatures, one row per goal: its name, its value at each temperature, the verdict): a goal
+    is met when it holds at every temperature, n/a when it applies at none."""
     goal_table = {t: goal_rows(m) for t, m in pooled.items() if m}
-    if goal_table:
-        temps = list(goal_table)
-        rows = []
-        for i, row in enumerate(goal_table[temps[0]]):
-            cells = [goal_table[t][i] for t in temps]
-            verdicts = [c[2] for c in cells]
-            overall = (
-                "**met**"
-                if all(v == "**met**" for v in verdicts)
-                else ("n/a" if all(v == "n/a" for v in verdicts) else "**not met**")
-            )
-            rows.append([row[0]] + [c[1] for c in cells] + [overall])
+    if not goal_table:
+        return [], []
+    temps = list(goal_table)
+    rows = []
+    for i, row in enumerate(goal_table[temps[0]]):
+        cells = [goal_table[t][i] for t in temps]
+        verdicts = [c[2] for c in cells]
+        overall = (
+            "**met**"
+            if all(v == "**met**" for v in verdicts)
+            else ("n/a" if all(v == "n/a" for v in verdicts) else "**not met**")
+        )
+        rows.append([row[0]] + [c[1] for c in cells] + [overall])
+    return temps, rows
+
+
+def _goals_section(pooled: dict, pooled_tag: str) -> list[str]:
+    lines = ["## Goals", "", "LibraSpec pooled over suites; a goal is met when it holds at every temperature.", ""]
+    temps, rows = goal_verdicts(pooled)
+    if rows:
         lines += _table(["goal"] + [f"T={t:g}" for t in temps] + ["verdict"], rows, pooled_tag) + [""]
+    return lines
+
+
+def _limits_section(data, pooled: dict, pooled_tag: str) -> list[str]:
+    """What limits the speedup, then acceptance by position and the calibration of q_i."""
     samples = acceptance_evidence(data)
-    lines += ["## What limits the speedup", ""] + _limits(data, pooled.get(0.0, {}), samples) + [""]
+    lines = ["## What limits the speedup", ""] + _limits(data, pooled.get(0.0, {}), samples) + [""]
     if not samples.empty:
         by_position = acceptance_by_position(samples)
         table = reliability_table(samples["q"], samples["accepted"])
@@ -678,7 +732,11 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
             pooled_tag,
         )
         lines += [""]
-    lines += (
+    return lines
+
+
+def _reproduce(data) -> list[str]:
+    return (
         [
             "## Reproduce",
             "",
@@ -696,7 +754,6 @@ def render(pair, data, markdown_dir: str, default_plan) -> str:
         + data.bench_commands
         + ["```", ""]
     )
-    return "\n".join(lines)
 
 
 def _suite_block(plan, result, title: str, table, notes) -> list[str]:
