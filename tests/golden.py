@@ -82,7 +82,7 @@ def tiny_runs() -> dict:
     """Tiny Llama with its random drafter, a partly right drafter and a right one; greedy and sampled."""
     import dataclasses as dc
 
-    from drafters import GreedyOracleDrafter
+    from fake_drafters import GreedyOracleDrafter
 
     from libraspec.models.registry import tiny_pair
 

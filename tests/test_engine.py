@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from decoding import check_caches, generated, run, with_drafter
-from drafters import GreedyOracleDrafter, PartlyRightModule
+from fake_drafters import GreedyOracleDrafter, PartlyRightModule
 
 from libraspec.cost import LatencyProfile
 from libraspec.drafters import DRAFTERS

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from decoding import generated, run, with_drafter
-from drafters import PartlyRightModule
+from fake_drafters import PartlyRightModule
 
 from libraspec.analysis.regimes import synthetic_profile
 from libraspec.analysis.replay import replay

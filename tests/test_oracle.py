@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from drafters import GreedyOracleDrafter
+from fake_drafters import GreedyOracleDrafter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from decoding import generated, run, with_drafter
-from drafters import GreedyOracleDrafter, PartlyRightModule
+from fake_drafters import GreedyOracleDrafter, PartlyRightModule
 
 from libraspec.analysis.replay import ReplayDecoder, best_schedule, replay
 from libraspec.analysis.trace import DraftTrace, TraceTooShort, record_trace

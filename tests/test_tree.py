@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from decoding import check_caches, generated, run, with_drafter
-from drafters import GreedyOracleDrafter, PartlyRightModule
+from fake_drafters import GreedyOracleDrafter, PartlyRightModule
 
 from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.cost import LatencyProfile

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 from decoding import run, with_drafter
-from drafters import GreedyOracleDrafter
+from fake_drafters import GreedyOracleDrafter
 
 from libraspec.analysis.tree_calibration import by_depth, corrected, fit_power, log_loss, node_samples
 from libraspec.cost import LatencyProfile
