@@ -156,7 +156,7 @@ def test_calibration_figure_traces_for_a_known_record_set():
 @pytest.mark.app  # imports ui/
 def test_calibration_tab_summary_names_ece_and_alpha():
     from libraspec.cost import LatencyProfile
-    from ui.calibration_tab import summarize_calibration
+    from ui.calibration_summary import summarize_calibration
 
     profile = LatencyProfile.from_linear(0.02, 0.001, 0.005, 4, 25)
     text, figure = summarize_calibration(RECORDS, False, profile)

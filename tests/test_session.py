@@ -20,12 +20,13 @@ from libraspec.analysis.stepper import algorithm_states
 from libraspec.drafters import lookup
 from libraspec.records import LIST_COLUMNS
 from libraspec.spec import RunSpec, bounds
-from ui.calibration_tab import summarize_calibration
+from ui.calibration_summary import summarize_calibration
 from ui.race_words import run_report
 from ui.races import RACE_MODES
 from ui.session import Session
 from ui.settings import APP_CAPS
-from ui.teach_tab import Inputs, TeachTab, confidences_for, race_round_settings, step_view
+from ui.stepthrough import Inputs, confidences_for, race_round_settings, step_view
+from ui.teach_tab import TeachTab
 
 LAYER = "app"  # tests/conftest.py
 

@@ -120,7 +120,7 @@ def test_teach_tab_views_every_source():
     from test_calibration import record
 
     from libraspec.spec import RunSpec
-    from ui.teach_tab import Inputs, confidences_for, race_round_settings, step_view
+    from ui.stepthrough import Inputs, confidences_for, race_round_settings, step_view
 
     index, step_fig, curve_fig, text = step_view(Inputs(), 10**6, None)
     assert text.startswith(f"**Step {index} of {index}.**") and "exhaustive argmax" in text
@@ -152,7 +152,7 @@ def test_teach_tab_views_every_source():
 
 @pytest.mark.app  # imports ui/
 def test_teach_tab_measured_profile_takes_the_step_n():
-    from ui.teach_tab import Inputs, cost_profile
+    from ui.stepthrough import Inputs, cost_profile
 
     measured = LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 25, meta={"pair": "tiny-llama"})
     profile, note = cost_profile(Inputs(cost="measured profile"), 8, 24, measured)

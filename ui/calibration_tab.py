@@ -8,83 +8,28 @@ static length d = d_max, so every drafted position up to d_max is submitted and 
 The latency profile's linear fit t0 + c k gives the paper's c, and with the runs' mean tau
 and d the alpha that section 3.4's formula alpha = T_verify / (tau c) suggests.
 Draft-tree rounds add a table of their nodes' path probabilities against the accepted path, by
-depth (`libraspec.analysis.tree_calibration`). Paper symbols: q_i, d, d_max, tau, c, alpha.
+depth (`libraspec.analysis.tree_calibration`). What is said of the records (the summary, the
+tables, the API's JSON) is `calibration_summary`'s. Paper symbols: q_i, d, d_max, tau, c, alpha.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections import Counter
 
 import gradio as gr
 
-from libraspec.analysis.calibration import (
-    EXCLUDED_MODES,
-    acceptance_by_position,
-    acceptance_samples,
-    expected_calibration_error,
-    reliability_table,
-)
-from libraspec.analysis.tree_calibration import by_depth, node_samples
 from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec
-from libraspec.views import plots, tuning_plots
+from libraspec.views import plots
 
+from .calibration_summary import calibration_json, summarize_calibration, tree_calibration
 from .common import QUEUE, client_key, load_examples
 from .hosting import RACE_MAX_S, gpu
 from .session import Session
-from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP, suggest_alpha
+from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP
 
 SOURCES = ("your races", "fresh run on the example prompts")
 UPDATE_INTERVAL_S = 0.5
-
-
-def summarize_calibration(records: list[RoundRecord], tested_only: bool, profile) -> tuple[str, object]:
-    """(markdown summary, calibration figure) for a set of round records."""
-    samples = acceptance_samples(records, tested_only=tested_only)
-    table = reliability_table(samples["q"], samples["accepted"])
-    ece = expected_calibration_error(samples["q"], samples["accepted"])
-    figure = tuning_plots.calibration_figure(table, acceptance_by_position(samples), ece)
-    if samples.empty:
-        return "No submitted drafts yet: run a race, or a fresh run on the example prompts.", figure
-    # the rounds the samples come from: round indices repeat across prompts and races, so count records
-    sampled = [r for r in records if r.mode not in EXCLUDED_MODES and r.chosen_length > 0]
-    sources = Counter(s for r in sampled for s in r.draft_sources[: r.chosen_length])
-    by_source = f", drafts by source: {', '.join(f'{k} {v}' for k, v in sorted(sources.items()))}" if sources else ""
-    lines = [
-        f"**{len(samples)} submitted drafts** from {len(sampled)} rounds "
-        f"({', '.join(sorted(set(samples['mode'])))}){by_source}; mean q_i = {samples['q'].mean():.3f}, "
-        f"acceptance = {samples['accepted'].mean():.3f}, **ECE = {ece:.3f}** "
-        "(10 equal-width bins of q, weighted by count)."
-    ]
-    if profile is not None:
-        t0, c = profile.linear_fit()
-        line = (
-            f"Latency fit on this machine: T_verify(k) = {1000 * t0:.2f} + {1000 * c:.3f} k ms "
-            f"(c = cost per verified position). "
-        )
-        try:
-            line += f"Section 3.4 gives {suggest_alpha(sampled, profile).explain()}."
-        except ValueError as error:
-            line += f"No alpha from section 3.4's formula: {error}."
-        lines.append(line)
-    return "\n\n".join(lines), figure
-
-
-def tree_calibration(records: list[RoundRecord]) -> tuple[str, object]:
-    """(markdown, table) of draft-tree nodes: path probability P against the accepted path, by depth."""
-    samples = node_samples(records)
-    if samples.empty:
-        return "No draft-tree rounds yet: race a tree mode (ddtree, ddtree-marginal, ddtree-priced, ...).", None
-    text = (
-        f"**Draft-tree nodes: {len(samples)}** verified in {sum(1 for r in records if r.tree_size)} "
-        f"tree rounds ({', '.join(sorted(set(samples['mode'])))}). A node's path probability P (the product of "
-        "q along its root path) is what ddtree-marginal and ddtree-priced read as its chance of lying on the "
-        "accepted path. A correction P^gamma fitted on held-apart prompts, and what it would change: "
-        "benchmarks/results/tree_calibration/."
-    )
-    return text, by_depth(samples).round(3)
 
 
 class CalibrationTab:
@@ -185,20 +130,4 @@ class CalibrationTab:
     def calibration(self, request: gr.Request, tested_only: bool = False) -> dict:
         """Calibration of the drafter over this client's races: ECE, reliability bins, acceptance by
         position, and for draft-tree nodes their path probability against the accepted path by depth."""
-        races = self._races(client_key(request))
-        samples = acceptance_samples(races, tested_only=bool(tested_only))
-        ece = expected_calibration_error(samples["q"], samples["accepted"])
-        nodes = node_samples(races)
-        return {
-            "samples": len(samples),
-            "ece": ece if math.isfinite(ece) else None,
-            "bins": _rows(reliability_table(samples["q"], samples["accepted"])),
-            "positions": _rows(acceptance_by_position(samples)),
-            "tree_nodes": len(nodes),
-            "tree_by_depth": _rows(by_depth(nodes)),
-        }
-
-
-def _rows(frame) -> list[dict]:
-    """JSON-ready rows: NaN becomes None."""
-    return frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+        return calibration_json(self._races(client_key(request)), bool(tested_only))
