@@ -214,7 +214,8 @@ class SpeculativeDecoder:
         """One round of a chain or a tree mode, in the six steps of docs/ARCHITECTURE.md ("A round").
         A chain verifies its first d drafts; a tree (DDTree) verifies the best-first tree of the
         policy's node budget within depth d, built over the same drafts."""
-        is_tree = get_mode(mode).kind == "tree"
+        kind = get_mode(mode).kind  # "policy", "tree" or "oracle"
+        is_tree = kind == "tree"
         L = len(state.ids)
         room = self._room(state, config)
         cap = max(0, room - 1)  # d drafts commit up to d + 1 tokens
@@ -231,7 +232,7 @@ class SpeculativeDecoder:
         decision, policy_s, oracle = Decision(0), 0.0, (None, None)
         if buffer.empty:
             pass
-        elif mode == "oracle":
+        elif kind == "oracle":
             d_star, lossless_d = self._oracle_length(state, buffer, lookahead, sampling, rng, profile)
             decision, oracle = Decision(lossless_d), (d_star, None)
         else:
@@ -247,8 +248,8 @@ class SpeculativeDecoder:
             tree = view.tree(d, decision.nodes)
             policy_s += time.perf_counter() - start
         decision = decision.capped(d, q)
-        blocks = max(1, buffer.steps_for(d)) if mode == "oracle" else buffer.blocks  # the first was drafted
-        if config.annotate_oracle and mode != "oracle" and lookahead and not buffer.empty:
+        blocks = max(1, buffer.steps_for(d)) if kind == "oracle" else buffer.blocks  # the first was drafted
+        if config.annotate_oracle and kind != "oracle" and lookahead and not buffer.empty:
             if is_tree:
                 oracle = self._tree_oracle(state, view, lookahead, sampling, rng, profile)
             else:

@@ -113,10 +113,10 @@ def length_figure(frame: pd.DataFrame, highlight: tuple[str, int] | None = None)
     """
     fig = go.Figure()
     top, last_round = 1, 0
-    annotated = [m for m in _modes(frame) if m not in ("ar", "oracle")]
+    annotated = [m for m in _modes(frame) if _kind(m) not in ("ar", "oracle")]
     for mode in _modes(frame):
         rows = _rows(frame, mode)
-        if mode == "ar" or rows.empty:
+        if _kind(mode) == "ar" or rows.empty:
             continue
         x = rows["round_index"].tolist()
         last_round = max(last_round, max(x))
@@ -134,7 +134,7 @@ def length_figure(frame: pd.DataFrame, highlight: tuple[str, int] | None = None)
             )
         )
         oracle = [(r, v) for r, v in zip(x, rows["oracle_length"]) if _present(v)]
-        if mode != "oracle" and oracle:
+        if _kind(mode) != "oracle" and oracle:
             ox, oy = zip(*oracle)
             top = max(top, int(max(oy)))
             shift = DODGE * (annotated.index(mode) - (len(annotated) - 1) / 2)
@@ -327,7 +327,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
             y=[d, d],
             name=f"chosen d = {d}",
             mode="lines",
-            line=dict(color=MODE_COLORS["oracle"] if mode == "oracle" else "#444444", width=2),
+            line=dict(color=MODE_COLORS["oracle"] if _kind(mode) == "oracle" else "#444444", width=2),
         ),
         row=1,
         col=1,
@@ -471,7 +471,7 @@ def speedup_figure(
     )
     for mode in _modes(frame):
         rows = _rows(frame, mode)
-        if mode == "ar" or rows.empty:
+        if _kind(mode) == "ar" or rows.empty:
             continue
         tokens = rows["cumulative_tokens"].to_numpy(dtype=float)
         right = max(right, int(tokens.max()))
@@ -635,7 +635,12 @@ def profile_figure(profile: Any, used_k: int | None = None, context: int | None 
 
 def is_tree_mode(mode: str) -> bool:
     """Whether `mode` drafts trees (the registry's kind "tree")."""
-    return mode in MODES and MODES[mode].kind == "tree"
+    return _kind(mode) == "tree"
+
+
+def _kind(mode: str) -> str | None:
+    """The registry's kind of `mode` ("ar", "oracle", "policy", "tree"); None for a name it lacks."""
+    return MODES[mode].kind if mode in MODES else None
 
 
 def _token_label(text: str) -> str:
