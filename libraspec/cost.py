@@ -146,13 +146,16 @@ class LatencyProfile:
             return 0.0
         return _extrapolate((0.0,) + self.draft_s, int(blocks), 0)  # (0, 0) anchors one entry
 
-    def round_time(self, d: int) -> float:
-        """A block-diffusion round: T^draft_d + T^verify_d + the drafter's context upkeep, with
-        ceil(d / n) blocks (at least one) and d + 1 verified tokens (`chain_round_s` of that round)."""
+    def round_time(self, d: int, source: str = "dflash") -> float:
+        """A chain round of d drafts whose drafting steps are all `source`'s (block diffusion: the
+        default; "lookup"): T^draft_d + T^verify_d + the drafter's context upkeep (block diffusion
+        only), with ceil(d / n) steps (at least one) and d + 1 verified tokens (`chain_round_s`)."""
         if d < 1:
             raise ValueError(f"speculative length d must be >= 1, got {d}")
+        if source not in (DIFFUSION, LOOKUP):
+            raise ValueError(f"a round's drafting steps are {DIFFUSION!r} or {LOOKUP!r}, got {source!r}")
         blocks = max(1, -(-int(d) // self.n))
-        return chain_round_s(self, (DIFFUSION,) * blocks, int(d), needs_features=True)
+        return chain_round_s(self, (source,) * blocks, int(d), needs_features=source == DIFFUSION)
 
     def ar_token_time(self, context: int | None = None) -> float:
         """Autoregressive seconds per token: one target forward with one new token (after

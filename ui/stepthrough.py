@@ -15,7 +15,7 @@ import numpy as np
 
 from libraspec.analysis.stepper import algorithm_states, parse_confidences, synthetic_confidences
 from libraspec.analysis.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
-from libraspec.cost import LatencyProfile
+from libraspec.cost import DIFFUSION, LOOKUP, LatencyProfile
 from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec
 from libraspec.views import tuning_plots
@@ -176,7 +176,7 @@ def cost_profile(inputs: Inputs, n: int, d_max: int, measured: LatencyProfile | 
         )
         if measured.n != n:
             note += f" (its drafting times are per block of n = {measured.n}, applied to n = {n})"
-        return LatencyProfile(measured.verify_s, measured.draft_s, n, measured.meta), note
+        return dataclasses.replace(measured, n=n), note
     for name, value in (("t0", inputs.t0_ms), ("c", inputs.c_ms), ("drafting per block", inputs.draft_ms)):
         if value is None or not np.isfinite(value) or value < 0:
             raise ValueError(f"{name} must be a finite number >= 0 ms")
@@ -199,8 +199,11 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
     states = algorithm_states(source.padded, n, source.alpha, d_max)
     index = min(max(int(index), 0), len(states) - 1)
     profile, cost_note = cost_profile(inputs, n, d_max, measured)
+    drafting = drafting_source(source, inputs, measured)
+    if drafting == LOOKUP:
+        cost_note += "; drafting priced as look-up steps, as the replayed round's first step was"
     final = states[-1].d
-    best = exhaustive_argmax(q[:horizon], profile, horizon)
+    best = exhaustive_argmax(q[:horizon], profile, horizon, drafting)
     lines = [f"**Step {index} of {len(states) - 1}.** {html.escape(states[index].message)}", ""]
     lines += [f"{k}. {html.escape(s.message)}" for k, s in enumerate(states[1:index], start=1)] if index > 1 else []
     lines += [
@@ -219,9 +222,19 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
     return (
         index,
         tuning_plots.stepper_figure(states, index, q, d_max),
-        tuning_plots.expected_speedup_figure(q[:horizon], profile, horizon, final, n),
+        tuning_plots.expected_speedup_figure(q[:horizon], profile, horizon, final, n, drafting),
         "\n".join(lines),
     )
+
+
+def drafting_source(source: Confidences, inputs: Inputs, measured: LatencyProfile | None) -> str:
+    """How E[eta_d] prices a round's drafting steps: as the replayed race round's first step was
+    drafted (look-up or block diffusion) under the measured profile, which times both; block
+    diffusion otherwise (the linear cost's "drafting per block")."""
+    record = source.record
+    if inputs.cost == "measured profile" and measured is not None and record is not None and record.draft_sources:
+        return LOOKUP if record.draft_sources[0] == LOOKUP else DIFFUSION
+    return DIFFUSION
 
 
 def suggested_alpha(q: np.ndarray, d: int, profile: LatencyProfile) -> tuple[float, float] | None:

@@ -110,7 +110,9 @@ def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
     )
 
 
-def expected_speedup_figure(q, profile: Any, d_max: int, libraspec_d: int, static_length: int) -> go.Figure:
+def expected_speedup_figure(
+    q, profile: Any, d_max: int, libraspec_d: int, static_length: int, source: str = "dflash"
+) -> go.Figure:
     """E[eta_d] for d = 1..d_max with q_i standing in for p_i (Eq. 1, `theory.expected_speedup_curve`).
 
     Marks LibraSpec's d, the exhaustive argmax over 1..d_max and the static length. When
@@ -119,8 +121,8 @@ def expected_speedup_figure(q, profile: Any, d_max: int, libraspec_d: int, stati
     """
     from libraspec.analysis.theory import exhaustive_argmax, expected_speedup_curve
 
-    curve = expected_speedup_curve(q, profile, d_max)  # (d_max,)
-    best = exhaustive_argmax(q, profile, d_max)
+    curve = expected_speedup_curve(q, profile, d_max, source)  # (d_max,)
+    best = exhaustive_argmax(q, profile, d_max, source)
     fig = go.Figure(
         go.Scatter(
             x=list(range(1, d_max + 1)),
