@@ -237,7 +237,6 @@ class SpeculativeDecoder:
             decision, oracle = Decision(lossless_d), (d_star, None)
         else:
             decision, policy_s = _timed_choice(policy, view, buffer)
-        q = () if buffer.empty else view.confidences  # what the policy saw (a tree: per depth), before any look-ahead
         d = min(decision.d, cap)  # the round's room may cut d
         if is_tree:  # the tree within depth d (policy time); a cut depth keeps the chosen nodes within it
             start = time.perf_counter()
@@ -247,6 +246,7 @@ class SpeculativeDecoder:
                 )
             tree = view.tree(d, decision.nodes)
             policy_s += time.perf_counter() - start
+        q = () if buffer.empty else view.confidences  # what the policy saw (a tree: per depth), before any look-ahead
         decision = decision.capped(d, q)
         blocks = max(1, buffer.steps_for(d)) if kind == "oracle" else buffer.blocks  # the first was drafted
         if config.annotate_oracle and kind != "oracle" and lookahead and not buffer.empty:

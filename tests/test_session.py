@@ -261,8 +261,8 @@ def test_calibration_and_sweep_inputs_are_clamped_as_a_race_clamps_them(session)
     assert f"(d = {session.n})" in line and "Corrected" not in line
     with pytest.raises(ValueError, match="max new tokens must be a number"):
         list(session.sweeps.static_run(["Hi!"], 7, "many", "dflash"))
-    spec, note = Sweeps._checked(session.pair, [[1] * 10], max_new_tokens=100_000)
-    room = min(512, session.pair.max_context - 10 - RunSpec().d_max - 1)  # the tiny pair: 512 positions
+    spec, note = Sweeps._checked(session.pair, [[1] * 10], 40, max_new_tokens=100_000)
+    room = min(512, session.pair.max_context - 10 - 40 - 1)  # the tiny pair: 512 positions, a d_max 40 look-ahead
     assert spec.max_new_tokens == room and note.startswith(f" Corrected: max new tokens 100000 -> {room} (")
     assert prompt_count(3) == (3, "") and prompt_count(0)[0] == 1 and prompt_count(99)[0] == MAX_PROMPTS
     assert prompt_count(99)[1] == f" Corrected: number of prompts 99 -> {MAX_PROMPTS} (allowed 1..{MAX_PROMPTS})."

@@ -130,6 +130,7 @@ def test_teach_tab_views_every_source():
         confidences_for(Inputs(source="last race round"), [])
     run = SimpleNamespace(
         prompt="Hi",
+        drafter="dflash",
         n=12,
         settings=RunSpec(alpha=3.0, d_max=24),
         records={"libraspec": [record("libraspec", 0, [0.9] * 6 + [0.5] * 6, d=8, accepted=3)]},

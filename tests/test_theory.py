@@ -170,11 +170,11 @@ def test_bad_theory_input():
 
 
 def test_a_look_up_round_is_priced_as_the_engine_prices_it():
-    """theory prices a round by its drafting steps, as the engine does (`cost.chain_round_s`): a
-    look-up round pays lookup_s a step and no upkeep, a block-diffusion round its passes and fit_s."""
+    """theory prices a round by its drafting steps, as the engine prices a look-up or a block-diffusion
+    round: look-up pays lookup_s a step and no upkeep, block diffusion its passes and fit_s."""
     from types import SimpleNamespace
 
-    from libraspec.cost import LOOKUP, chain_round_s
+    from libraspec.cost import LOOKUP
     from ui.stepthrough import Inputs, drafting_source
 
     profile = LatencyProfile((0.05, 0.06, 0.07, 0.08, 0.09, 0.10), (0.01, 0.02), n=2, lookup_s=0.0004, fit_s=0.003)
@@ -182,15 +182,15 @@ def test_a_look_up_round_is_priced_as_the_engine_prices_it():
         steps = -(-d // 2)
         assert profile.round_time(d, LOOKUP) == pytest.approx(profile.verify_time(d + 1) + steps * 0.0004)
         assert profile.round_time(d) == pytest.approx(profile.verify_time(d + 1) + profile.draft_time(steps) + 0.003)
-        assert profile.round_time(d, LOOKUP) == chain_round_s(profile, (LOOKUP,) * steps, d, False)
-    p = [0.9, 0.8, 0.7, 0.6]
+        p = [0.9, 0.8, 0.7, 0.6]
     assert expected_speedup(p, 3, profile, LOOKUP) > expected_speedup(p, 3, profile)  # drafting cheaper
     assert exhaustive_argmax(p, profile, 4, LOOKUP) >= exhaustive_argmax(p, profile, 4)
     with pytest.raises(ValueError, match="drafting steps"):
         profile.round_time(2, "hybrid")
     measured = Inputs(cost="measured profile")
-    round_of = lambda sources: SimpleNamespace(record=SimpleNamespace(draft_sources=sources))  # noqa: E731
-    assert drafting_source(round_of(("lookup", "lookup")), measured, profile) == LOOKUP
-    assert drafting_source(round_of(("dflash", "lookup")), measured, profile) == "dflash"
-    assert drafting_source(round_of(("lookup",)), Inputs(cost="linear t0 + c*d"), profile) == "dflash"
-    assert drafting_source(round_of(("lookup",)), measured, None) == "dflash"  # no measured profile yet
+    race_of = lambda drafter: SimpleNamespace(drafter=drafter)  # noqa: E731  (a replayed race round)
+    assert drafting_source(race_of("lookup"), measured, profile) == LOOKUP
+    assert drafting_source(race_of("hybrid"), measured, profile) == "dflash"  # mixes both, pays the upkeep
+    assert drafting_source(race_of(None), measured, profile) == "dflash"  # synthetic or pasted q_i
+    assert drafting_source(race_of("lookup"), Inputs(cost="linear t0 + c*d"), profile) == "dflash"
+    assert drafting_source(race_of("lookup"), measured, None) == "dflash"  # no measured profile yet

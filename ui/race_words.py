@@ -9,6 +9,7 @@ import math
 from typing import TYPE_CHECKING
 
 from libraspec.drafters import SOURCE_TITLES
+from libraspec.modes import MODES
 from libraspec.profiling import PROFILE_TOLERANCE, within
 from libraspec.records import NOISE_Z, RoundRecord, RunSummary, summarize
 from libraspec.views import plots
@@ -177,5 +178,5 @@ def round_info(run: Run, mode: str, round_index: int) -> str:
             f"{run.settings.node_budget}) up to depth d = {r.chosen_length}; the target accepted a path of "
             f"{r.accepted}{bonus}{oracle}."
         )
-    oracle = f"; oracle d* = {r.oracle_length}" if r.oracle_length is not None and mode != "oracle" else ""
+    oracle = f"; oracle d* = {r.oracle_length}" if r.oracle_length is not None and MODES[mode].kind != "oracle" else ""
     return f"{drafted} Submitted d = {r.chosen_length}; the target accepted {r.accepted}{bonus}{oracle}."

@@ -57,6 +57,7 @@ class Confidences:
     alpha: float
     notes: tuple[str, ...]
     record: RoundRecord | None = None  # the race round replayed (source "last race round")
+    drafter: str | None = None  # the drafter of that race
 
     @property
     def padded(self) -> np.ndarray:
@@ -115,7 +116,7 @@ def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
         f"{len(record.policy_steps)} iteration(s). Positions past the {len(record.confidences)} drafted have "
         "no q_i (drawn as 0); n is the race's.",
     )
-    return Confidences(np.asarray(record.confidences, dtype=np.float64), n, d_max, alpha, notes, record)
+    return Confidences(np.asarray(record.confidences, dtype=np.float64), n, d_max, alpha, notes, record, run.drafter)
 
 
 def confidences_for(inputs: Inputs, runs: list[Run] | None) -> Confidences:
@@ -201,7 +202,7 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
     profile, cost_note = cost_profile(inputs, n, d_max, measured)
     drafting = drafting_source(source, inputs, measured)
     if drafting == LOOKUP:
-        cost_note += "; drafting priced as look-up steps, as the replayed round's first step was"
+        cost_note += "; drafting priced as look-up steps, the replayed race's drafter"
     final = states[-1].d
     best = exhaustive_argmax(q[:horizon], profile, horizon, drafting)
     lines = [f"**Step {index} of {len(states) - 1}.** {html.escape(states[index].message)}", ""]
@@ -228,12 +229,12 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
 
 
 def drafting_source(source: Confidences, inputs: Inputs, measured: LatencyProfile | None) -> str:
-    """How E[eta_d] prices a round's drafting steps: as the replayed race round's first step was
-    drafted (look-up or block diffusion) under the measured profile, which times both; block
-    diffusion otherwise (the linear cost's "drafting per block")."""
-    record = source.record
-    if inputs.cost == "measured profile" and measured is not None and record is not None and record.draft_sources:
-        return LOOKUP if record.draft_sources[0] == LOOKUP else DIFFUSION
+    """How E[eta_d] prices a round's drafting steps: as look-up steps (lookup_s a step, no upkeep)
+    when the replayed race drafted with the look-up drafter, under the measured profile, which
+    times both; as block-diffusion passes otherwise (the linear cost's "drafting per block"). A
+    hybrid race is priced as block diffusion: its rounds mix both and pay the upkeep."""
+    if inputs.cost == "measured profile" and measured is not None and source.drafter == LOOKUP:
+        return LOOKUP
     return DIFFUSION
 
 

@@ -4,7 +4,7 @@
 draft traces with the oracle annotation, the best cells decoded for real, alpha "auto" =
 `AutoAlphaLibraSpecPolicy`); this tab streams
 its progress, draws `tuning_plots.sweep_figure` and offers the table as CSV. A Cancel button
-stops the sweep of the same page (`Session.cancel_sweep`, keyed by the page's gradio session)
+stops the sweep of the same page (`Sweeps.cancel_sweep`, keyed by the page's gradio session)
 before its next run. Paper symbols: alpha, d_max, d*, tau.
 """
 

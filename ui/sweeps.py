@@ -42,7 +42,7 @@ class Sweeps:
             if max(grid_d) > pair.max_context // 2:
                 raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
             ids = [pair.encode_prompt(p) for p in prompts]
-            spec, corrected = self._checked(pair, ids, max_new_tokens=max_new_tokens)
+            spec, corrected = self._checked(pair, ids, max(grid_d), max_new_tokens=max_new_tokens)
             config = DecodeConfig(max_new_tokens=spec.max_new_tokens)
             name = drafter or pair.default_drafter
             if name not in DRAFTERS:
@@ -82,7 +82,7 @@ class Sweeps:
             yield line, None
         pair = self.session.pair
         ids = [pair.encode_prompt(p) for p in prompts]
-        spec, corrected = self._checked(pair, ids, static_length=d, max_new_tokens=max_new_tokens)
+        spec, corrected = self._checked(pair, ids, d, static_length=d, max_new_tokens=max_new_tokens)
         d, max_new = spec.static_length, spec.max_new_tokens
         decoder, fallback = self.session.decoder_for(drafter)
         used = decoder.drafter.name + (f" ({fallback})" if fallback else "")
@@ -104,10 +104,11 @@ class Sweeps:
                 yield f"Fresh run with the {used} drafter (d = {d}): {done}{corrected}", records
 
     @staticmethod
-    def _checked(pair, ids: list[list[int]], **knobs) -> tuple[RunSpec, str]:
+    def _checked(pair, ids: list[list[int]], look_ahead, **knobs) -> tuple[RunSpec, str]:
         """`knobs` checked as the race checks them (`check_settings`: clamped to the app's caps and
-        the context window beside the longest prompt) and what the check changed, as a sentence
-        for the status line ("" when nothing)."""
-        checked = check_settings(RunSpec(**knobs), pair.n, pair.max_context, max(map(len, ids), default=0))
+        to the context window beside the longest prompt and a d_max = `look_ahead` look-ahead) and
+        what the check changed of them, as a sentence for the status line ("" when nothing)."""
+        spec = RunSpec(d_max=look_ahead, **knobs)
+        checked = check_settings(spec, pair.n, pair.max_context, max(map(len, ids), default=0))
         notes = [checked.notes[name] for name in knobs if name in checked.notes]
         return checked.spec, f" Corrected: {'; '.join(notes)}." if notes else ""

@@ -9,7 +9,7 @@ pair in a fixed order and yields a `RunDone` after each run; the caller counts p
 from it, keeps the records it wants, and stops the grid between runs with `cancel`.
 
 With `rounds=True` the grid also yields a `RoundDone` after every round, so a caller that
-advances the generator under a lock (the app's `Session._steps`) holds the lock for one
+advances the generator under a lock (the app's `Session.exclusive`) holds the lock for one
 round, not a whole run. Policies come from the mode registry (docs/ARCHITECTURE.md,
 section "Modes"); `mode_job` builds a job whose policy is `MODES[mode].policy(settings)`.
 `libraspec_policy` makes LibraSpec with a fixed alpha or "auto" (autoalpha.py), for the
