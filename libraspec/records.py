@@ -203,7 +203,7 @@ class RunSummary:
     tokens_per_s: float
     speedup_measured: float | None
     speedup_modeled: float | None
-    mad_vs_oracle: float | None  # mean |d - d*| over rounds that carry d*
+    mad_vs_oracle: float | None  # mean |d - d*| over rounds that carry d* (None: no round does)
     round_s: tuple[float, float, float] = (math.nan,) * 3  # measured seconds per round: quartiles 25/50/75
 
 
@@ -240,7 +240,7 @@ def summarize(records: Sequence[RoundRecord], ar_records: Sequence[RoundRecord] 
         measured_speedup = ar_s / (seconds / tokens) if seconds > 0 else None
         modeled_speedup = ar_m / (modeled / tokens) if modeled > 0 else None
     pairs = [(r.chosen_length, r.oracle_length) for r in records if r.oracle_length is not None]
-    mad = sum(abs(d - o) for d, o in pairs) / len(pairs) if pairs and records[0].mode != "oracle" else None
+    mad = sum(abs(d - o) for d, o in pairs) / len(pairs) if pairs else None  # the oracle's own: 0
     return RunSummary(
         mode=records[0].mode,
         tokens=tokens,
