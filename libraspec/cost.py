@@ -21,6 +21,28 @@ import numpy as np
 
 from .files import atomic_write_text
 
+DIFFUSION, LOOKUP = "dflash", "lookup"  # the sources of a drafting step (`DraftBuffer.pass_sources`)
+
+
+@dataclass(frozen=True)
+class Drafting:
+    """How a round that did not run drafts (theory, the step-through): the source kept at each
+    step (`kept`, the last one repeating beyond), the proposals made within a step and not used
+    ((step, source), as `DraftBuffer.discarded`), and whether the drafter's context upkeep follows."""
+
+    kept: tuple[str, ...] = (DIFFUSION,)
+    discarded: tuple[tuple[int, str], ...] = ()
+    needs_features: bool = True
+
+    def steps(self, blocks: int) -> list[str]:
+        """Every step the round's first `blocks` steps run, as `DraftBuffer.steps_run` lists them."""
+        kept = [self.kept[min(b, len(self.kept) - 1)] for b in range(int(blocks))]
+        return kept + [source for step, source in self.discarded if step < blocks]
+
+
+BLOCK_DIFFUSION = Drafting()  # every step a block-diffusion pass, upkeep after the round
+LOOK_UP = Drafting((LOOKUP,), needs_features=False)  # every step a look-up, no upkeep
+
 
 def _check_times(values, name: str, minimum: int) -> tuple[float, ...]:
     times = tuple(float(v) for v in values)
@@ -146,16 +168,16 @@ class LatencyProfile:
             return 0.0
         return _extrapolate((0.0,) + self.draft_s, int(blocks), 0)  # (0, 0) anchors one entry
 
-    def round_time(self, d: int, source: str = "dflash") -> float:
-        """A chain round of d drafts whose drafting steps are all `source`'s (block diffusion: the
-        default; "lookup"): T^draft_d + T^verify_d + the drafter's context upkeep (block diffusion
-        only), with ceil(d / n) steps (at least one) and d + 1 verified tokens (`chain_round_s`)."""
+    def round_time(self, d: int, drafting: Drafting = BLOCK_DIFFUSION) -> float:
+        """A chain round of d drafts: T^draft_d + T^verify_d + the drafter's context upkeep, with
+        ceil(d / n) steps (at least one) drafted as `drafting` says (block diffusion by default;
+        `LOOK_UP`; a hybrid round's own mix) and d + 1 verified tokens (`chain_round_s`)."""
         if d < 1:
             raise ValueError(f"speculative length d must be >= 1, got {d}")
-        if source not in (DIFFUSION, LOOKUP):
-            raise ValueError(f"a round's drafting steps are {DIFFUSION!r} or {LOOKUP!r}, got {source!r}")
-        blocks = max(1, -(-int(d) // self.n))
-        return chain_round_s(self, (source,) * blocks, int(d), needs_features=source == DIFFUSION)
+        if not isinstance(drafting, Drafting):
+            raise ValueError(f"a round's drafting is a cost.Drafting, got {drafting!r}")
+        steps = drafting.steps(max(1, -(-int(d) // self.n)))
+        return chain_round_s(self, steps, int(d), needs_features=drafting.needs_features)
 
     def ar_token_time(self, context: int | None = None) -> float:
         """Autoregressive seconds per token: one target forward with one new token (after
@@ -238,8 +260,6 @@ class LatencyProfile:
 
 
 # ---- the price list: every modeled round of the engine, the oracle and replay comes from here ----
-
-DIFFUSION, LOOKUP = "dflash", "lookup"  # the sources of a drafting step (`DraftBuffer.pass_sources`)
 
 
 def drafting_s(profile: LatencyProfile, steps: tuple[str, ...] | list[str]) -> float:

@@ -4,6 +4,7 @@ fallback to the block-diffusion drafter."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -169,6 +170,36 @@ def test_hybrid_times_a_step_once_and_prices_the_proposal_it_drops(pair, monkeyp
         assert dropped != buffer.pass_sources[0]
         assert drafting_s(PROFILE, buffer.steps_run(1)) == pytest.approx(PROFILE.draft_time(1) + PROFILE.lookup_s)
     assert kept == {"lookup", "dflash"}  # the repetitive prompt keeps the look-up, the other the diffusion pass
+
+
+def test_a_hybrid_round_drops_what_its_kept_sources_say_and_is_priced_as_it_ran():
+    """The look-up is kept for two steps and then finds nothing: the round ran both proposals of
+    its first step, the dry look-up of its third and block diffusion after; the step-through's
+    price of the recorded round (`round_drafting`) equals the engine's price of the steps that ran."""
+    from libraspec.cost import chain_round_s
+    from libraspec.drafters import round_drafting
+    from libraspec.drafters.hybrid import HybridDraft
+    from libraspec.verify import SamplingConfig
+
+    class Canned:  # one source: each step's confidences from a list, its last repeating
+        def __init__(self, source, steps):
+            self.source, self.steps, self.empty = source, steps, False
+            self.n, self.vocab_size, self.sampling = 2, 8, SamplingConfig()
+
+        def propose(self, chain):
+            q = self.steps.pop(0) if len(self.steps) > 1 else self.steps[0]
+            return [1, 2], q, None, self.source
+
+    buffer = HybridDraft(Canned("dflash", [[0.5, 0.5]]), Canned("lookup", [[0.9, 0.9], [0.9, 0.9], [0.0, 0.0]]))
+    buffer.extend(4)
+    assert buffer.pass_sources == ["lookup", "lookup", "dflash", "dflash"]
+    assert buffer.discarded == [(0, "dflash"), (2, "lookup")]
+    recorded = round_drafting("hybrid", buffer.sources[:: buffer.n])
+    profile = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=2, max_tokens=16)
+    profile = dataclasses.replace(profile, lookup_s=0.0004, fit_s=0.003)
+    for d in range(1, 9):
+        engine = chain_round_s(profile, buffer.steps_run(-(-d // 2)), d, needs_features=True)
+        assert profile.round_time(d, recorded) == pytest.approx(engine)
 
 
 def test_prompt_at_the_context_limit(pair):

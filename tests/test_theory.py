@@ -169,28 +169,45 @@ def test_bad_theory_input():
         objective_curve([0.5], 1.0, 1)
 
 
-def test_a_look_up_round_is_priced_as_the_engine_prices_it():
-    """theory prices a round by its drafting steps, as the engine prices a look-up or a block-diffusion
-    round: look-up pays lookup_s a step and no upkeep, block diffusion its passes and fit_s."""
+def test_a_round_is_priced_by_the_steps_its_drafter_runs():
+    """theory prices a round by its drafting steps, as the engine prices it: look-up pays lookup_s a
+    step and no upkeep, block diffusion its passes and fit_s, a hybrid round both proposals of its
+    first step, the look-up that ran dry before its block-diffusion step, and the upkeep."""
     from types import SimpleNamespace
 
-    from libraspec.cost import LOOKUP
-    from ui.stepthrough import Inputs, drafting_source
+    from libraspec.cost import BLOCK_DIFFUSION, LOOK_UP, chain_round_s, drafting_s
+    from libraspec.drafters import round_drafting
+    from ui.stepthrough import Inputs, drafting_of
 
-    profile = LatencyProfile((0.05, 0.06, 0.07, 0.08, 0.09, 0.10), (0.01, 0.02), n=2, lookup_s=0.0004, fit_s=0.003)
+    profile = LatencyProfile(
+        (0.05, 0.06, 0.07, 0.08, 0.09, 0.10, 0.11), (0.01, 0.02), n=2, lookup_s=0.0004, fit_s=0.003
+    )
+    p = [0.9, 0.8, 0.7, 0.6]
     for d in (1, 3, 4):
         steps = -(-d // 2)
-        assert profile.round_time(d, LOOKUP) == pytest.approx(profile.verify_time(d + 1) + steps * 0.0004)
+        assert profile.round_time(d, LOOK_UP) == pytest.approx(profile.verify_time(d + 1) + steps * 0.0004)
         assert profile.round_time(d) == pytest.approx(profile.verify_time(d + 1) + profile.draft_time(steps) + 0.003)
-        p = [0.9, 0.8, 0.7, 0.6]
-    assert expected_speedup(p, 3, profile, LOOKUP) > expected_speedup(p, 3, profile)  # drafting cheaper
-    assert exhaustive_argmax(p, profile, 4, LOOKUP) >= exhaustive_argmax(p, profile, 4)
-    with pytest.raises(ValueError, match="drafting steps"):
+    hybrid = round_drafting("hybrid", ("lookup", "lookup", "dflash"))  # kept look-up twice, then it ran dry
+    passes, look = profile.draft_time, 0.0004  # passes(k): k block-diffusion passes in one round
+    for d, drafting in ((1, passes(1) + look), (3, passes(1) + 2 * look), (5, passes(2) + 2 * look + look)):
+        assert profile.round_time(d, hybrid) == pytest.approx(profile.verify_time(d + 1) + drafting + 0.003)
+    assert drafting_s(profile, hybrid.steps(4)) == pytest.approx(passes(3) + 3 * look)  # dflash repeats
+    assert round_drafting("dflash", ("lookup",)) == BLOCK_DIFFUSION and round_drafting("lookup") == LOOK_UP
+    assert expected_speedup(p, 3, profile, LOOK_UP) > expected_speedup(p, 3, profile)  # drafting cheaper
+    assert exhaustive_argmax(p, profile, 4, LOOK_UP) >= exhaustive_argmax(p, profile, 4)
+    with pytest.raises(ValueError, match="Drafting"):
         profile.round_time(2, "hybrid")
+    with pytest.raises(ValueError, match="unknown drafter"):
+        round_drafting("eagle")
     measured = Inputs(cost="measured profile")
-    race_of = lambda drafter: SimpleNamespace(drafter=drafter)  # noqa: E731  (a replayed race round)
-    assert drafting_source(race_of("lookup"), measured, profile) == LOOKUP
-    assert drafting_source(race_of("hybrid"), measured, profile) == "dflash"  # mixes both, pays the upkeep
-    assert drafting_source(race_of(None), measured, profile) == "dflash"  # synthetic or pasted q_i
-    assert drafting_source(race_of("lookup"), Inputs(cost="linear t0 + c*d"), profile) == "dflash"
-    assert drafting_source(race_of("lookup"), measured, None) == "dflash"  # no measured profile yet
+    kept = ("lookup",) * 2 + ("dflash",) * 4  # n = 2: steps lookup, dflash, dflash
+    race_of = lambda drafter: SimpleNamespace(  # noqa: E731  (a replayed race round)
+        drafter=drafter, n=2, record=SimpleNamespace(draft_sources=kept) if drafter else None
+    )
+    assert drafting_of(race_of("lookup"), measured, profile) == LOOK_UP
+    assert drafting_of(race_of("hybrid"), measured, profile) == round_drafting("hybrid", ("lookup", "dflash", "dflash"))
+    assert drafting_of(race_of("dflash"), measured, profile) == BLOCK_DIFFUSION
+    assert drafting_of(race_of(None), measured, profile) == BLOCK_DIFFUSION  # synthetic or pasted q_i
+    assert drafting_of(race_of("lookup"), Inputs(cost="linear t0 + c*d"), profile) == BLOCK_DIFFUSION
+    assert drafting_of(race_of("lookup"), measured, None) == BLOCK_DIFFUSION  # no measured profile yet
+    assert chain_round_s(profile, hybrid.steps(1), 1, True) == profile.round_time(1, hybrid)

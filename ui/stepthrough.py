@@ -15,7 +15,8 @@ import numpy as np
 
 from libraspec.analysis.stepper import algorithm_states, parse_confidences, synthetic_confidences
 from libraspec.analysis.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
-from libraspec.cost import DIFFUSION, LOOKUP, LatencyProfile
+from libraspec.cost import BLOCK_DIFFUSION, Drafting, LatencyProfile
+from libraspec.drafters import SOURCE_TITLES, round_drafting
 from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec
 from libraspec.views import tuning_plots
@@ -200,9 +201,11 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
     states = algorithm_states(source.padded, n, source.alpha, d_max)
     index = min(max(int(index), 0), len(states) - 1)
     profile, cost_note = cost_profile(inputs, n, d_max, measured)
-    drafting = drafting_source(source, inputs, measured)
-    if drafting == LOOKUP:
-        cost_note += "; drafting priced as look-up steps, the replayed race's drafter"
+    drafting = drafting_of(source, inputs, measured)
+    if drafting != BLOCK_DIFFUSION:
+        steps = " then ".join(dict.fromkeys(SOURCE_TITLES[s] for s in drafting.kept))
+        cost_note += f"; drafting priced as the replayed round drafted: {steps} steps"
+        cost_note += ", the proposals it did not keep and the upkeep" if drafting.discarded else ", no upkeep"
     final = states[-1].d
     best = exhaustive_argmax(q[:horizon], profile, horizon, drafting)
     lines = [f"**Step {index} of {len(states) - 1}.** {html.escape(states[index].message)}", ""]
@@ -228,14 +231,14 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
     )
 
 
-def drafting_source(source: Confidences, inputs: Inputs, measured: LatencyProfile | None) -> str:
-    """How E[eta_d] prices a round's drafting steps: as look-up steps (lookup_s a step, no upkeep)
-    when the replayed race drafted with the look-up drafter, under the measured profile, which
-    times both; as block-diffusion passes otherwise (the linear cost's "drafting per block"). A
-    hybrid race is priced as block diffusion: its rounds mix both and pay the upkeep."""
-    if inputs.cost == "measured profile" and measured is not None and source.drafter == LOOKUP:
-        return LOOKUP
-    return DIFFUSION
+def drafting_of(source: Confidences, inputs: Inputs, measured: LatencyProfile | None) -> Drafting:
+    """How E[eta_d] prices a round's drafting: under the measured profile, which times every
+    drafter, as the replayed race's drafter drafted that round (look-up steps without upkeep; a
+    hybrid round's kept sources, the proposals it did not keep and the upkeep); block-diffusion
+    passes otherwise (the linear cost's "drafting per block")."""
+    if inputs.cost != "measured profile" or measured is None or source.record is None or source.drafter is None:
+        return BLOCK_DIFFUSION
+    return round_drafting(source.drafter, source.record.draft_sources[:: source.n])
 
 
 def suggested_alpha(q: np.ndarray, d: int, profile: LatencyProfile) -> tuple[float, float] | None:

@@ -31,7 +31,7 @@ from typing import Callable, Union
 
 import numpy as np
 
-from libraspec.cost import DIFFUSION, LatencyProfile
+from libraspec.cost import BLOCK_DIFFUSION, Drafting, LatencyProfile
 from libraspec.policy import check_acceptance, expected_accepted
 
 Cost = Union[LatencyProfile, Callable[[int], float]]
@@ -43,22 +43,22 @@ def expected_tau_curve(p, d_max: int) -> np.ndarray:
     return 1.0 + np.cumsum(np.cumprod(p[:d_max]))  # (d_max,)
 
 
-def expected_speedup(p, d: int, profile: LatencyProfile, source: str = DIFFUSION) -> float:
+def expected_speedup(p, d: int, profile: LatencyProfile, drafting: Drafting = BLOCK_DIFFUSION) -> float:
     """E[eta_d] = (1 + E[accepted_d]) * T_ar / T_round(d) (Eq. 1, tau with the bonus token), the round
-    drafting with `source` steps (`LatencyProfile.round_time`)."""
+    drafting as `drafting` says (`LatencyProfile.round_time`)."""
     if d < 1:
         raise ValueError(f"d must be >= 1, got {d}")
-    return (1.0 + expected_accepted(p, d)) * profile.ar_token_time() / profile.round_time(d, source)
+    return (1.0 + expected_accepted(p, d)) * profile.ar_token_time() / profile.round_time(d, drafting)
 
 
-def objective_curve(p, cost: Cost, d_max: int, source: str = DIFFUSION) -> np.ndarray:
-    """The objective for d = 1..d_max: Eq. 1 for a profile (rounds drafting with `source` steps),
+def objective_curve(p, cost: Cost, d_max: int, drafting: Drafting = BLOCK_DIFFUSION) -> np.ndarray:
+    """The objective for d = 1..d_max: Eq. 1 for a profile (rounds drafting as `drafting` says),
     E[tau_d] / T(d) (Eq. 2) otherwise."""
     if isinstance(d_max, bool) or not isinstance(d_max, (int, np.integer)) or d_max < 1:
         raise ValueError(f"d_max must be an integer >= 1, got {d_max!r}")
     tau = expected_tau_curve(p, d_max)
     if isinstance(cost, LatencyProfile):
-        times = np.array([cost.round_time(d, source) for d in range(1, d_max + 1)]) / cost.ar_token_time()
+        times = np.array([cost.round_time(d, drafting) for d in range(1, d_max + 1)]) / cost.ar_token_time()
     elif callable(cost):
         times = np.array([float(cost(d)) for d in range(1, d_max + 1)])
     else:
@@ -68,16 +68,16 @@ def objective_curve(p, cost: Cost, d_max: int, source: str = DIFFUSION) -> np.nd
     return tau / times  # (d_max,)
 
 
-def expected_speedup_curve(p, profile: LatencyProfile, d_max: int, source: str = DIFFUSION) -> np.ndarray:
-    """E[eta_d] for d = 1..d_max under the profile (Eq. 1), rounds drafting with `source` steps."""
+def expected_speedup_curve(p, profile: LatencyProfile, d_max: int, drafting: Drafting = BLOCK_DIFFUSION) -> np.ndarray:
+    """E[eta_d] for d = 1..d_max under the profile (Eq. 1), rounds drafting as `drafting` says."""
     if not isinstance(profile, LatencyProfile):
         raise ValueError("expected_speedup_curve needs a LatencyProfile")
-    return objective_curve(p, profile, d_max, source)
+    return objective_curve(p, profile, d_max, drafting)
 
 
-def exhaustive_argmax(p, cost: Cost, d_max: int, source: str = DIFFUSION) -> int:
+def exhaustive_argmax(p, cost: Cost, d_max: int, drafting: Drafting = BLOCK_DIFFUSION) -> int:
     """argmax_{d=1..d_max} of the objective, ties to the shorter d."""
-    values = objective_curve(p, cost, d_max, source)
+    values = objective_curve(p, cost, d_max, drafting)
     return int(np.argmax(values)) + 1
 
 

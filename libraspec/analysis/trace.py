@@ -273,6 +273,11 @@ class TraceBuffer(DraftBuffer):
         if not 0 <= g < len(trace):
             raise TraceTooShort(f"the trace covers output positions 0..{len(trace) - 1}, not {g}")
         self.trace, self.g = trace, g
+        self._discarded: list[tuple[int, str]] = []
+
+    @property
+    def discarded(self) -> list[tuple[int, str]]:
+        return self._discarded
 
     def _step(self):
         trace, g, k, n = self.trace, self.g, len(self.pass_seconds), self.n
@@ -281,7 +286,7 @@ class TraceBuffer(DraftBuffer):
                 f"the trace holds {trace.lookahead} drafts per position; this replay needs more "
                 f"(record it with a larger lookahead, at least d_max and the oracle's look-ahead)"
             )
-        self.discarded.extend((step, source) for step, source in trace.discarded[g] if step == k)
+        self._discarded.extend((step, source) for step, source in trace.discarded[g] if step == k)
         if k == 0 and trace.empty[g]:
             self.empty = True
         chunk = slice(k * n, (k + 1) * n)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Sequence
 
+from ..cost import BLOCK_DIFFUSION, LOOK_UP, Drafting
+from . import hybrid
 from .base import DraftBuffer, Drafter
 from .block import BlockDiffusionDrafter
 from .hybrid import HybridDrafter
@@ -31,6 +34,15 @@ def make_drafter(name: str, pair) -> Drafter:
     raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
 
 
+def round_drafting(name: str, kept: Sequence[str] = ()) -> Drafting:
+    """How a round of the named drafter drafts, to price it at any d (theory, the step-through):
+    block-diffusion passes with upkeep, look-up steps without, or a hybrid round's own mix, from
+    the source it kept at each step (`kept`, a recorded round's; block diffusion when unknown)."""
+    if name not in DRAFTERS:
+        raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
+    return {"dflash": BLOCK_DIFFUSION, "lookup": LOOK_UP}.get(name) or hybrid.drafting(kept)
+
+
 def _lookup(pair) -> LookupDrafter:
     corpus = None
     if pair.lookup_corpus is not None:
@@ -54,4 +66,12 @@ def drafter_with_fallback(name: str, pair) -> tuple[Drafter, str | None]:
         return make_drafter("dflash", pair), f"{err}. Using the block-diffusion drafter (dflash) instead."
 
 
-__all__ = ["DRAFTERS", "DraftBuffer", "Drafter", "LookupCalibration", "drafter_with_fallback", "make_drafter"]
+__all__ = [
+    "DRAFTERS",
+    "DraftBuffer",
+    "Drafter",
+    "LookupCalibration",
+    "drafter_with_fallback",
+    "make_drafter",
+    "round_drafting",
+]

@@ -38,9 +38,13 @@ class DraftBuffer:
         self._probs: list[torch.Tensor] = []  # (n, V) per step, sampling only
         self.pass_seconds: list[float] = []  # wall time of each step
         self.pass_sources: list[str] = []  # which drafter ran each step
-        # (step index, drafter) of proposals made within a step and not used; their time is in that step's pass_seconds
-        self.discarded: list[tuple[int, str]] = []
         self.empty = False  # True when the first step had nothing to offer: the round is an AR step
+
+    @property
+    def discarded(self) -> list[tuple[int, str]]:
+        """(step index, drafter) of proposals made within a step and not used (a composite
+        drafter's); their time is in that step's pass_seconds. A single drafter has none."""
+        return []
 
     def _step(self) -> tuple[list[int], list[float], torch.Tensor | None, str]:
         """Draft n more tokens after `self.tokens`: (tokens, q_i, (n, V) proposal probs or None, source)."""

@@ -6,16 +6,36 @@ acceptance probabilities q_k). Both sources' q come from their distributions (th
 is each position's peak), never from a sampled token, so the choice keeps sampling lossless.
 Later steps come from the kept source; a look-up run that finds nothing more is continued by
 block-diffusion passes conditioned on the chain so far. A
-proposal not kept is part of its step's time and is modeled as a step of its drafter
-(`DraftBuffer.discarded`). Every token records its source.
+proposal not kept is part of its step's time and is priced as a step of its drafter
+(`discarded`, which the kept sources alone determine). Every token records its source.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from ..cost import DIFFUSION, LOOKUP, Drafting
 from ..policy import expected_accepted
 from .base import DraftBuffer
 from .block import BlockDiffusionDrafter, BlockDraft
 from .lookup import LookupDraft, LookupDrafter
+
+
+def discarded(kept: Sequence[str]) -> list[tuple[int, str]]:
+    """The proposals a hybrid round made and did not keep, (step, source), from the source kept at
+    each step: the first step runs both drafters, and a look-up that finds nothing more runs
+    before the block-diffusion step that continues it."""
+    if not kept:
+        return []
+    first = [(0, LOOKUP if kept[0] == DIFFUSION else DIFFUSION)]
+    return first + [(b, LOOKUP) for b in range(1, len(kept)) if kept[b - 1] == LOOKUP and kept[b] == DIFFUSION]
+
+
+def drafting(kept: Sequence[str]) -> Drafting:
+    """How a hybrid round that kept these sources drafted, to price it at any d (the step-through):
+    its steps, the proposals it did not keep and the block drafter's upkeep (it keeps features)."""
+    kept = tuple(kept) or (DIFFUSION,)
+    return Drafting(kept, tuple(discarded(kept)), needs_features=True)
 
 
 class HybridDraft(DraftBuffer):
@@ -24,21 +44,22 @@ class HybridDraft(DraftBuffer):
         self.block, self.lookup = block, lookup
         self.source: str | None = None  # the source kept after the first step
 
-    def _step(self):
-        step = len(self.pass_seconds)  # the index of the step being drafted; `extend` times all of it
+    def _step(self):  # `extend` times the whole step, proposals not kept included
         if self.source is None:
             look, block = self.lookup.propose(self.tokens), self.block.propose(self.tokens)
             use_lookup = not self.lookup.empty and expected_accepted(look[1]) > expected_accepted(block[1])
-            self.source = "lookup" if use_lookup else "dflash"
-            self.discarded.append((step, "dflash" if use_lookup else "lookup"))
+            self.source = LOOKUP if use_lookup else DIFFUSION
             return look if use_lookup else block
-        if self.source == "lookup":
+        if self.source == LOOKUP:
             look = self.lookup.propose(self.tokens)
             if look[1][0] > 0.0:  # the look-up found something to say
                 return look
-            self.source = "dflash"
-            self.discarded.append((step, "lookup"))
+            self.source = DIFFUSION  # `discarded` counts the look-up that found nothing
         return self.block.propose(self.tokens)
+
+    @property
+    def discarded(self) -> list[tuple[int, str]]:
+        return discarded(self.pass_sources)
 
 
 class HybridDrafter:

@@ -16,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from libraspec.cost import BLOCK_DIFFUSION, Drafting
 from libraspec.views.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, empty_figure
 
 SWEEP_METRICS = (
@@ -111,18 +112,19 @@ def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
 
 
 def expected_speedup_figure(
-    q, profile: Any, d_max: int, libraspec_d: int, static_length: int, source: str = "dflash"
+    q, profile: Any, d_max: int, libraspec_d: int, static_length: int, drafting: Drafting = BLOCK_DIFFUSION
 ) -> go.Figure:
     """E[eta_d] for d = 1..d_max with q_i standing in for p_i (Eq. 1, `theory.expected_speedup_curve`).
 
     Marks LibraSpec's d, the exhaustive argmax over 1..d_max and the static length. When
     the objective is unimodal (Theorems 3.5-3.6) single beneficial adjustments reach the
-    argmax; a concave measured profile or per-block drafting steps can break that.
+    argmax; a concave measured profile or per-block drafting steps can break that. `drafting` says
+    how the rounds draft (block diffusion by default).
     """
     from libraspec.analysis.theory import exhaustive_argmax, expected_speedup_curve
 
-    curve = expected_speedup_curve(q, profile, d_max, source)  # (d_max,)
-    best = exhaustive_argmax(q, profile, d_max, source)
+    curve = expected_speedup_curve(q, profile, d_max, drafting)  # (d_max,)
+    best = exhaustive_argmax(q, profile, d_max, drafting)
     fig = go.Figure(
         go.Scatter(
             x=list(range(1, d_max + 1)),
