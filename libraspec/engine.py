@@ -24,7 +24,7 @@ import torch
 from .cost import LatencyProfile, chain_prices, chain_round_s, tree_prices, tree_round_s
 from .drafters import DraftBuffer, Drafter, make_drafter
 from .models.target import crop_cache, keep_rows
-from .modes import get_mode
+from .modes import AR, get_mode
 from .oracle import oracle_length
 from .policy import Decision, LengthPolicy
 from .records import RoundRecord
@@ -201,7 +201,7 @@ class SpeculativeDecoder:
         verify_s = time.perf_counter() - start
         return self._record(
             state,
-            mode="ar",
+            mode=AR,
             committed=[token],
             bonus_token=token,
             verify_s=verify_s,

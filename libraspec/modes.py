@@ -14,6 +14,11 @@ from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, Sta
 from .spec import RunSpec
 from .tree import MarginalTreePolicy, PricedTreePolicy, TreePolicy
 
+ROLES = {
+    "paper": "the paper's policy: the subject of reports, the step-through and the alpha advice",
+    "baseline": "the fixed-length baseline: benchmarks run several lengths and compare with the best",
+}
+
 
 @dataclass(frozen=True)
 class Mode:
@@ -27,6 +32,7 @@ class Mode:
     factory: Callable[..., LengthPolicy] | None = None  # (settings) -> policy; (settings, profile) if priced
     priced: bool = False  # its policy prices its choices with the decoder's latency profile
     knobs: tuple[str, ...] = ()  # the RunSpec fields its policy reads
+    role: str = ""  # what comparisons read it as (ROLES); "" for none
 
     @property
     def needs_drafter(self) -> bool:
@@ -60,6 +66,7 @@ MODES: dict[str, Mode] = {
             "policy",
             lambda s: StaticPolicy(s.static_length),
             knobs=("static_length",),
+            role="baseline",
         ),
         Mode(
             "libraspec",
@@ -69,6 +76,7 @@ MODES: dict[str, Mode] = {
             "policy",
             lambda s: LibraSpecPolicy(s.alpha, s.d_max),
             knobs=("alpha", "d_max"),
+            role="paper",
         ),
         Mode("g4", "G4", "G4", "#CC79A7", "policy", _g4, knobs=("g4_initial", "d_max")),
         Mode(
@@ -122,6 +130,18 @@ MODES: dict[str, Mode] = {
 }
 POLICY_MODES = tuple(name for name, m in MODES.items() if m.kind == "policy")
 TREE_MODES = tuple(name for name, m in MODES.items() if m.kind == "tree")
+
+
+def _only(names: list[str], what: str) -> str:
+    if len(names) != 1:
+        raise RuntimeError(f"the registry needs exactly one {what}, has {names}")
+    return names[0]
+
+
+AR = _only([name for name, m in MODES.items() if m.kind == "ar"], "AR mode")  # every speedup's reference
+ORACLE = _only([name for name, m in MODES.items() if m.kind == "oracle"], "oracle")
+PAPER = _only([name for name, m in MODES.items() if m.role == "paper"], ROLES["paper"])
+BASELINE = _only([name for name, m in MODES.items() if m.role == "baseline"], ROLES["baseline"])
 
 
 def get_mode(name: str) -> Mode:

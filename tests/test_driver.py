@@ -107,6 +107,28 @@ def test_mode_job_takes_its_policy_from_the_registry():
     assert mode_job("ar", "ar", RunSpec(), CONFIG).new_policy() is None
 
 
+def test_alpha_policy_sets_alpha_in_every_mode_that_reads_it_and_auto_only_where_libraspec_runs():
+    from libraspec.analysis.autoalpha import AutoAlphaLibraSpecPolicy
+    from libraspec.experiments.driver import AUTO, alpha_policy
+    from libraspec.policy import LibraSpecPolicy, StaticPolicy
+    from libraspec.tree import MarginalTreePolicy, TreePolicy
+
+    settings = RunSpec(d_max=12, node_budget=9, static_length=3)
+    chain = alpha_policy("libraspec", settings, 4.5)
+    assert type(chain) is LibraSpecPolicy and (chain.alpha, chain.d_max) == (4.5, 12)
+    assert alpha_policy("ddtree-marginal", settings, 4.5).alpha == 4.5
+    auto = alpha_policy("libraspec", settings, AUTO, PROFILE)
+    assert isinstance(auto, AutoAlphaLibraSpecPolicy) and auto.d_max == 12
+    tree = alpha_policy("ddtree-libraspec", settings, AUTO, PROFILE)
+    assert isinstance(tree, TreePolicy) and isinstance(tree.depth_policy, AutoAlphaLibraSpecPolicy)
+    assert tree.node_budget == 9
+    assert isinstance(alpha_policy("static", settings, AUTO, PROFILE), StaticPolicy)  # reads no alpha
+    assert alpha_policy("oracle", settings, AUTO, PROFILE) is None
+    assert isinstance(alpha_policy("ddtree-marginal", settings, 2.0), MarginalTreePolicy)
+    with pytest.raises(ValueError, match="ddtree-marginal"):
+        alpha_policy("ddtree-marginal", settings, AUTO, PROFILE)
+
+
 def test_rounds_step_one_round_at_a_time():
     events = list(decode_grid(FakeDecoder(rounds=2), PROMPTS[:2], two_jobs()[:1], rounds=True))
     kinds = [type(e).__name__ for e in events]

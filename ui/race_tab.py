@@ -24,7 +24,7 @@ import pandas as pd
 
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.models.registry import describe_pair
-from libraspec.modes import MODES
+from libraspec.modes import MODES, PAPER
 from libraspec.profiling import PROFILE_TOLERANCE
 from libraspec.records import records_to_frame
 from libraspec.spec import N_DEFAULT, NAMES, RunSpec
@@ -235,7 +235,7 @@ class RaceTabs:
         with gr.Row():
             self.inspect_mode = gr.Dropdown(
                 [(title(m), m) for m in RACE_MODES],
-                value="libraspec",
+                value=PAPER,
                 label="mode to inspect",
                 elem_id="ls-inspect-mode",
             )
@@ -726,12 +726,12 @@ class RaceTabs:
         run = self._stored(run_id, owner)
         if run is None:
             raise gr.Error("Run a race first: the step-through replays a round of your last race.")
-        if mode != "libraspec":
+        if mode != PAPER:
             raise gr.Error(
                 f"The step-through walks LibraSpec's Algorithm 1: choose LibraSpec as the mode to inspect "
                 f"(this is {title(mode)})."
             )
-        latest = [r for r in self.session.races.runs(owner) if r.records.get("libraspec")]
+        latest = [r for r in self.session.races.runs(owner) if r.records.get(PAPER)]
         if not latest or latest[-1].run_id != run.run_id:
             raise gr.Error("The step-through replays your last race with LibraSpec; this is an older one.")
 
@@ -810,9 +810,7 @@ class RaceTabs:
         mode, LibraSpec or its first mode."""
         if mode in run.modes:
             return mode
-        return next(
-            (m for m in run.modes if plots.is_tree_mode(m)), "libraspec" if "libraspec" in run.modes else run.modes[0]
-        )
+        return next((m for m in run.modes if plots.is_tree_mode(m)), PAPER if PAPER in run.modes else run.modes[0])
 
     def _eps(self, run: Run, mode: str, round_index: int):
         records = run.records.get(mode, [])

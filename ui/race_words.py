@@ -9,7 +9,7 @@ import math
 from typing import TYPE_CHECKING
 
 from libraspec.drafters import SOURCE_TITLES
-from libraspec.modes import MODES
+from libraspec.modes import MODES, PAPER
 from libraspec.profiling import PROFILE_TOLERANCE, within
 from libraspec.records import NOISE_Z, RoundRecord, RunSummary, summarize
 from libraspec.views import plots
@@ -159,7 +159,7 @@ def round_info(run: Run, mode: str, round_index: int) -> str:
     algorithm = (
         f" Algorithm 1 ran {steps} iteration{'s' if steps != 1 else ''}"
         f"{f' (the last: {r.policy_steps[-1].action})' if steps and r.policy_steps[-1].rollback else ''}."
-        if mode == "libraspec" or steps
+        if mode == PAPER or steps
         else ""
     )
     bonus = " and then added its own token" if r.bonus_token is not None else ""

@@ -25,7 +25,7 @@ import pandas as pd
 
 from libraspec.device import on_zero_gpu
 from libraspec.engine import DecodeConfig, race, remodel_ar
-from libraspec.modes import MODES
+from libraspec.modes import AR, MODES, PAPER
 from libraspec.profiling import PROFILE_TOLERANCE, cache_root, profile_check
 from libraspec.records import (
     NOISE_Z,
@@ -186,7 +186,7 @@ class Races:
         config = DecodeConfig(
             max_new_tokens=settings.max_new_tokens, temperature=settings.temperature, seed=settings.seed
         )
-        iterator = self.session.decoder.run(ids, "ar", None, config)
+        iterator = self.session.decoder.run(ids, AR, None, config)
         records = []
         for record in self.session.exclusive(iterator):
             records.append(record)
@@ -299,12 +299,12 @@ class Races:
         profile = self.session.profile()
         if profile is None:
             raise ValueError("the model is not loaded yet: wait until the status says Ready")
-        runs = [run for run in self.runs(owner) if run.records.get("libraspec")]
+        runs = [run for run in self.runs(owner) if run.records.get(PAPER)]
         if not runs:
             raise ValueError(
                 "no race yet: the suggestion needs the mean tau and d of your LibraSpec rounds, so run one race first"
             )
-        suggestion = suggest_alpha(runs[-1].records["libraspec"], profile)
+        suggestion = suggest_alpha(runs[-1].records[PAPER], profile)
         return suggestion.alpha, f"{suggestion.explain()} of your last race"
 
     # -- stored runs --------------------------------------------------------------------------

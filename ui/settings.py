@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from libraspec.analysis.theory import auto_alpha
 from libraspec.cost import LatencyProfile
-from libraspec.modes import MODES
+from libraspec.modes import BASELINE, MODES, ORACLE, PAPER
 from libraspec.records import RoundRecord
 from libraspec.spec import ALPHA_RANGE, Caps, Checked, RunSpec, bounds
 
@@ -35,7 +35,7 @@ FLAT_C_S = 1e-9  # a latency fit's cost per verified position at or below this i
 # the knobs a race shows, in the form's order (the other RunSpec fields keep their defaults there)
 FIELDS = ("alpha", "d_max", "static_length", "temperature", "max_new_tokens", "seed", "tree_depth", "node_budget")
 RACEABLE = tuple(name for name, mode in MODES.items() if mode.kind != "ar")  # modes a race can hold
-DEFAULT_RACE_MODES = ("static", "libraspec", "oracle")
+DEFAULT_RACE_MODES = (BASELINE, PAPER, ORACLE)
 RACE_COLUMNS = 3  # modes one race holds at most: three columns stay readable at 1440 px
 
 

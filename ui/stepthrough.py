@@ -17,6 +17,7 @@ from libraspec.analysis.stepper import algorithm_states, parse_confidences, synt
 from libraspec.analysis.theory import auto_alpha, exhaustive_argmax, expected_tau_curve
 from libraspec.cost import BLOCK_DIFFUSION, Drafting, LatencyProfile
 from libraspec.drafters import SOURCE_TITLES, round_drafting
+from libraspec.modes import PAPER
 from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec
 from libraspec.views import tuning_plots
@@ -73,10 +74,10 @@ class Confidences:
 
 def _race_round_record(inputs: Inputs, runs: list[Run] | None) -> tuple[Run, RoundRecord]:
     """The visitor's last race and its LibraSpec round `inputs.round_index` (the next one that ran)."""
-    runs = [r for r in runs or [] if r.records.get("libraspec")]
+    runs = [r for r in runs or [] if r.records.get(PAPER)]
     if not runs:
         raise ValueError("no race yet: run one on the Race tab, or pick synthetic / pasted confidences")
-    run, records = runs[-1], runs[-1].records["libraspec"]
+    run, records = runs[-1], runs[-1].records[PAPER]
     wanted = min(max(int(inputs.round_index), 0), records[-1].round_index)
     record = next(r for r in records if r.round_index >= wanted)
     if record.chosen_length == 0 and not record.policy_steps and not any(record.confidences):

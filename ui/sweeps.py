@@ -11,6 +11,7 @@ from libraspec.drafters import DRAFTERS
 from libraspec.engine import DecodeConfig
 from libraspec.experiments.driver import RunDone, decode_grid, mode_job
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
+from libraspec.modes import BASELINE
 from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec
 
@@ -87,8 +88,8 @@ class Sweeps:
         decoder, fallback = self.session.decoder_for(drafter)
         used = decoder.drafter.name + (f" ({fallback})" if fallback else "")
         job = mode_job(
-            "static",
-            "static",
+            BASELINE,
+            BASELINE,
             RunSpec(static_length=d),
             lambda k: DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d),
         )

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..cost import LatencyProfile, upkeep_s
 from ..engine import DecodeConfig
-from ..modes import get_mode
+from ..modes import AR, get_mode
 from ..records import RoundRecord
 from ..spec import RunSpec
 from .replay import ReplayDecoder
@@ -117,8 +117,8 @@ def lockstep(
     while runs:
         records = [next(run) for run in runs]
         k = max(_rows(r) for r in records)
-        drafting = max(r.modeled_s - _verify_alone(own, r) - upkeep for r in records) if mode != "ar" else 0.0
-        seconds += drafting + _at_batch(profiles, len(records), k) + (upkeep if mode != "ar" else 0.0)
+        drafting = max(r.modeled_s - _verify_alone(own, r) - upkeep for r in records) if mode != AR else 0.0
+        seconds += drafting + _at_batch(profiles, len(records), k) + (upkeep if mode != AR else 0.0)
         rounds += 1
         tokens += sum(len(r.committed_tokens) for r in records)
         rows += sum(_rows(r) for r in records)

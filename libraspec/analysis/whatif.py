@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost import LatencyProfile, ar_text_s
+from ..modes import BASELINE, ORACLE, PAPER
 from ..records import RoundRecord
 from ..spec import RunSpec
 from .regimes import describe
@@ -113,7 +114,7 @@ class Planner:
     @property
     def oracle(self) -> Line:
         if self._oracle is None:
-            records = replay(self.trace, "oracle", self.profile, lookahead=self.trace.lookahead)
+            records = replay(self.trace, ORACLE, self.profile, lookahead=self.trace.lookahead)
             self._oracle = _line("oracle d* per round", records, len(self.trace.prompt))
         return self._oracle
 
@@ -122,8 +123,8 @@ class Planner:
         start = time.perf_counter()
         trace, settings = self.trace, clamp_to_trace(settings, self.trace)
         P = len(trace.prompt)
-        libraspec = _line("LibraSpec", replay(trace, "libraspec", self.profile, settings), P)
-        static = _line(f"static d = {settings.static_length}", replay(trace, "static", self.profile, settings), P)
+        libraspec = _line("LibraSpec", replay(trace, PAPER, self.profile, settings), P)
+        static = _line(f"static d = {settings.static_length}", replay(trace, BASELINE, self.profile, settings), P)
         best, oracle = self.best, self.oracle
         return Plan(
             self.description,
@@ -145,8 +146,7 @@ class Planner:
                 for j, d_max in enumerate(d_maxes):
                     settings = clamp_to_trace(dataclasses.replace(base, alpha=alpha, d_max=d_max), self.trace)
                     out[i, j] = (
-                        self.ar_seconds
-                        / replay(self.trace, "libraspec", self.profile, settings)[-1].cumulative_modeled_s
+                        self.ar_seconds / replay(self.trace, PAPER, self.profile, settings)[-1].cumulative_modeled_s
                     )
             self._grids[key] = out
         return self._grids[key]

@@ -33,7 +33,7 @@ from ..cost import LatencyProfile
 from ..drafters import DRAFTERS
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..files import atomic_write_text
-from ..modes import MODES, POLICY_MODES, TREE_MODES
+from ..modes import BASELINE, MODES, PAPER, POLICY_MODES, TREE_MODES
 from ..paths import read_prompts
 from ..profiling import machine_description, profile_check, profile_reaching
 from ..records import (
@@ -46,8 +46,7 @@ from ..records import (
     write_parquet,
 )
 from ..spec import RunSpec
-from ..tree import TreePolicy
-from .driver import Job, decode_grid, libraspec_policy, mode_job, parse_alphas
+from .driver import Job, alpha_policy, decode_grid, parse_alphas
 from .provenance import cpu_clock, load_average, provenance, versions
 from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
 
@@ -163,13 +162,13 @@ class BenchSpec:
         label failfast-paper."""
         out = []
         for mode in self.modes:
-            if mode == "static" and len(self.lengths(n)) > 1:
-                out += [(f"static-{L}", "static", L) for L in self.lengths(n)]
+            if mode == BASELINE and len(self.lengths(n)) > 1:
+                out += [(f"{mode}-{L}", mode, L) for L in self.lengths(n)]
             elif mode in TREE_MODES:
                 several = len(self.node_budgets) > 1
                 out += [(f"{mode}-b{B}" if several else mode, mode, B) for B in self.node_budgets]
             else:
-                out.append((mode, mode, self.lengths(n)[0] if mode == "static" else None))
+                out.append((mode, mode, self.lengths(n)[0] if mode == BASELINE else None))
             if mode == "failfast" and self.failfast_paper:
                 out.append(("failfast-paper", "failfast", None))
         return out
@@ -257,7 +256,7 @@ def run_bench(
     if not prompts:
         raise ValueError("no prompts to benchmark")
     n = pair.n
-    if "libraspec" in spec.modes and spec.d_max < n:
+    if PAPER in spec.modes and spec.d_max < n:
         raise ValueError(f"LibraSpec needs d_max >= n: d_max={spec.d_max}, n={n}")
     profile = profile or bench_profile(pair, spec)
     decoder = SpeculativeDecoder(pair, profile, drafter=spec.drafter)
@@ -266,19 +265,8 @@ def run_bench(
         Job(
             label,
             mode,
-            functools.partial(libraspec_policy, spec.alpha, spec.d_max, decoder),
+            functools.partial(alpha_policy, mode, _settings(spec, n, label, mode, value), spec.alpha, profile),
             functools.partial(_config, spec, mode),
-        )
-        if mode == "libraspec"
-        else Job(
-            label,
-            mode,
-            functools.partial(_libraspec_tree, spec, decoder, value),
-            functools.partial(_config, spec, mode),
-        )
-        if mode == "ddtree-libraspec"
-        else mode_job(
-            label, mode, _settings(spec, n, label, mode, value), functools.partial(_config, spec, mode), profile
         )
         for label, mode, value in labels
     ]
@@ -295,13 +283,8 @@ def run_bench(
     return BenchResult(summary, records)
 
 
-def _libraspec_tree(spec: BenchSpec, decoder: SpeculativeDecoder, budget: int) -> TreePolicy:
-    """ddtree-libraspec: LibraSpec (alpha a number or auto, as for the chain) picks the depth."""
-    return TreePolicy(libraspec_policy(spec.alpha, spec.d_max, decoder), budget)
-
-
 def _settings(spec: BenchSpec, n: int, label: str, mode: str, value: int | None) -> RunSpec:
-    """The policy knobs of one label other than LibraSpec (driver.libraspec_policy builds that): the
+    """The policy knobs of one label but alpha (`driver.alpha_policy` sets the bench's): the
     static length (n when unset), FailFast's recorded settings (the paper's for failfast-paper),
     ddtree's depth (n when unset) and a tree mode's node budget (`value`)."""
     if label == "failfast-paper":
@@ -342,7 +325,7 @@ def _progress(total: int, enabled: bool):
 def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -> dict:
     ar_runs = records.get("ar")
     modes = {label: mode_summary(records[label], ar_runs, profile) for label, _, _ in labels}
-    statics = [(label, L) for label, mode, L in labels if mode == "static"]
+    statics = [(label, L) for label, mode, L in labels if mode == BASELINE]
     best = None
     for label, length in statics:
         modes[label]["length"] = length

@@ -12,12 +12,13 @@ With `rounds=True` the grid also yields a `RoundDone` after every round, so a ca
 advances the generator under a lock (the app's `Session.exclusive`) holds the lock for one
 round, not a whole run. Policies come from the mode registry (docs/ARCHITECTURE.md,
 section "Modes"); `mode_job` builds a job whose policy is `MODES[mode].policy(settings)`.
-`libraspec_policy` makes LibraSpec with a fixed alpha or "auto" (autoalpha.py), for the
-benchmarks and the sweep alike.
+`alpha_policy` makes any mode's policy with alpha a number or "auto" (autoalpha.py), for the
+benchmarks, the grids and the sweep alike.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from contextlib import closing
@@ -30,6 +31,7 @@ from ..modes import MODES
 from ..policy import LengthPolicy, LibraSpecPolicy
 from ..records import RoundRecord
 from ..spec import RunSpec
+from ..tree import TreePolicy
 
 ORDERS = ("prompts", "jobs")  # the outer loop: every job of a prompt first, or every prompt of a job
 AUTO = "auto"  # LibraSpec's alpha set online from the latency profile (autoalpha.py)
@@ -91,11 +93,25 @@ def alpha_label(alpha) -> str:
     return AUTO if alpha == AUTO else f"{float(alpha):g}"
 
 
-def libraspec_policy(alpha, d_max: int, decoder: SpeculativeDecoder) -> LibraSpecPolicy:
-    """A fresh LibraSpec policy: alpha a number, or "auto" (alpha from the decoder's profile and past rounds)."""
-    if alpha == AUTO:
-        return AutoAlphaLibraSpecPolicy(decoder.profile, d_max)
-    return MODES["libraspec"].policy(RunSpec(alpha=alpha, d_max=d_max))
+def alpha_policy(mode: str, settings: RunSpec, alpha, profile=None) -> LengthPolicy | None:
+    """A fresh policy of `mode` (the registry's, under `settings`) with `alpha` a number or "auto":
+    then the LibraSpec policy inside it (a chain's own, a tree's depth policy) sets alpha online
+    from the decoder's `profile` and the rounds so far (autoalpha.py); a mode that reads alpha
+    without one refuses, a mode that does not read alpha ignores it."""
+    entry = MODES[mode]
+    if alpha != AUTO:
+        return entry.policy(dataclasses.replace(settings, alpha=float(alpha)), profile)
+    if "alpha" not in entry.knobs:
+        return entry.policy(settings, profile)
+    return _auto_alpha(entry.policy(settings, profile), profile, mode)
+
+
+def _auto_alpha(policy, profile, mode: str) -> LengthPolicy:
+    if isinstance(policy, TreePolicy):
+        return TreePolicy(_auto_alpha(policy.depth_policy, profile, mode), policy.node_budget)
+    if type(policy) is LibraSpecPolicy:
+        return AutoAlphaLibraSpecPolicy(profile, policy.d_max)
+    raise ValueError(f"alpha 'auto' sets a LibraSpec policy's alpha online; mode {mode!r} has none: give a number")
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,16 @@ from typing import Sequence
 
 import numpy as np
 
-from ..analysis.autoalpha import AutoAlphaLibraSpecPolicy
 from ..analysis.regimes import lockstep
 from ..analysis.replay import ReplayDecoder, best_schedule
 from ..analysis.trace import DraftTrace
 from ..cost import LatencyProfile, ar_text_s
 from ..engine import DecodeConfig
-from ..modes import TREE_MODES, get_mode
+from ..modes import TREE_MODES
 from ..records import RoundRecord
 from ..spec import RunSpec
 from .bench import FAILFAST_PAPER
+from .driver import AUTO, alpha_policy
 from .stats import speedup_interval
 
 BEST = "best schedule"
@@ -39,7 +39,7 @@ NODE_BUDGETS = (16, 32, 64)
 @dataclass(frozen=True)
 class Config:
     """One row of a grid: `mode` with `settings`; mode BEST is the hindsight schedule, "auto" in
-    `alpha_auto` is LibraSpec with automatic alpha (`AutoAlphaLibraSpecPolicy`)."""
+    `alpha_auto` sets the mode's LibraSpec alpha online (`driver.alpha_policy`)."""
 
     label: str
     mode: str
@@ -91,10 +91,7 @@ def replay_config(trace: DraftTrace, config: Config, profile: LatencyProfile) ->
     decoder = ReplayDecoder.from_trace(trace, profile)
     lookahead = min(trace.lookahead, max(settings.d_max, 24))
     cfg = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=lookahead)
-    if config.alpha_auto:
-        policy = AutoAlphaLibraSpecPolicy(profile, settings.d_max)
-    else:
-        policy = get_mode(config.mode).policy(settings, profile)
+    policy = alpha_policy(config.mode, settings, AUTO if config.alpha_auto else settings.alpha, profile)
     return list(decoder.run(list(trace.prompt), config.mode, policy, cfg))
 
 

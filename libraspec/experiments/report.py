@@ -31,7 +31,7 @@ import torch
 
 from ..cost import LatencyProfile
 from ..files import atomic_write_text
-from ..modes import MODES
+from ..modes import AR, BASELINE, MODES, ORACLE, PAPER
 from ..paths import PROMPTS_DIR, PUBLIC_DATA, read_prompts
 from ..profiling import machine_description, profile_reaching
 from ..spec import RunSpec
@@ -61,7 +61,7 @@ PUBLIC_SUITES = {
     "mtbench": "mt_bench_questions.jsonl",
 }
 ALL_MODES = tuple(name for name, m in MODES.items() if m.kind != "tree")  # trees have their own runs (tree_spec)
-TREE_RUN_MODES = ("ar", "static", "libraspec") + tuple(name for name, m in MODES.items() if m.kind == "tree")
+TREE_RUN_MODES = (AR, BASELINE, PAPER) + tuple(name for name, m in MODES.items() if m.kind == "tree")
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class ReportPlan:
     # alpha = T / (tau c), about 13-16 on a CPU profile, and that alpha set online ("auto")
     d_maxes: tuple[int, ...] = (15, 24, 32, 48, 60)  # paper Fig. 4 style, up to FailFast's cap
     seed: int = RunSpec.seed
-    annotate: tuple[str, ...] = ("static", "libraspec", "g4", "failfast")  # modes that get MAD to d*
+    annotate: tuple[str, ...] = (BASELINE, PAPER, "g4", "failfast")  # modes that get MAD to d*
     drafter: str | None = None  # None: the pair's default
     node_budgets: tuple[int, ...] = (16, 32)  # the chain-vs-tree runs' node budgets (paper: 64..512 on GPUs)
     tree_drafter: str = "dflash"  # trees need per-position candidates: the block-diffusion drafter
@@ -121,7 +121,7 @@ class ReportPlan:
     def sweep_specs(self, n: int) -> list[tuple[str, float, BenchSpec]]:
         """(kind, value, spec) for each sensitivity run not already covered by the main run."""
         base = BenchSpec(
-            modes=("ar", "libraspec"),
+            modes=(AR, PAPER),
             max_new_tokens=self.max_new_tokens,
             temperature=0.0,
             seed=self.seed,
@@ -179,7 +179,7 @@ def estimate_seconds(plan: ReportPlan, profile: LatencyProfile, n: int) -> tuple
     """
     tokens = plan.prompts_per_suite * plan.max_new_tokens * len(plan.suites)
     look = profile.round_time(plan.d_max)
-    lengths = [(d, "static") for d in plan.lengths(n)] + [(n, m) for m in ("libraspec", "g4", "failfast")]
+    lengths = [(d, BASELINE) for d in plan.lengths(n)] + [(n, m) for m in (PAPER, "g4", "failfast")]
     lengths.append((FAILFAST_PAPER["step"], "failfast"))  # failfast-paper's first length
     per_round = sum(profile.round_time(d) + (look if mode in plan.annotate else 0.0) for d, mode in lengths)
     per_round += look + profile.round_time(n)  # the oracle mode
@@ -378,7 +378,7 @@ def build_figures(data: ReportData) -> dict:
             continue
         best = result.summary["config"]["best_static"]
         frame = result.frame()
-        keep = frame["label"].isin([best, "libraspec", "oracle"]) & (frame["prompt_index"] == 0)
+        keep = frame["label"].isin([best, PAPER, ORACLE]) & (frame["prompt_index"] == 0)
         fig = length_figure(frame[keep])
         fig.update_layout(title=dict(text=f"{suite}, prompt 0: d per round (diamonds: d*)"))
         figures[f"trajectory-{suite}"] = fig

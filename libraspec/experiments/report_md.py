@@ -29,6 +29,7 @@ from ..analysis.calibration import (
     reliability_table,
 )
 from ..analysis.theory import expected_tau_curve
+from ..modes import AR, BASELINE, ORACLE, PAPER
 from .bench import label_title, mode_summary
 from .driver import alpha_label
 from .provenance import BUSY_SHARE, shown_path
@@ -71,7 +72,7 @@ def sample_tag(plan, prompts: int) -> str:
 
 
 def _label_name(label: str, entry: dict) -> str:
-    if entry["mode"] == "static":
+    if entry["mode"] == BASELINE:
         return f"static d={entry['length']}" + (" **(best)**" if entry.get("best") else "")
     return label_title(label)
 
@@ -137,12 +138,12 @@ def comparisons(modes: dict) -> list[str]:
     """Sentences under a modes table: LibraSpec against every other speculative mode, and the best
     static against the other static lengths, by the overlap of their 95% intervals."""
     out = []
-    others = [k for k, e in modes.items() if e["mode"] not in ("ar", "libraspec")]
+    others = [k for k, e in modes.items() if e["mode"] not in (AR, PAPER)]
     for key, what in (("speedup_measured", "measured"), ("speedup_modeled", "modeled")):
-        if "libraspec" in modes and others:
+        if PAPER in modes and others:
             verdicts: dict[str, list[str]] = {}
             for label in others:
-                verdicts.setdefault(compare(modes["libraspec"], modes[label], key), []).append(_plain(label, modes))
+                verdicts.setdefault(compare(modes[PAPER], modes[label], key), []).append(_plain(label, modes))
             out.append(
                 f"- LibraSpec, {what}: "
                 + "; ".join(f"{PHRASES[verdict]} {', '.join(names)}" for verdict, names in verdicts.items())
@@ -152,7 +153,7 @@ def comparisons(modes: dict) -> list[str]:
     ties = [
         _plain(k, modes)
         for k, e in modes.items()
-        if e["mode"] == "static" and k != best and compare(modes[best], e, "speedup_measured") == "not distinguishable"
+        if e["mode"] == BASELINE and k != best and compare(modes[best], e, "speedup_measured") == "not distinguishable"
     ]
     if best is not None and ties:
         out.append(
@@ -170,7 +171,7 @@ def pooled_modes(data, temperature: float, runs: dict | None = None) -> dict:
     results = [runs[(s, temperature)] for s in suites]
     if not results:
         return {}
-    ar = [run for r in results for run in r.records.get("ar", [])] or None
+    ar = [run for r in results for run in r.records.get(AR, [])] or None
     modes = {}
     for label in results[0].records:
         pooled = [run for r in results for run in r.records[label]]
@@ -178,7 +179,7 @@ def pooled_modes(data, temperature: float, runs: dict | None = None) -> dict:
         modes[label] = mode_summary(pooled, ar, data.profile, strata)
         if "length" in results[0].summary["modes"][label]:
             modes[label]["length"] = results[0].summary["modes"][label]["length"]
-    statics = [k for k, e in modes.items() if e["mode"] == "static"]
+    statics = [k for k, e in modes.items() if e["mode"] == BASELINE]
     if statics:
         best = max(statics, key=lambda k: modes[k]["tokens_per_s"] or 0.0)
         for k in statics:
@@ -188,7 +189,7 @@ def pooled_modes(data, temperature: float, runs: dict | None = None) -> dict:
 
 def best_static(modes: dict, key: str = "best") -> str | None:
     """The marked best static label (measured), or the best by `key` when key is a metric."""
-    statics = [k for k, e in modes.items() if e["mode"] == "static"]
+    statics = [k for k, e in modes.items() if e["mode"] == BASELINE]
     if not statics:
         return None
     if key == "best":
@@ -207,13 +208,13 @@ def sweep_rows(data, kind: str) -> list[tuple[float, dict, dict]]:
         for suite in plan.suites:
             main = data.main.get((suite, 0.0))
             result = main if value == main_value else data.sweeps.get((suite, kind, value))
-            if main is None or result is None or "libraspec" not in result.records:
+            if main is None or result is None or PAPER not in result.records:
                 continue
-            baseline = result.records.get("ar") or main.records.get("ar", [])  # AR timed beside it
-            per_suite[suite] = mode_summary(result.records["libraspec"], baseline, data.profile)
-            runs += result.records["libraspec"]
+            baseline = result.records.get(AR) or main.records.get(AR, [])  # AR timed beside it
+            per_suite[suite] = mode_summary(result.records[PAPER], baseline, data.profile)
+            runs += result.records[PAPER]
             ar += baseline
-            strata += [suite] * len(result.records["libraspec"])
+            strata += [suite] * len(result.records[PAPER])
         if runs:
             out.append((value, mode_summary(runs, ar or None, data.profile, strata), per_suite))
     return out
@@ -238,10 +239,10 @@ def _goal(ok: bool | None) -> str:
 
 def goal_rows(modes: dict) -> list[list[str]]:
     """[goal, LibraSpec's figure, verdict] for each goal of the project (GOALS)."""
-    lib = modes.get("libraspec")
+    lib = modes.get(PAPER)
     if lib is None:
         return []
-    oracle, best_m, marked = modes.get("oracle"), best_static(modes, "speedup_modeled"), best_static(modes)
+    oracle, best_m, marked = modes.get(ORACLE), best_static(modes, "speedup_modeled"), best_static(modes)
 
     def ratio(a, b):
         return None if a is None or not b else a / b
@@ -307,7 +308,7 @@ def _limits(data, pooled0: dict, samples: pd.DataFrame) -> list[str]:
             f"{'stretch d too far' if q > accepted else 'stop d too early'}."
         )
     even = profile.round_time(n) / ar
-    lib = pooled0.get("libraspec")
+    lib = pooled0.get(PAPER)
     ks = sorted({2, 4, n + 1, data.plan.d_max + 1})
     out.append(
         "- **Cost curve.** On this machine a target forward over k new tokens costs "
@@ -321,9 +322,7 @@ def _limits(data, pooled0: dict, samples: pd.DataFrame) -> list[str]:
 
 def _paper_rows(data, pooled: dict) -> list[list[str]]:
     rows = []
-    libs = [
-        (s, t, r.summary["modes"]["libraspec"]) for (s, t), r in data.main.items() if "libraspec" in r.summary["modes"]
-    ]
+    libs = [(s, t, r.summary["modes"][PAPER]) for (s, t), r in data.main.items() if PAPER in r.summary["modes"]]
     best = max(libs, key=lambda x: x[2]["speedup_measured"] or 0.0, default=None)
     if best:
         rows.append(
@@ -335,9 +334,9 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
             ]
         )
     for t, modes in pooled.items():
-        if "libraspec" in modes and best_static(modes):
+        if PAPER in modes and best_static(modes):
             s = modes[best_static(modes)]
-            lib = modes["libraspec"]
+            lib = modes[PAPER]
             gain_m = None if lib["speedup_measured"] is None else lib["speedup_measured"] - s["speedup_measured"]
             rows.append(
                 [
@@ -384,9 +383,9 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
                     "pooled over suites, the chain-vs-tree runs; budgets as labelled",
                 ]
             )
-    if 0.0 in pooled and "libraspec" in pooled[0.0] and best_static(pooled[0.0]):
+    if 0.0 in pooled and PAPER in pooled[0.0] and best_static(pooled[0.0]):
         modes = pooled[0.0]
-        regime = modes["libraspec"]["regime"] or {}
+        regime = modes[PAPER]["regime"] or {}
         rows.append(
             [
                 f"MAD to oracle {PAPER_MAD[0]} (LibraSpec) vs {PAPER_MAD[1]} (static)",
@@ -765,7 +764,7 @@ def _suite_block(plan, result, title: str, table, notes) -> list[str]:
 
 
 def _tree_table(modes: dict, tag: str) -> list[str]:
-    chain = modes.get("static", {}).get("tau")
+    chain = modes.get(BASELINE, {}).get("tau")
     header = [
         "mode",
         "speedup measured [95% CI]",
@@ -782,7 +781,7 @@ def _tree_table(modes: dict, tag: str) -> list[str]:
             _ci(e["speedup_measured"], e["speedup_measured_ci"]),
             _ci(e["speedup_modeled"], e["speedup_modeled_ci"]),
             _f(e["tau"]),
-            _x(e["tau"] / chain) if chain and e["mode"] != "ar" else "-",
+            _x(e["tau"] / chain) if chain and e["mode"] != AR else "-",
             _f(e["mean_length"], 1),
             _f(e.get("mean_tree_size"), 1),
             str(e["tokens"]),
@@ -798,11 +797,11 @@ def tree_comparisons(modes: dict) -> list[str]:
     out = []
     for label, e in modes.items():
         pairs = (
-            [("static", "the chain (static d = n)")]
+            [(BASELINE, "the chain (static d = n)")]
             if e["mode"] == "ddtree"
             else [
                 (label.replace("ddtree-libraspec", "ddtree", 1), "ddtree at the same budget"),
-                ("libraspec", "LibraSpec on the chain"),
+                (PAPER, "LibraSpec on the chain"),
             ]
             if e["mode"] == "ddtree-libraspec"
             else []
@@ -872,7 +871,7 @@ def regime_section(pooled: dict, tag: str) -> list[str]:
                     [f"{t:g}", _plain(label, modes), str(regime["judged"])]
                     + [str(regime["dstar_histogram"][name]) for name, _, _ in DSTAR_BINS]
                 )
-            if e["mode"] == "libraspec":
+            if e["mode"] == PAPER:
                 moves.append(
                     [f"{t:g}", str(regime["rounds"])]
                     + [_pct(regime[k]) for k in ("extends", "rolls_back", "further_block", "d_max_bound", "ar_steps")]

@@ -32,8 +32,10 @@ import pandas as pd
 from ..analysis.replay import ReplayDecoder
 from ..analysis.trace import DraftTrace, iter_trace
 from ..engine import DecodeConfig, SpeculativeDecoder
+from ..modes import AR, PAPER
 from ..records import RoundRecord, committed_text, summarize, timing_noise_s
-from .driver import AUTO, Cancelled, Job, alpha_label, decode_grid, libraspec_policy, parse_alphas
+from ..spec import RunSpec
+from .driver import AUTO, Cancelled, Job, alpha_label, alpha_policy, decode_grid, parse_alphas
 from .grids import decision_digest
 
 DEFAULT_ALPHAS = (1.6, 2.0, 2.2, 2.6, AUTO)  # around the paper's 2.0 (Fast-dLLM) and 2.2 (DFlash)
@@ -121,8 +123,8 @@ def _cell_jobs(decoder, configs, cells: dict) -> list[Job]:
     return [
         Job(
             label,
-            "libraspec",
-            functools.partial(libraspec_policy, alpha, d_max, decoder),
+            PAPER,
+            functools.partial(alpha_policy, PAPER, RunSpec(d_max=d_max), alpha, decoder.profile),
             functools.partial(_cell_config, configs, d_max),
         )
         for label, (alpha, d_max) in cells.items()
@@ -160,7 +162,7 @@ def iter_sweep(
     configs = [dataclasses.replace(config, seed=config.seed + i) for i in range(len(prompts_ids))]
     cells = {f"alpha = {alpha_label(alpha)}, d_max = {d_max}": (alpha, d_max) for alpha in alphas for d_max in d_maxes}
     replayed = decode is not None and config.sampling.greedy
-    jobs = [Job("AR", "ar", None, configs.__getitem__)]
+    jobs = [Job("AR", AR, None, configs.__getitem__)]
     if not replayed:
         jobs += _cell_jobs(decoder, configs, cells)
     total = len(prompts_ids) * (1 + (min(decode, len(cells)) if replayed else len(cells)))
@@ -173,7 +175,7 @@ def iter_sweep(
             yield SweepEvent(done, total, "cancelled", pd.DataFrame(rows, columns=COLUMNS), True)
             return
         done += 1
-        if event.mode == "ar":
+        if event.mode == AR:
             ar_runs[event.index] = event.records
         else:
             runs.append(event.records)
@@ -256,7 +258,8 @@ def _replay_cell(decoder, trace: DraftTrace, alpha, d_max: int, config: DecodeCo
     """A cell's rounds on one prompt, replayed from its trace as the engine would decode them."""
     replayer = ReplayDecoder.from_trace(trace, decoder.profile)
     cell = dataclasses.replace(config, lookahead=d_max, annotate_oracle=True)
-    return list(replayer.run(list(trace.prompt), "libraspec", libraspec_policy(alpha, d_max, decoder), cell))
+    policy = alpha_policy(PAPER, RunSpec(d_max=d_max), alpha, decoder.profile)
+    return list(replayer.run(list(trace.prompt), PAPER, policy, cell))
 
 
 def run_sweep(

@@ -28,7 +28,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from libraspec.drafters import SOURCE_TITLES
-from libraspec.modes import MODES
+from libraspec.modes import AR, MODES, ORACLE, PAPER
 from libraspec.policy import epsilon_bounds
 from libraspec.records import step_action
 from libraspec.tree import path_probabilities
@@ -184,7 +184,7 @@ def _source_text(sources) -> str:
     return " + ".join(names)
 
 
-def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec", highlight: int | None = None) -> go.Figure:
+def confidence_heatmap(frame: pd.DataFrame, mode: str = PAPER, highlight: int | None = None) -> go.Figure:
     """Rounds x draft positions, colour = q_i; markers at the chosen d and the accepted a.
 
     A marker sits on the boundary after the last position it covers (x = d + 0.5,
@@ -258,7 +258,7 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = "libraspec", highlight: 
                 y=[r for r, _ in oracle],
                 name="oracle d*",
                 mode="markers",
-                marker=dict(symbol="diamond-open", size=9, color=MODE_COLORS["oracle"], line=dict(width=2)),
+                marker=dict(symbol="diamond-open", size=9, color=MODE_COLORS[ORACLE], line=dict(width=2)),
                 customdata=[int(v) for _, v in oracle],
                 hovertemplate="round %{y}<br>d* = %{customdata}<extra></extra>",
             )
@@ -327,7 +327,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
             y=[d, d],
             name=f"chosen d = {d}",
             mode="lines",
-            line=dict(color=MODE_COLORS["oracle"] if _kind(mode) == "oracle" else "#444444", width=2),
+            line=dict(color=MODE_COLORS[ORACLE] if _kind(mode) == "oracle" else "#444444", width=2),
         ),
         row=1,
         col=1,
@@ -498,7 +498,7 @@ def speedup_figure(
         empty_figure(fig, "no rounds or no AR baseline yet")
     fig.add_hline(
         y=1.0,
-        line=dict(color=MODE_COLORS["ar"], width=1, dash="dot"),
+        line=dict(color=MODE_COLORS[AR], width=1, dash="dot"),
         annotation_text="AR",
         annotation_position="bottom right",
     )
@@ -857,7 +857,7 @@ def tree_size_figure(frame: pd.DataFrame, mode: str) -> go.Figure:
                     y=[v for _, v in oracle],
                     name="oracle size",
                     mode="markers",
-                    marker=dict(symbol="diamond-open", size=8, color=MODE_COLORS["oracle"], line=dict(width=1.5)),
+                    marker=dict(symbol="diamond-open", size=8, color=MODE_COLORS[ORACLE], line=dict(width=1.5)),
                     hovertemplate="round %{x}<br>oracle size = %{y}<extra></extra>",
                 )
             )

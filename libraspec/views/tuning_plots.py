@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from libraspec.cost import BLOCK_DIFFUSION, Drafting
+from libraspec.modes import AR, BASELINE, ORACLE, PAPER
 from libraspec.views.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, empty_figure
 
 SWEEP_METRICS = (
@@ -51,7 +52,7 @@ def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
             x=positions,
             y=list(state.eps),
             name="eps_i",
-            marker_color=MODE_COLORS["libraspec"],
+            marker_color=MODE_COLORS[PAPER],
             opacity=0.75,
             marker_line=dict(width=[3 if i == state.argmin else 0 for i in positions], color="#000000"),
             hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>",
@@ -89,7 +90,7 @@ def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
     )
     fig.add_vline(
         x=state.d + 0.5,
-        line=dict(color=MODE_COLORS["oracle"], width=2, dash="dot"),
+        line=dict(color=MODE_COLORS[ORACLE], width=2, dash="dot"),
         annotation_text=f"d = {state.d}",
         annotation_position="top right",
     )
@@ -136,9 +137,9 @@ def expected_speedup_figure(
         )
     )
     marks = (
-        (f"LibraSpec d = {libraspec_d}", libraspec_d, MODE_COLORS["libraspec"], "circle", 13),
-        (f"argmax d = {best}", best, MODE_COLORS["oracle"], "diamond-open", 17),
-        (f"static d = {static_length}", static_length, MODE_COLORS["static"], "square", 10),
+        (f"LibraSpec d = {libraspec_d}", libraspec_d, MODE_COLORS[PAPER], "circle", 13),
+        (f"argmax d = {best}", best, MODE_COLORS[ORACLE], "diamond-open", 17),
+        (f"static d = {static_length}", static_length, MODE_COLORS[BASELINE], "square", 10),
     )
     for name, d, color, symbol, size in marks:
         if 1 <= d <= d_max:
@@ -154,7 +155,7 @@ def expected_speedup_figure(
             )
     fig.add_hline(
         y=1.0,
-        line=dict(color=MODE_COLORS["ar"], width=1, dash="dot"),
+        line=dict(color=MODE_COLORS[AR], width=1, dash="dot"),
         annotation_text="AR",
         annotation_position="bottom right",
     )
@@ -258,7 +259,7 @@ def calibration_figure(bins: pd.DataFrame, by_position: pd.DataFrame, ece: float
             y=bins["acceptance"].tolist() if not bins.empty else [],
             width=0.09,
             name="acceptance rate",
-            marker_color=MODE_COLORS["libraspec"],
+            marker_color=MODE_COLORS[PAPER],
             opacity=0.7,
             customdata=bins["count"].tolist() if not bins.empty else [],
             hovertemplate="bin %{x:.2f}<br>accepted %{y:.3f}<br>%{customdata} drafts<extra></extra>",
@@ -290,7 +291,7 @@ def calibration_figure(bins: pd.DataFrame, by_position: pd.DataFrame, ece: float
                 x=by_position["position"].tolist(),
                 y=by_position["acceptance"].tolist(),
                 name="acceptance by position",
-                marker_color=MODE_COLORS["static"],
+                marker_color=MODE_COLORS[BASELINE],
                 opacity=0.7,
                 customdata=by_position["count"].tolist(),
                 hovertemplate="i = %{x}<br>accepted %{y:.3f}<br>%{customdata} drafts<extra></extra>",

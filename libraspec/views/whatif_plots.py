@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from libraspec.modes import BASELINE, ORACLE, PAPER
 from libraspec.views.plots import apply_layout, mode_color
 
 BEST_COLOR = "#000000"
@@ -17,9 +18,9 @@ def lengths_figure(plan) -> go.Figure:
     way through the text; the legend carries each one's modeled speedup over AR."""
     fig = go.Figure()
     colours = {
-        plan.libraspec.label: mode_color("libraspec"),
-        plan.static.label: mode_color("static"),
-        plan.oracle.label: mode_color("oracle"),
+        plan.libraspec.label: mode_color(PAPER),
+        plan.static.label: mode_color(BASELINE),
+        plan.oracle.label: mode_color(ORACLE),
         plan.best.label: BEST_COLOR,
     }
     for line in plan.lines:
