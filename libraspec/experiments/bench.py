@@ -270,6 +270,8 @@ def run_bench(
         )
         for label, mode, value in labels
     ]
+    for job in jobs:
+        job.new_policy()  # a setting no policy takes (alpha "auto" for ddtree-marginal) refuses before decoding
     records = {label: [] for label, _, _ in labels}
     load_before, clock_before = load_average(), cpu_clock()
     bar = _progress(len(prompts) * len(labels), progress)
