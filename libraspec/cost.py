@@ -21,7 +21,7 @@ import numpy as np
 
 from .files import atomic_write_text
 
-DIFFUSION, LOOKUP = "dflash", "lookup"  # the sources of a drafting step (`DraftBuffer.pass_sources`)
+DIFFUSION, LOOKUP = "dflash", "lookup"  # the sources of a drafting step (`DraftBuffer.step_sources`)
 
 
 @dataclass(frozen=True)

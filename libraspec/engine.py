@@ -1,6 +1,6 @@
 """SpeculativeDecoder: the round loop, the AR baseline, the oracle (docs/ARCHITECTURE.md, "A round").
 
-Symbols follow the LibraSpec paper: n drafts per drafter pass, d the length submitted for
+Symbols follow the LibraSpec paper: n drafts per drafting step (a block), d the length submitted for
 verification, d_max its cap, q_i drafter confidences, tau = accepted + 1 tokens committed
 per round (accepted alone when an accepted draft is an EOS), d* the oracle length.
 

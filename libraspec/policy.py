@@ -1,6 +1,6 @@
 """Speculative-length policies: LibraSpec (Algorithm 1) and the comparison policies.
 
-Paper symbols: n is the block size (draft tokens per drafter pass), d the speculative
+Paper symbols: n is the block size (draft tokens per drafting step), d the speculative
 length submitted for verification, d_max its cap, q_i the drafter confidence of draft
 token i, alpha the trade-off hyperparameter, B the draft budget (drafted tokens not yet
 inside d), and eps_i = floor(alpha * S_i + i) the bound of position i with

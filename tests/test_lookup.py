@@ -164,10 +164,10 @@ def test_hybrid_times_a_step_once_and_prices_the_proposal_it_drops(pair, monkeyp
         buffer.extend(2)
         wall = time.perf_counter() - start
         monkeypatch.undo()
-        assert buffer.draft_seconds(2) == sum(buffer.pass_seconds) <= wall
+        assert buffer.draft_seconds(2) == sum(buffer.step_seconds) <= wall
         ((step, dropped),) = [d for d in buffer.discarded if d[0] == 0]
-        kept.add(buffer.pass_sources[0])
-        assert dropped != buffer.pass_sources[0]
+        kept.add(buffer.step_sources[0])
+        assert dropped != buffer.step_sources[0]
         assert drafting_s(PROFILE, buffer.steps_run(1)) == pytest.approx(PROFILE.draft_time(1) + PROFILE.lookup_s)
     assert kept == {"lookup", "dflash"}  # the repetitive prompt keeps the look-up, the other the diffusion pass
 
@@ -192,7 +192,7 @@ def test_a_hybrid_round_drops_what_its_kept_sources_say_and_is_priced_as_it_ran(
 
     buffer = HybridDraft(Canned("dflash", [[0.5, 0.5]]), Canned("lookup", [[0.9, 0.9], [0.9, 0.9], [0.0, 0.0]]))
     buffer.extend(4)
-    assert buffer.pass_sources == ["lookup", "lookup", "dflash", "dflash"]
+    assert buffer.step_sources == ["lookup", "lookup", "dflash", "dflash"]
     assert buffer.discarded == [(0, "dflash"), (2, "lookup")]
     recorded = round_drafting("hybrid", buffer.sources[:: buffer.n])
     profile = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=2, max_tokens=16)

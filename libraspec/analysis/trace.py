@@ -225,7 +225,7 @@ def iter_trace(
             buffer.ensure(width)
         _store(buffer, g, tokens, q, cand_tokens, cand_probs, top_k)
         steps[g], empty[g] = buffer.blocks, buffer.empty
-        sources.append(tuple(buffer.pass_sources))
+        sources.append(tuple(buffer.step_sources))
         discarded.append(tuple(buffer.discarded))
         busy += time.perf_counter() - step_start
         yield g + 1
@@ -280,7 +280,7 @@ class TraceBuffer(DraftBuffer):
         return self._discarded
 
     def _step(self):
-        trace, g, k, n = self.trace, self.g, len(self.pass_seconds), self.n
+        trace, g, k, n = self.trace, self.g, len(self.step_seconds), self.n
         if k >= trace.steps[g]:
             raise TraceTooShort(
                 f"the trace holds {trace.lookahead} drafts per position; this replay needs more "

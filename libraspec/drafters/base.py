@@ -36,14 +36,14 @@ class DraftBuffer:
         self.sources: list[str] = []  # the drafter that proposed each token
         self._confidences: list[float] = []
         self._probs: list[torch.Tensor] = []  # (n, V) per step, sampling only
-        self.pass_seconds: list[float] = []  # wall time of each step
-        self.pass_sources: list[str] = []  # which drafter ran each step
+        self.step_seconds: list[float] = []  # wall time of each step
+        self.step_sources: list[str] = []  # which drafter ran each step
         self.empty = False  # True when the first step had nothing to offer: the round is an AR step
 
     @property
     def discarded(self) -> list[tuple[int, str]]:
         """(step index, drafter) of proposals made within a step and not used (a composite
-        drafter's); their time is in that step's pass_seconds. A single drafter has none."""
+        drafter's); their time is in that step's step_seconds. A single drafter has none."""
         return []
 
     def _step(self) -> tuple[list[int], list[float], torch.Tensor | None, str]:
@@ -56,7 +56,7 @@ class DraftBuffer:
 
     @property
     def blocks(self) -> int:
-        return len(self.pass_seconds)
+        return len(self.step_seconds)
 
     @property
     def seconds(self) -> float:
@@ -64,7 +64,7 @@ class DraftBuffer:
 
     def draft_seconds(self, steps: int) -> float:
         """Wall time of the first `steps` steps (proposals they made and did not use included)."""
-        return float(sum(self.pass_seconds[:steps]))
+        return float(sum(self.step_seconds[:steps]))
 
     def draft_probs(self, d: int) -> torch.Tensor:
         """The proposal distributions of drafts 1..d over the full target vocabulary, (d, V); sampling only."""
@@ -110,8 +110,8 @@ class DraftBuffer:
             self.sources.extend([source] * len(tokens))
             if probs is not None:
                 self._probs.append(probs)
-            self.pass_sources.append(source)
-            self.pass_seconds.append(time.perf_counter() - start)
+            self.step_sources.append(source)
+            self.step_seconds.append(time.perf_counter() - start)
 
     def steps_for(self, d: int) -> int:
         """Steps a round needs to reach d drafts (0 for d = 0: an AR step drafts nothing)."""
@@ -120,7 +120,7 @@ class DraftBuffer:
     def steps_run(self, steps: int) -> list[str]:
         """The source of every drafting step the round's first `steps` steps ran, the proposals made
         within them and not used included: what `cost.drafting_s` prices."""
-        return self.pass_sources[:steps] + [source for step, source in self.discarded if step < steps]
+        return self.step_sources[:steps] + [source for step, source in self.discarded if step < steps]
 
 
 def one_hot(tokens: list[int], vocab_size: int) -> torch.Tensor:

@@ -59,7 +59,7 @@ class HybridDraft(DraftBuffer):
 
     @property
     def discarded(self) -> list[tuple[int, str]]:
-        return discarded(self.pass_sources)
+        return discarded(self.step_sources)
 
 
 class HybridDrafter:

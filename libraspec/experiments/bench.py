@@ -3,7 +3,7 @@
 Every prompt is decoded in every requested mode (AR, static length d, LibraSpec, G4,
 FailFast, oracle) on one model pair, interleaved prompt by prompt so that load on the
 machine falls on all modes alike. Symbols follow the LibraSpec paper: n drafts per
-drafter pass, d the speculative length, d_max its cap, alpha the trade-off of
+drafting step, d the speculative length, d_max its cap, alpha the trade-off of
 Algorithm 1, tau = accepted drafts + 1 tokens committed per round, d* the oracle length.
 
 Speedups (docs/ARCHITECTURE.md, "What is timed") are totals over prompts: AR seconds per token divided by

@@ -79,7 +79,8 @@ class ModelPair:
 
     @property
     def n(self) -> int:
-        """Drafts per drafter pass; the DFlash config stores block_size = n + 1 (a b16 checkpoint drafts 15)."""
+        """Drafts per drafting step (a block-diffusion pass); the DFlash config stores
+        block_size = n + 1 (a b16 checkpoint drafts 15)."""
         return self.drafter.n
 
     @property
