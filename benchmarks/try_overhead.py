@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from libraspec.experiments.provenance import git_state, load_average  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
+from libraspec.paths import read_examples  # noqa: E402
 from libraspec.spec import RunSpec  # noqa: E402
-from ui.common import load_examples  # noqa: E402
 from ui.session import Session  # noqa: E402
 
 
@@ -54,7 +54,7 @@ def main() -> int:
         pass
     settings = RunSpec(max_new_tokens=args.max_new_tokens, temperature=0.0)
     rows = []
-    for example in load_examples():
+    for example in read_examples():
         for attempt in ("first", "again"):
             row = one_try(session, example["prompt"], settings, args.drafter or None)
             rows.append(row | {"prompt": example["prompt"][:50], "try": attempt})

@@ -13,6 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "assets"
 PROMPTS_DIR = ASSETS / "prompts"  # the app's and the report's own prompt suites
+EXAMPLES_PATH = ASSETS / "examples.json"  # the app's example prompts: [{"category", "prompt"}, ...]
 PUBLIC_DATA = ROOT.parent / "shared" / "data"
 PROMPT_KEYS = ("prompt", "question", "problem", "turns")  # HumanEval, GSM8K, MATH-500, MT-Bench
 
@@ -46,3 +47,9 @@ def read_prompts(path: str | os.PathLike) -> list[str]:
     if not prompts:
         raise ValueError(f"{path}: no prompts found")
     return prompts
+
+
+def read_examples() -> list[dict]:
+    """The app's example prompts, in order, each a dict with its category and prompt."""
+    with open(EXAMPLES_PATH, encoding="utf-8") as handle:
+        return json.load(handle)

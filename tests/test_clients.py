@@ -18,7 +18,8 @@ gr = pytest.importorskip("gradio")
 from ui.calibration_tab import SOURCES, CalibrationTab  # noqa: E402
 from ui.race_tab import RaceTabs  # noqa: E402
 from ui.stepthrough import Inputs  # noqa: E402
-from ui.sweep_tab import EXAMPLES, SweepTab  # noqa: E402
+from ui.sweep_tab import SweepTab  # noqa: E402
+from ui.sweeps import EXAMPLES  # noqa: E402
 from ui.teach_tab import TeachTab  # noqa: E402
 
 LAYER = "app"  # tests/conftest.py

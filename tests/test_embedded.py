@@ -8,7 +8,6 @@ damaged drafter file gives a message that says how to repair it.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import warnings
@@ -22,6 +21,7 @@ from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models import embedded, registry
 from libraspec.modes import make_policy
+from libraspec.paths import read_examples
 from libraspec.policy import LibraSpecPolicy, StaticPolicy
 from libraspec.profiling import profile_path
 from libraspec.train.prompts import heldout_prompts
@@ -220,7 +220,7 @@ def test_the_apps_math_examples_get_the_right_answers(decoder):
         "What is 12 times 3? Answer in one sentence.": "36",
         "What is half of 50?": "25",
     }
-    examples = json.loads((Path(__file__).resolve().parents[1] / "assets" / "examples.json").read_text())
+    examples = read_examples()
     assert {e["prompt"] for e in examples if e["category"] == "math"} == set(expected)
     for prompt, answer in expected.items():
         ar, _ = tokens(decoder, decoder.pair.encode_prompt(prompt), "ar", None)

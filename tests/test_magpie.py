@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from libraspec.paths import read_prompts
+from libraspec.paths import read_examples, read_prompts
 from libraspec.train.magpie import NGRAM, PROTECTED_FOLDERS, Decontaminator, clean_user_turn, normalise, protected_texts
 from libraspec.train.prompts import heldout_prompts
 
@@ -90,5 +90,5 @@ def test_the_apps_examples_are_not_prompts_the_lookup_corpus_answered():
 
     seen = {tuple(normalise(p)) for p in training_prompts()}
     seen |= {tuple(normalise(json.loads(line)["prompt"])) for line in open(COMMITTED, encoding="utf-8")}
-    examples = json.loads((ROOT / "assets" / "examples.json").read_text())
+    examples = read_examples()
     assert examples and not [e["prompt"] for e in examples if tuple(normalise(e["prompt"])) in seen]

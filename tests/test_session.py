@@ -250,8 +250,7 @@ def test_calibration_and_sweep_inputs_are_clamped_as_a_race_clamps_them(session)
     """The calibration run's d and max new tokens, and a sweep's max new tokens, go through the race's
     check (`check_settings`): clamped, and the status line says what changed; a value that is no
     number is refused by name."""
-    from ui.sweep_tab import MAX_PROMPTS, prompt_count
-    from ui.sweeps import Sweeps
+    from ui.sweeps import MAX_PROMPTS, Sweeps, prompt_count
 
     line, records = list(session.sweeps.static_run(["Hi!"], 999, 0, "dflash"))[-1]
     high = int(bounds("static_length", session.n, APP_CAPS, session.pair.max_context)[1])

@@ -267,7 +267,7 @@ def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
 
 @pytest.mark.app  # imports ui/
 def test_prompt_sets_of_the_sweep_tab():
-    from ui.sweep_tab import EXAMPLES, load_prompt_set, prompt_sets
+    from ui.sweeps import EXAMPLES, load_prompt_set, prompt_sets
 
     three = load_prompt_set(EXAMPLES, 3)
     assert len(three) == 3 and len(set(three)) == 3

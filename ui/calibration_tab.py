@@ -18,12 +18,13 @@ import time
 
 import gradio as gr
 
+from libraspec.paths import read_examples
 from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec
 from libraspec.views import plots
 
 from .calibration_summary import calibration_json, summarize_calibration, tree_calibration
-from .common import QUEUE, client_key, load_examples
+from .common import QUEUE, client_key
 from .hosting import RACE_MAX_S, gpu
 from .session import Session
 from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP
@@ -117,7 +118,7 @@ class CalibrationTab:
         last output)."""
         try:
             records, shown, line = [], 0.0, ""
-            prompts = [e["prompt"] for e in load_examples()]
+            prompts = [e["prompt"] for e in read_examples()]
             for line, records in self.session.sweeps.static_run(prompts, d_max, max_new_tokens, drafter):
                 if records is None or time.monotonic() - shown >= UPDATE_INTERVAL_S:
                     shown = time.monotonic()

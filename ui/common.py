@@ -1,21 +1,12 @@
-"""What the tabs share: the model queue, the example prompts and the key of the client a call serves."""
+"""What the tabs share: the model queue and the key of the client a call serves."""
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import gradio as gr
 
-from libraspec.paths import ASSETS
-
-EXAMPLES_PATH = ASSETS / "examples.json"
 QUEUE = dict(concurrency_id="model", concurrency_limit=1)  # every model call, one at a time
-
-
-def load_examples() -> list[dict]:
-    with open(EXAMPLES_PATH) as handle:
-        return json.load(handle)
 
 
 def client_key(request: gr.Request | None) -> str:

@@ -25,13 +25,14 @@ import pandas as pd
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.models.registry import describe_pair
 from libraspec.modes import MODES, PAPER
+from libraspec.paths import read_examples
 from libraspec.profiling import PROFILE_TOLERANCE
 from libraspec.records import records_to_frame
 from libraspec.spec import N_DEFAULT, NAMES, RunSpec
 from libraspec.tree import node_reasons
 from libraspec.views import plots
 
-from .common import QUEUE, client_key, load_examples
+from .common import QUEUE, client_key
 from .history import COLUMNS as HISTORY_COLUMNS
 from .history import history_frame, history_notes
 from .hosting import LOAD_SECONDS, gpu, race_seconds
@@ -188,7 +189,7 @@ class RaceTabs:
                     "Sets alpha to section 3.4's T_verify / (tau c) from this machine's latency profile "
                     "and your last race's LibraSpec rounds."
                 )
-            examples = load_examples()
+            examples = read_examples()
             gr.Examples(
                 [[e["prompt"]] for e in examples],
                 inputs=[self.prompt],

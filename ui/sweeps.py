@@ -12,11 +12,46 @@ from libraspec.engine import DecodeConfig
 from libraspec.experiments.driver import RunDone, decode_grid, mode_job
 from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
 from libraspec.modes import BASELINE
+from libraspec.paths import PROMPTS_DIR, read_examples, read_prompts
 from libraspec.records import RoundRecord
-from libraspec.spec import RunSpec
+from libraspec.spec import RunSpec, as_number
 
 from .races import LOCAL
 from .settings import check_settings
+
+EXAMPLES = "examples (app)"
+MAX_PROMPTS = 24
+
+
+def prompt_sets() -> list[str]:
+    """The app's examples, then every assets/prompts/*.jsonl file by name."""
+    return [EXAMPLES] + sorted(p.name for p in PROMPTS_DIR.glob("*.jsonl"))
+
+
+def prompt_count(count) -> tuple[int, str]:
+    """The number of prompts a sweep runs, clamped to 1..MAX_PROMPTS, and a note when it was ("" if not)."""
+    number = as_number(count, "number of prompts")
+    fixed = int(min(max(round(number), 1), MAX_PROMPTS))
+    return (
+        fixed,
+        "" if fixed == number else f" Corrected: number of prompts {number:g} -> {fixed} (allowed 1..{MAX_PROMPTS}).",
+    )
+
+
+def load_prompt_set(name: str, count: int) -> list[str]:
+    """The first `count` prompts of a set (1..MAX_PROMPTS, `prompt_count`); the examples interleave their categories."""
+    if name == EXAMPLES:
+        examples = read_examples()
+        categories = list(dict.fromkeys(e["category"] for e in examples))
+        groups = [[e["prompt"] for e in examples if e["category"] == c] for c in categories]
+        prompts = [g[k] for k in range(max(map(len, groups))) for g in groups if k < len(g)]
+    elif name in prompt_sets():
+        prompts = read_prompts(PROMPTS_DIR / name)
+    else:
+        raise ValueError(f"unknown prompt set {name!r}; choose one of {', '.join(prompt_sets())}")
+    if not 1 <= count <= MAX_PROMPTS:
+        raise ValueError(f"number of prompts must be between 1 and {MAX_PROMPTS}, got {count}")
+    return prompts[:count]
 
 
 class Sweeps:
