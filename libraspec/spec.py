@@ -83,7 +83,7 @@ class RunSpec:
         def clamp(name: str, integer: bool = True, value=None, d_max=None):
             low, high = bounds(name, n, caps, context, d_max)
             value = getattr(self, name) if value is None else value
-            number = as_number(value, NAMES[name])
+            number = as_number(value, NAMES[name], field=name)
             fixed = min(max(round(number) if integer else number, low), high)
             if fixed != number:
                 notes[name] = f"{NAMES[name]} {number:g} -> {fixed:g} (allowed {low:g}..{high:g})"
@@ -158,14 +158,24 @@ class Checked(NamedTuple):
         return [self.notes[f.name] for f in dataclasses.fields(RunSpec) if f.name in self.notes]
 
 
-def as_number(value, name: str) -> float:
-    """float(value), refusing what is not a finite number with a message naming the field."""
+class SettingError(ValueError):
+    """A value that is not a finite number; `field` is the RunSpec field it was given for (None
+    for an input that is not one), so a form can show the message beside that field."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+def as_number(value, name: str, field: str | None = None) -> float:
+    """float(value), refusing what is not a finite number with a `SettingError` naming the input
+    (`name`, as the message says it; `field`, the RunSpec field, when it is one)."""
     if isinstance(value, bool) or value is None:
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise SettingError(f"{name} must be a number, got {value!r}", field)
     try:
         number = float(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
+        raise SettingError(f"{name} must be a number, got {value!r}", field) from None
     if not math.isfinite(number):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+        raise SettingError(f"{name} must be a finite number, got {value!r}", field)
     return number

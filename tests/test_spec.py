@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from libraspec.spec import DEFAULT_ALPHA, LIBRARY_CAPS, Caps, RunSpec
+from libraspec.spec import DEFAULT_ALPHA, LIBRARY_CAPS, Caps, RunSpec, SettingError
 
 LAYER = "unit"  # tests/conftest.py
 
@@ -53,5 +53,6 @@ def test_caps_and_the_context_window_bound_lengths_and_new_tokens():
     ],
 )
 def test_what_is_not_a_number_is_refused_naming_the_field(field, value, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(SettingError, match=message) as refused:
         dataclasses.replace(RunSpec(), **{field: value}).checked(7)
+    assert refused.value.field == field  # what a form shows the message beside

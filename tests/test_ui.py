@@ -199,6 +199,25 @@ def test_settings_that_are_not_numbers_are_refused(bad, message):
         check_settings(RunSpec(**bad), n=15)
 
 
+def test_a_field_that_is_not_a_number_says_so_under_itself_only():
+    """Leaving a settings field: its own refusal shows under it; another field's leaves it alone."""
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from ui.race_tab import RaceTabs
+    from ui.settings import FIELDS
+
+    tab = RaceTabs.__new__(RaceTabs)
+    tab.session = SimpleNamespace(n=7)
+    values = dict(zip(FIELDS, (2.2, 24, 0, 0.0, 64, 0, 0, 32)))
+    values["d_max"] = "many"
+    assert "d_max must be a number, got 'many'" in tab.check_field("d_max", *values.values()).info
+    assert tab.check_field("alpha", *values.values()) == gr.skip()
+    values["d_max"] = 99999
+    assert "d_max 99999 -> 64" in tab.check_field("d_max", *values.values()).info
+
+
 def test_the_alpha_the_app_suggests_is_within_the_allowed_range():
     """Section 3.4's alpha reaches ~16-24 on CPU profiles; the range must keep it, not clamp it."""
     assert ALPHA_MAX >= 24 and check_settings(RunSpec(alpha=24.0), n=7).notes == {}

@@ -28,7 +28,7 @@ from libraspec.modes import MODES, PAPER
 from libraspec.paths import read_examples
 from libraspec.profiling import PROFILE_TOLERANCE
 from libraspec.records import records_to_frame
-from libraspec.spec import N_DEFAULT, NAMES, RunSpec
+from libraspec.spec import N_DEFAULT, RunSpec
 from libraspec.tree import node_reasons
 from libraspec.views import plots
 
@@ -443,11 +443,9 @@ class RaceTabs:
         n = self.session.n
         try:
             checked = check_settings(RunSpec(**dict(zip(FIELDS, values))), n or 1)
-        except ValueError as error:
+        except ValueError as error:  # this field's (a SettingError names it) or another's
             return (
-                gr.Number(info=field_info(name, n, str(error)))
-                if str(error).startswith(NAMES[name] + " ")
-                else gr.skip()
+                gr.Number(info=field_info(name, n, str(error))) if getattr(error, "field", None) == name else gr.skip()
             )
         info = field_info(name, n, checked.notes.get(name))
         if name in N_DEFAULT and values[FIELDS.index(name)] in (0, None):
