@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import math
 
-from libraspec.drafters import SOURCE_TITLES
+from libraspec.drafters import SOURCE_COLOURS, SOURCE_TITLES
 from libraspec.modes import MODES
 from libraspec.records import RoundRecord, RunSummary
 from libraspec.views.plots import mode_color
@@ -24,15 +24,22 @@ from libraspec.views.plots import mode_color
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 # a column's text scrolls beyond this, so the columns fit one screen with a line of notes above them
 TEXT_HEIGHT = "max(10em, calc(100vh - 645px))"
+
+
+def _tint(colour: str, opacity: float) -> str:
+    """'#56B4E9', 0.3 -> 'rgba(86,180,233,0.3)'."""
+    return f"rgba({int(colour[1:3], 16)},{int(colour[3:5], 16)},{int(colour[5:7], 16)},{opacity:g})"
+
+
 # token origin -> (label, inline style); "draft" is a draft of a run stored before sources were recorded
 ORIGINS = {
-    "dflash": (f"accepted draft, {SOURCE_TITLES['dflash']}", "background:rgba(86,180,233,0.30)"),
+    "dflash": (f"accepted draft, {SOURCE_TITLES['dflash']}", f"background:{_tint(SOURCE_COLOURS['dflash'], 0.30)}"),
     "lookup": (
         f"accepted draft, {SOURCE_TITLES['lookup']}",
-        "background:rgba(230,159,0,0.32);text-decoration:underline;"
+        f"background:{_tint(SOURCE_COLOURS['lookup'], 0.32)};text-decoration:underline;"
         "text-decoration-color:rgba(160,100,0,0.9);text-underline-offset:3px",
     ),
-    "draft": ("accepted draft", "background:rgba(86,180,233,0.30)"),
+    "draft": ("accepted draft", f"background:{_tint(SOURCE_COLOURS['dflash'], 0.30)}"),
     "bonus": ("the target's own token (bonus / correction)", ""),
 }
 

@@ -20,6 +20,7 @@ DRAFTER_TITLES = {  # what the app's drafter choices say
     "hybrid": "hybrid: per round the more promising of both",
 }
 SOURCE_TITLES = {"dflash": "block diffusion", "lookup": "look-up"}  # RoundRecord.draft_sources, in words
+SOURCE_COLOURS = {"dflash": "#56B4E9", "lookup": "#E69F00"}  # how views tint a source's drafts (Okabe-Ito)
 
 
 def make_drafter(name: str, pair) -> Drafter:
@@ -71,6 +72,8 @@ __all__ = [
     "DraftBuffer",
     "Drafter",
     "LookupCalibration",
+    "SOURCE_COLOURS",
+    "SOURCE_TITLES",
     "drafter_with_fallback",
     "make_drafter",
     "round_drafting",
