@@ -183,7 +183,8 @@ class TeachTab:
         suggestion = suggested_alpha(source.q, final, profile)
         if suggestion is None:
             raise gr.Error("this cost model's verification cost does not grow with d (c <= 0): no finite alpha")
-        return gr.Slider(value=round(min(max(suggestion[0], ALPHA_MIN), ALPHA_MAX), 2))
+        alpha = RunSpec(alpha=suggestion[0]).checked(source.n).spec.alpha  # within the slider's range
+        return gr.Slider(value=round(alpha, 2))
 
     def adopt_race_round(self, request: gr.Request, index, *values):
         """When the source is the last race round (or its round number changes): the alpha, n and d_max
