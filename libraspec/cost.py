@@ -34,6 +34,13 @@ class Drafting:
     discarded: tuple[tuple[int, str], ...] = ()
     needs_features: bool = True
 
+    def __post_init__(self):
+        sources = (DIFFUSION, LOOKUP)
+        if not self.kept or any(source not in sources for source in self.kept):
+            raise ValueError(f"a round's kept sources are one or more of {sources}, got {self.kept!r}")
+        if any(step < 0 or source not in sources for step, source in self.discarded):
+            raise ValueError(f"discarded proposals are (step >= 0, one of {sources}), got {self.discarded!r}")
+
     def steps(self, blocks: int) -> list[str]:
         """Every step the round's first `blocks` steps run, as `DraftBuffer.steps_run` lists them."""
         kept = [self.kept[min(b, len(self.kept) - 1)] for b in range(int(blocks))]
@@ -89,7 +96,7 @@ class LatencyProfile:
 
     verify_s: tuple[float, ...]
     draft_s: tuple[float, ...]
-    n: int  # drafts per block-diffusion pass
+    n: int  # drafts per drafting step (a block)
     meta: dict = field(default_factory=dict, compare=False)  # machine, models, context, repeats
     lookup_s: float = 0.0
     fit_s: float = 0.0

@@ -477,10 +477,9 @@ def test_fair_grids():
 def test_automatic_alpha_in_bench(prompt_file):
     spec = bench.BenchSpec(modes=("ar", "libraspec"), max_new_tokens=6, alpha="auto")
     result = bench.run_bench(tiny_pair("llama"), read_prompts(prompt_file)[:1], spec, profile=PROFILE)
-    with pytest.raises(ValueError, match="ddtree-marginal"):  # no LibraSpec inside: refused before decoding
-        bench.run_bench(
-            tiny_pair("llama"), ["Add 2 and 3."], dataclasses.replace(spec, modes=("ddtree-marginal",)), profile=PROFILE
-        )
+    with pytest.raises(ValueError, match="ddtree-marginal"):  # no LibraSpec inside: refused before any loading
+        bench.BenchSpec(modes=("ar", "ddtree-marginal"), alpha="auto")
+    assert bench.BenchSpec(modes=("ddtree-libraspec", "static", "ddtree-priced"), alpha="auto").alpha == "auto"
     alphas = {r.alpha for r in result.records["libraspec"][0]}
     assert result.summary["config"]["alpha"] == "auto" and None not in alphas
 

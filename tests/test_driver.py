@@ -127,6 +127,8 @@ def test_alpha_policy_sets_alpha_in_every_mode_that_reads_it_and_auto_only_where
     assert isinstance(alpha_policy("ddtree-marginal", settings, 2.0), MarginalTreePolicy)
     with pytest.raises(ValueError, match="ddtree-marginal"):
         alpha_policy("ddtree-marginal", settings, AUTO, PROFILE)
+    with pytest.raises(ValueError, match="unknown mode 'eagle'; choose one of ar, "):
+        alpha_policy("eagle", settings, 2.0)
 
 
 def test_rounds_step_one_round_at_a_time():

@@ -181,12 +181,15 @@ def test_a_hybrid_round_drops_what_its_kept_sources_say_and_is_priced_as_it_ran(
     from libraspec.drafters.hybrid import HybridDraft
     from libraspec.verify import SamplingConfig
 
+    ran = []  # the source of every proposal made, in order
+
     class Canned:  # one source: each step's confidences from a list, its last repeating
         def __init__(self, source, steps):
             self.source, self.steps, self.empty = source, steps, False
             self.n, self.vocab_size, self.sampling = 2, 8, SamplingConfig()
 
         def propose(self, chain):
+            ran.append(self.source)
             q = self.steps.pop(0) if len(self.steps) > 1 else self.steps[0]
             return [1, 2], q, None, self.source
 
@@ -194,6 +197,7 @@ def test_a_hybrid_round_drops_what_its_kept_sources_say_and_is_priced_as_it_ran(
     buffer.extend(4)
     assert buffer.step_sources == ["lookup", "lookup", "dflash", "dflash"]
     assert buffer.discarded == [(0, "dflash"), (2, "lookup")]
+    assert sorted(buffer.steps_run(4)) == sorted(ran)  # what is priced is what ran, proposal by proposal
     recorded = round_drafting("hybrid", buffer.sources[:: buffer.n])
     profile = LatencyProfile.from_linear(t0=0.05, c=0.004, draft_per_block=0.01, n=2, max_tokens=16)
     profile = dataclasses.replace(profile, lookup_s=0.0004, fit_s=0.003)

@@ -175,7 +175,7 @@ def test_a_round_is_priced_by_the_steps_its_drafter_runs():
     first step, the look-up that ran dry before its block-diffusion step, and the upkeep."""
     from types import SimpleNamespace
 
-    from libraspec.cost import BLOCK_DIFFUSION, LOOK_UP, chain_round_s, drafting_s
+    from libraspec.cost import BLOCK_DIFFUSION, LOOK_UP, Drafting, chain_round_s, drafting_s
     from libraspec.drafters import round_drafting
     from ui.stepthrough import Inputs, drafting_of
 
@@ -197,6 +197,9 @@ def test_a_round_is_priced_by_the_steps_its_drafter_runs():
     assert exhaustive_argmax(p, profile, 4, LOOK_UP) >= exhaustive_argmax(p, profile, 4)
     with pytest.raises(ValueError, match="Drafting"):
         profile.round_time(2, "hybrid")
+    for bad in (dict(kept=()), dict(kept=("hybrid",)), dict(discarded=((-1, "lookup"),))):
+        with pytest.raises(ValueError, match="kept sources|discarded"):
+            Drafting(**bad)
     with pytest.raises(ValueError, match="unknown drafter"):
         round_drafting("eagle")
     measured = Inputs(cost="measured profile")
@@ -205,7 +208,9 @@ def test_a_round_is_priced_by_the_steps_its_drafter_runs():
         drafter=drafter, n=2, record=SimpleNamespace(draft_sources=kept) if drafter else None
     )
     assert drafting_of(race_of("lookup"), measured, profile) == LOOK_UP
-    assert drafting_of(race_of("hybrid"), measured, profile) == round_drafting("hybrid", ("lookup", "dflash", "dflash"))
+    assert drafting_of(race_of("hybrid"), measured, profile) == Drafting(
+        ("lookup", "dflash", "dflash"), ((0, "dflash"), (1, "lookup")), needs_features=True
+    )
     assert drafting_of(race_of("dflash"), measured, profile) == BLOCK_DIFFUSION
     assert drafting_of(race_of(None), measured, profile) == BLOCK_DIFFUSION  # synthetic or pasted q_i
     assert drafting_of(race_of("lookup"), Inputs(cost="linear t0 + c*d"), profile) == BLOCK_DIFFUSION

@@ -26,9 +26,10 @@ ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
 TEXT_HEIGHT = "max(10em, calc(100vh - 645px))"
 
 
-def _tint(colour: str, opacity: float) -> str:
-    """'#56B4E9', 0.3 -> 'rgba(86,180,233,0.3)'."""
-    return f"rgba({int(colour[1:3], 16)},{int(colour[3:5], 16)},{int(colour[5:7], 16)},{opacity:g})"
+def _tint(colour: str, opacity: float, shade: float = 1.0) -> str:
+    """'#56B4E9', 0.3 -> 'rgba(86,180,233,0.3)'; `shade` < 1 darkens (an underline's contrast)."""
+    red, green, blue = (round(int(colour[k : k + 2], 16) * shade) for k in (1, 3, 5))
+    return f"rgba({red},{green},{blue},{opacity:g})"
 
 
 # token origin -> (label, inline style); "draft" is a draft of a run stored before sources were recorded
@@ -37,7 +38,7 @@ ORIGINS = {
     "lookup": (
         f"accepted draft, {SOURCE_TITLES['lookup']}",
         f"background:{_tint(SOURCE_COLOURS['lookup'], 0.32)};text-decoration:underline;"
-        "text-decoration-color:rgba(160,100,0,0.9);text-underline-offset:3px",
+        f"text-decoration-color:{_tint(SOURCE_COLOURS['lookup'], 0.9, shade=0.7)};text-underline-offset:3px",
     ),
     "draft": ("accepted draft", f"background:{_tint(SOURCE_COLOURS['dflash'], 0.30)}"),
     "bonus": ("the target's own token (bonus / correction)", ""),

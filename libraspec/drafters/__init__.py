@@ -6,8 +6,7 @@ import functools
 from pathlib import Path
 from typing import Sequence
 
-from ..cost import BLOCK_DIFFUSION, LOOK_UP, Drafting
-from . import hybrid
+from ..cost import Drafting
 from .base import DraftBuffer, Drafter
 from .block import BlockDiffusionDrafter
 from .hybrid import HybridDrafter
@@ -37,11 +36,12 @@ def make_drafter(name: str, pair) -> Drafter:
 
 def round_drafting(name: str, kept: Sequence[str] = ()) -> Drafting:
     """How a round of the named drafter drafts, to price it at any d (theory, the step-through):
-    block-diffusion passes with upkeep, look-up steps without, or a hybrid round's own mix, from
-    the source it kept at each step (`kept`, a recorded round's; block diffusion when unknown)."""
+    its class's `drafting`, given the source the round kept at each step (`kept`, a recorded
+    round's, which a hybrid round's mix depends on)."""
     if name not in DRAFTERS:
         raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
-    return {"dflash": BLOCK_DIFFUSION, "lookup": LOOK_UP}.get(name) or hybrid.drafting(kept)
+    classes = {c.name: c for c in (BlockDiffusionDrafter, LookupDrafter, HybridDrafter)}
+    return classes[name].drafting(kept)
 
 
 def _lookup(pair) -> LookupDrafter:

@@ -17,11 +17,12 @@ neither the length nor a proposal can depend on a draft's own sampled value
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import numpy as np
 import torch
 
+from ..cost import Drafting
 from ..verify import SamplingConfig
 
 
@@ -136,6 +137,11 @@ class Drafter(Protocol):
     name: str  # the registry name ("dflash", "lookup", "hybrid")
     n: int  # drafts per step; a policy extends d by whole steps
     needs_features: bool  # whether `fit_context` reads the target's hidden states
+
+    @classmethod
+    def drafting(cls, kept: Sequence[str] = ()) -> Drafting:
+        """How a round of this drafter drafts, to price it at any d (`cost.Drafting`); `kept` is a
+        recorded round's source per step, which a composite drafter's mix depends on."""
 
     def new_context(self) -> object:
         """An empty per-sequence context."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from ..cost import BLOCK_DIFFUSION, Drafting
 from ..verify import SamplingConfig, probabilities
 from .base import DraftBuffer
 
@@ -54,6 +55,10 @@ class BlockDiffusionDrafter:
 
     name = "dflash"
     needs_features = True
+
+    @classmethod
+    def drafting(cls, kept=()) -> Drafting:
+        return BLOCK_DIFFUSION  # a pass a step, the context upkeep after the round
 
     def __init__(self, module, target):
         check_compatible(target, module)

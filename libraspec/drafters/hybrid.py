@@ -31,13 +31,6 @@ def discarded(kept: Sequence[str]) -> list[tuple[int, str]]:
     return first + [(b, LOOKUP) for b in range(1, len(kept)) if kept[b - 1] == LOOKUP and kept[b] == DIFFUSION]
 
 
-def drafting(kept: Sequence[str]) -> Drafting:
-    """How a hybrid round that kept these sources drafted, to price it at any d (the step-through):
-    its steps, the proposals it did not keep and the block drafter's upkeep (it keeps features)."""
-    kept = tuple(kept) or (DIFFUSION,)
-    return Drafting(kept, tuple(discarded(kept)), needs_features=True)
-
-
 class HybridDraft(DraftBuffer):
     def __init__(self, block: BlockDraft, lookup: LookupDraft):
         super().__init__(block.n, block.vocab_size, block.sampling)
@@ -67,6 +60,13 @@ class HybridDrafter:
 
     name = "hybrid"
     needs_features = True
+
+    @classmethod
+    def drafting(cls, kept: Sequence[str] = ()) -> Drafting:
+        """A hybrid round that kept these sources: its steps, the proposals it did not keep and the
+        block drafter's upkeep; with none known, one that kept block diffusion from its first step."""
+        kept = tuple(kept) or (DIFFUSION,)
+        return Drafting(kept, tuple(discarded(kept)), needs_features=cls.needs_features)
 
     def __init__(self, block: BlockDiffusionDrafter, lookup: LookupDrafter):
         if block.n != lookup.n:

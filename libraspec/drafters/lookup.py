@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cost import LOOK_UP, Drafting
 from ..paths import ASSETS
 from ..verify import SamplingConfig
 from .base import DraftBuffer, one_hot
@@ -326,6 +327,10 @@ class LookupDrafter:
 
     name = "lookup"
     needs_features = False
+
+    @classmethod
+    def drafting(cls, kept=()) -> Drafting:
+        return LOOK_UP  # a look-up a step, no upkeep
 
     def __init__(
         self, n: int, vocab_size: int, calibration: LookupCalibration | None = None, corpus: CorpusIndex | None = None

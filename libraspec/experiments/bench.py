@@ -33,7 +33,7 @@ from ..cost import LatencyProfile
 from ..drafters import DRAFTERS
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..files import atomic_write_text
-from ..modes import BASELINE, MODES, PAPER, POLICY_MODES, TREE_MODES
+from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, POLICY_MODES, TREE_MODES
 from ..paths import read_prompts
 from ..profiling import machine_description, profile_check, profile_reaching
 from ..records import (
@@ -46,11 +46,11 @@ from ..records import (
     write_parquet,
 )
 from ..spec import RunSpec
-from .driver import Job, alpha_policy, decode_grid, parse_alphas
+from .driver import Job, alpha_policy, check_alpha, decode_grid, parse_alphas
 from .provenance import cpu_clock, load_average, provenance, versions
 from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
 
-DEFAULT_MODES = ("ar", "static", "libraspec", "oracle")
+DEFAULT_MODES = (AR, BASELINE, PAPER, ORACLE)
 ANNOTATED_MODES = POLICY_MODES + TREE_MODES  # modes whose rounds can carry the hindsight d*
 FAILFAST = {"threshold": RunSpec.failfast_threshold, "step": RunSpec.failfast_step}  # ours, recorded in the config
 FAILFAST_PAPER = {"threshold": 0.45, "step": 10, "d_max": 60}  # the FailFast paper's: start at 10 drafts, extend
@@ -123,6 +123,8 @@ class BenchSpec:
     def __post_init__(self):
         object.__setattr__(self, "modes", parse_modes(self.modes))
         object.__setattr__(self, "alpha", parse_alphas((self.alpha,))[0])
+        for mode in self.modes:
+            check_alpha(mode, self.alpha)  # alpha "auto" for a mode with no LibraSpec inside: refused at once
         object.__setattr__(self, "static_lengths", parse_lengths(self.static_lengths))
         if self.drafter is not None and self.drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {self.drafter!r}; choose one of {', '.join(DRAFTERS)}")
@@ -270,8 +272,6 @@ def run_bench(
         )
         for label, mode, value in labels
     ]
-    for job in jobs:
-        job.new_policy()  # a setting no policy takes (alpha "auto" for ddtree-marginal) refuses before decoding
     records = {label: [] for label, _, _ in labels}
     load_before, clock_before = load_average(), cpu_clock()
     bar = _progress(len(prompts) * len(labels), progress)
@@ -325,7 +325,7 @@ def _progress(total: int, enabled: bool):
 
 
 def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -> dict:
-    ar_runs = records.get("ar")
+    ar_runs = records.get(AR)
     modes = {label: mode_summary(records[label], ar_runs, profile) for label, _, _ in labels}
     statics = [(label, L) for label, mode, L in labels if mode == BASELINE]
     best = None

@@ -27,7 +27,7 @@ from typing import Callable, Iterator, Sequence
 
 from ..analysis.autoalpha import AutoAlphaLibraSpecPolicy
 from ..engine import DecodeConfig, SpeculativeDecoder
-from ..modes import MODES
+from ..modes import MODES, get_mode
 from ..policy import LengthPolicy, LibraSpecPolicy
 from ..records import RoundRecord
 from ..spec import RunSpec
@@ -97,21 +97,32 @@ def alpha_policy(mode: str, settings: RunSpec, alpha, profile=None) -> LengthPol
     """A fresh policy of `mode` (the registry's, under `settings`) with `alpha` a number or "auto":
     then the LibraSpec policy inside it (a chain's own, a tree's depth policy) sets alpha online
     from the decoder's `profile` and the rounds so far (autoalpha.py); a mode that reads alpha
-    without one refuses, a mode that does not read alpha ignores it."""
-    entry = MODES[mode]
+    without one refuses (`check_alpha`), a mode that does not read alpha ignores it."""
+    entry = get_mode(mode)
     if alpha != AUTO:
         return entry.policy(dataclasses.replace(settings, alpha=float(alpha)), profile)
     if "alpha" not in entry.knobs:
         return entry.policy(settings, profile)
-    return _auto_alpha(entry.policy(settings, profile), profile, mode)
+    check_alpha(mode, alpha)
+    return _auto_alpha(entry.policy(settings, profile), profile)
 
 
-def _auto_alpha(policy, profile, mode: str) -> LengthPolicy:
+def check_alpha(mode: str, alpha) -> None:
+    """Refuse alpha "auto" for a mode that reads alpha but holds no LibraSpec policy to set it in
+    (ddtree-marginal), before anything is loaded or measured."""
+    entry = get_mode(mode)
+    if alpha == AUTO and "alpha" in entry.knobs and not entry.priced:
+        policy = entry.policy(RunSpec().checked(1).spec)
+        if not isinstance(getattr(policy, "depth_policy", policy), LibraSpecPolicy):
+            raise ValueError(
+                f"alpha 'auto' sets a LibraSpec policy's alpha online; mode {mode!r} has none: give a number"
+            )
+
+
+def _auto_alpha(policy, profile) -> LengthPolicy:
     if isinstance(policy, TreePolicy):
-        return TreePolicy(_auto_alpha(policy.depth_policy, profile, mode), policy.node_budget)
-    if type(policy) is LibraSpecPolicy:
-        return AutoAlphaLibraSpecPolicy(profile, policy.d_max)
-    raise ValueError(f"alpha 'auto' sets a LibraSpec policy's alpha online; mode {mode!r} has none: give a number")
+        return TreePolicy(_auto_alpha(policy.depth_policy, profile), policy.node_budget)
+    return AutoAlphaLibraSpecPolicy(profile, policy.d_max)
 
 
 @dataclass(frozen=True)

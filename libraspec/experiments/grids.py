@@ -23,7 +23,7 @@ from ..analysis.replay import ReplayDecoder, best_schedule
 from ..analysis.trace import DraftTrace
 from ..cost import LatencyProfile, ar_text_s
 from ..engine import DecodeConfig
-from ..modes import TREE_MODES
+from ..modes import AR, BASELINE, ORACLE, PAPER, TREE_MODES
 from ..records import RoundRecord
 from ..spec import RunSpec
 from .bench import FAILFAST_PAPER
@@ -52,15 +52,13 @@ def chain_grid(n: int, d_max: int = 24) -> list[Config]:
     default alpha, G4, FailFast with this project's and the FailFast paper's settings, the oracle
     and the best schedule."""
     base = RunSpec(d_max=d_max)
-    rows = [Config("AR", "ar")]
-    rows += [Config(f"static d={d}", "static", dataclasses.replace(base, static_length=d)) for d in range(1, 2 * n + 1)]
+    rows = [Config("AR", AR)]
+    rows += [Config(f"static d={d}", BASELINE, dataclasses.replace(base, static_length=d)) for d in range(1, 2 * n + 1)]
     if d_max > 2 * n:
-        rows.append(Config(f"static d={d_max}", "static", dataclasses.replace(base, static_length=d_max)))
-    rows += [Config(f"LibraSpec alpha={a:g}", "libraspec", dataclasses.replace(base, alpha=a)) for a in ALPHAS]
-    rows.append(Config("LibraSpec alpha=auto", "libraspec", base, alpha_auto=True))
-    rows += [
-        Config(f"LibraSpec d_max={d}", "libraspec", dataclasses.replace(base, d_max=d)) for d in D_MAXES if d != d_max
-    ]
+        rows.append(Config(f"static d={d_max}", BASELINE, dataclasses.replace(base, static_length=d_max)))
+    rows += [Config(f"LibraSpec alpha={a:g}", PAPER, dataclasses.replace(base, alpha=a)) for a in ALPHAS]
+    rows.append(Config("LibraSpec alpha=auto", PAPER, base, alpha_auto=True))
+    rows += [Config(f"LibraSpec d_max={d}", PAPER, dataclasses.replace(base, d_max=d)) for d in D_MAXES if d != d_max]
     rows.append(Config("G4", "g4", base))
     rows.append(Config("FailFast", "failfast", base))
     paper = dataclasses.replace(
@@ -70,7 +68,7 @@ def chain_grid(n: int, d_max: int = 24) -> list[Config]:
         d_max=FAILFAST_PAPER["d_max"],
     )
     rows.append(Config("FailFast (paper)", "failfast", paper))
-    rows.append(Config("oracle d* per round", "oracle", base))
+    rows.append(Config("oracle d* per round", ORACLE, base))
     rows.append(Config(BEST, BEST, base))
     return rows
 

@@ -389,7 +389,7 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
         rows.append(
             [
                 f"MAD to oracle {PAPER_MAD[0]} (LibraSpec) vs {PAPER_MAD[1]} (static)",
-                f"{_f(modes['libraspec']['mad_vs_oracle'])} vs {_f(modes[best_static(modes)]['mad_vs_oracle'])}",
+                f"{_f(modes[PAPER]['mad_vs_oracle'])} vs {_f(modes[best_static(modes)]['mad_vs_oracle'])}",
                 f"T = 0, best static, pooled; on LibraSpec's rounds constant d = 1 scores "
                 f"{_f(regime.get('mad_constant_1'))} and static d = n {_f(regime.get('mad_static_n'))}: "
                 f"a MAD means little unless it beats these",

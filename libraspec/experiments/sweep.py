@@ -119,12 +119,17 @@ def _cell_config(configs: list[DecodeConfig], d_max: int, index: int) -> DecodeC
     return dataclasses.replace(configs[index], lookahead=d_max, annotate_oracle=True)
 
 
+def _cell_policy(decoder, alpha, d_max: int):
+    """A cell's fresh LibraSpec policy; "auto" reads the decoder's profile as it is when the run starts."""
+    return alpha_policy(PAPER, RunSpec(d_max=d_max), alpha, decoder.profile)
+
+
 def _cell_jobs(decoder, configs, cells: dict) -> list[Job]:
     return [
         Job(
             label,
             PAPER,
-            functools.partial(alpha_policy, PAPER, RunSpec(d_max=d_max), alpha, decoder.profile),
+            functools.partial(_cell_policy, decoder, alpha, d_max),
             functools.partial(_cell_config, configs, d_max),
         )
         for label, (alpha, d_max) in cells.items()
@@ -258,8 +263,7 @@ def _replay_cell(decoder, trace: DraftTrace, alpha, d_max: int, config: DecodeCo
     """A cell's rounds on one prompt, replayed from its trace as the engine would decode them."""
     replayer = ReplayDecoder.from_trace(trace, decoder.profile)
     cell = dataclasses.replace(config, lookahead=d_max, annotate_oracle=True)
-    policy = alpha_policy(PAPER, RunSpec(d_max=d_max), alpha, decoder.profile)
-    return list(replayer.run(list(trace.prompt), PAPER, policy, cell))
+    return list(replayer.run(list(trace.prompt), PAPER, _cell_policy(decoder, alpha, d_max), cell))
 
 
 def run_sweep(
