@@ -23,6 +23,7 @@ import torch
 
 from .cost import LatencyProfile, chain_prices, chain_round_s, tree_prices, tree_round_s
 from .drafters import DraftBuffer, Drafter, make_drafter
+from .drafters.base import Stopwatch
 from .models.target import crop_cache, keep_rows
 from .modes import AR, get_mode
 from .oracle import oracle_length
@@ -541,11 +542,16 @@ class SpeculativeDecoder:
 
 
 def _timed_choice(policy, view, buffer) -> tuple[Decision, float]:
-    """The policy's decision on `view` and its own seconds: the drafting it asked for while
-    choosing is the buffer's (`buffer.seconds`), not the policy's."""
-    drafted_before, start = buffer.seconds, time.perf_counter()
-    decision = policy.choose_length(view)
-    return decision, max(time.perf_counter() - start - (buffer.seconds - drafted_before), 0.0)
+    """The policy's decision on `view` and its own seconds, on a clock that runs while the policy
+    decides and stops while the buffer drafts the blocks it asks for (drafting time, the buffer's)."""
+    clock = buffer.policy_clock = Stopwatch()
+    clock.start()
+    try:
+        decision = policy.choose_length(view)
+    finally:
+        clock.stop()
+        buffer.policy_clock = None
+    return decision, clock.seconds
 
 
 def end_ids(pair) -> frozenset[int]:

@@ -247,3 +247,37 @@ def test_modeled_times_price_each_forward_after_its_context(pair):
             rows = 1 if mode == "ar" else a.chosen_length + 1
             assert b.modeled_s - a.modeled_s == pytest.approx(priced.context_s(rows, a.start_position)), mode
         assert rounds[-1].start_position > len(prompt)  # the context grew over the run
+
+
+def test_a_policy_is_timed_without_the_blocks_it_asks_for(monkeypatch):
+    """Algorithm 1 drafts while it chooses (line 12): the policy's clock stops while the buffer
+    drafts, so the policy's seconds and the drafting seconds part exactly (a fake clock: each
+    drafting step takes 5 s, the policy 1 s before asking for two blocks and 0.5 s after)."""
+    import time
+
+    from libraspec.drafters.base import DraftBuffer
+    from libraspec.engine import _timed_choice
+    from libraspec.policy import Decision
+    from libraspec.verify import SamplingConfig
+
+    now = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+
+    class Buffer(DraftBuffer):
+        def _step(self):
+            now[0] += 5.0
+            return [1, 2], [0.9, 0.8], None, "dflash"
+
+    class Policy:
+        def choose_length(self, buffer):
+            now[0] += 1.0
+            buffer.extend(2)
+            now[0] += 0.5
+            return Decision(4)
+
+    buffer = Buffer(2, 8, SamplingConfig())
+    decision, policy_s = _timed_choice(Policy(), buffer, buffer)
+    assert decision.d == 4 and policy_s == 1.5 and buffer.seconds == 10.0
+    assert buffer.policy_clock is None  # the clock goes with the choice
+    buffer.extend(1)  # drafting outside a choice touches no clock
+    assert buffer.seconds == 15.0

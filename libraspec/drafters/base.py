@@ -26,6 +26,26 @@ from ..cost import Drafting
 from ..verify import SamplingConfig
 
 
+class Stopwatch:
+    """Seconds accumulated between `start()` and `stop()` calls (a policy's, while it decides)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self._since: float | None = None
+
+    def start(self) -> None:
+        self._since = time.perf_counter()
+
+    def stop(self) -> None:
+        if self._since is not None:
+            self.seconds += time.perf_counter() - self._since
+            self._since = None
+
+    @property
+    def running(self) -> bool:
+        return self._since is not None
+
+
 class DraftBuffer:
     """The round's drafts, grown one step of n tokens at a time by `_step` (subclasses)."""
 
@@ -40,6 +60,7 @@ class DraftBuffer:
         self.step_seconds: list[float] = []  # wall time of each step
         self.step_sources: list[str] = []  # which drafter ran each step
         self.empty = False  # True when the first step had nothing to offer: the round is an AR step
+        self.policy_clock: Stopwatch | None = None  # stops while this buffer drafts (`engine._timed_choice`)
 
     @property
     def discarded(self) -> list[tuple[int, str]]:
@@ -103,6 +124,16 @@ class DraftBuffer:
     def extend(self, num_blocks: int) -> None:
         if num_blocks < 0:
             raise ValueError(f"num_blocks must be >= 0, got {num_blocks}")
+        clock = self.policy_clock if self.policy_clock is not None and self.policy_clock.running else None
+        if clock is not None:
+            clock.stop()  # a policy asked for these blocks: drafting time, not the policy's
+        try:
+            self._draft(num_blocks)
+        finally:
+            if clock is not None:
+                clock.start()
+
+    def _draft(self, num_blocks: int) -> None:
         for _ in range(num_blocks):
             start = time.perf_counter()
             tokens, q, probs, source = self._step()
