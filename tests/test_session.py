@@ -72,6 +72,9 @@ def test_the_step_through_replays_every_round_of_a_real_race(session, drafter, a
         assert states[-1].blocks == record.blocks_drafted
         text = step_view(inputs, 10**6, [run])[3]
         assert "differs" not in text
+        measured = step_view(inputs, 0, [run], session.profile())[3]  # priced as this round drafted
+        assert ("replayed round drafted" in measured) == (drafter != "dflash")
+        assert ("proposals it did not keep" in measured) == (drafter == "hybrid")
         if states[-1].d != record.chosen_length:  # the last round: max new tokens left less room than d
             assert record.finished and "left room for only" in text
     assert kind is None or kind in {(len(r.policy_steps) > 1, r.policy_steps[-1].rollback) for r in rounds}
