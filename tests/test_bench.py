@@ -275,8 +275,9 @@ def test_bad_arguments_exit_with_a_message(tmp_path, prompt_file, capsys):
             )
         assert err.value.code == 2
     assert "warp" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="d_max >= n"):
-        bench.run_bench(tiny_pair("llama"), ["hi"], bench.BenchSpec(modes=("libraspec",), d_max=3), profile=PROFILE)
+    short = bench.BenchSpec(modes=("libraspec",), d_max=3, max_new_tokens=2)  # LibraSpec needs d_max >= n: raised
+    clamped = bench.run_bench(tiny_pair("llama"), ["hi"], short, profile=PROFILE).summary["config"]["clamped"]
+    assert clamped == ["d_max 3 -> 7 (allowed 7..510)"]
     assert not (tmp_path / "o.json").exists()
 
 
@@ -457,6 +458,21 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
         assert heading in text, heading
     assert "| ddtree-libraspec-b32 |" in text and "- ddtree-b16: measured " in text
     assert "DDTree + LibraSpec: +0.39-0.69x" in text and "--node-budget 16,32" in text
+
+
+def test_out_of_range_bench_settings_are_clamped_by_the_run_spec_and_said():
+    """Bench takes RunSpec.checked's clamp, the app's: alpha 1000 -> 64, d_max 2 -> n, a static
+    length beyond what the tiny target can verify -> context - 2; the notes reach the summary."""
+    spec = bench.BenchSpec(modes=("ar", "static", "libraspec"), alpha=1000.0, d_max=2, static_lengths=(3, 9999))
+    pair = tiny_pair("llama")
+    fixed, notes = spec.checked(pair.n, pair.target.max_positions, 5)
+    assert (fixed.alpha, fixed.d_max, fixed.static_lengths) == (64.0, pair.n, (3, pair.target.max_positions - 2))
+    assert [note.split(" ->")[0] for note in notes] == ["alpha 1000", "d_max 2", "static length 9999"]
+    result = bench.run_bench(pair, ["Add 2 and 3."], dataclasses.replace(spec, max_new_tokens=4), profile=PROFILE)
+    assert result.summary["config"]["alpha"] == 64.0 and result.summary["config"]["clamped"] == notes
+    assert result.records["libraspec"][0][0].alpha == 64.0
+    with pytest.raises(ValueError, match="d_max must be a number"):
+        bench.BenchSpec(d_max="many")
 
 
 def test_fair_grids():

@@ -24,7 +24,7 @@ from ui.calibration_summary import summarize_calibration
 from ui.race_words import run_report
 from ui.races import RACE_MODES
 from ui.session import Session
-from ui.settings import APP_CAPS
+from ui.settings import APP_CAPS, D_MAX_CAP
 from ui.stepthrough import Inputs, confidences_for, race_round_settings, step_view
 from ui.teach_tab import TeachTab
 
@@ -270,6 +270,8 @@ def test_calibration_and_sweep_inputs_are_clamped_as_a_race_clamps_them(session)
     assert prompt_count(99)[1] == f" Corrected: number of prompts 99 -> {MAX_PROMPTS} (allowed 1..{MAX_PROMPTS})."
     with pytest.raises(ValueError, match="number of prompts must be a number"):
         prompt_count("a few")
+    lines = [line for line, event in session.sweeps.sweep(["Hi!"], "2.2", "99", 2) if event is not None]
+    assert f"Corrected: d_max 99 -> {D_MAX_CAP} (allowed " in lines[-1] and lines[-1].startswith("Finished")
 
 
 def test_the_step_through_sets_the_alpha_its_text_suggests(session):

@@ -108,10 +108,20 @@ def test_cancel_stops_between_runs(decoder):
     assert run_sweep(decoder, PROMPTS, [2.2], [7], DecodeConfig(max_new_tokens=6), cancel=cancel).attrs["cancelled"]
 
 
+def test_the_grid_is_clamped_as_a_race_is_and_says_so():
+    """alpha and d_max values go through RunSpec.checked: d_max below n rises to n (Algorithm 1
+    starts there), alpha beyond the range falls to its top, values that meet are kept once."""
+    from libraspec.experiments.sweep import checked_grid
+    from libraspec.spec import ALPHA_RANGE
+
+    alphas, d_maxes, notes = checked_grid("2.2, 100, auto", "5, 7, 9", 7)
+    assert alphas == (2.2, ALPHA_RANGE[1], "auto") and d_maxes == (7, 9)
+    assert notes == ["alpha 100 -> 64 (allowed 0.05..64)", "d_max 5 -> 7 (allowed 7..512)"]
+
+
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda d: run_sweep(d, PROMPTS, [2.2], [5], DecodeConfig(max_new_tokens=4)), "d_max >= n"),
         (lambda d: run_sweep(d, [], [2.2], [7], DecodeConfig(max_new_tokens=4)), "no prompts"),
         (lambda d: parse_alphas("2.2, fast"), "numbers or 'auto'"),
         (lambda d: parse_alphas("2.2, 2.2"), "twice"),

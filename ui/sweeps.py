@@ -10,14 +10,14 @@ from typing import Iterator
 from libraspec.drafters import DRAFTERS
 from libraspec.engine import DecodeConfig
 from libraspec.experiments.driver import RunDone, decode_grid, mode_job
-from libraspec.experiments.sweep import SweepEvent, iter_sweep, parse_alphas, parse_d_maxes
+from libraspec.experiments.sweep import SweepEvent, checked_grid, iter_sweep, parse_alphas, parse_d_maxes
 from libraspec.modes import BASELINE
 from libraspec.paths import PROMPTS_DIR, read_examples, read_prompts
 from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec, as_number
 
 from .races import LOCAL
-from .settings import check_settings
+from .settings import APP_CAPS, check_settings
 
 EXAMPLES = "examples (app)"
 MAX_PROMPTS = 24
@@ -69,16 +69,17 @@ class Sweeps:
         with `drafter` (None or "": the pair's default);
         yields (status line, event or None), every line naming the drafter. `cancel_sweep(owner)`
         stops it before its next run."""
-        grid_alphas, grid_d = parse_alphas(alphas), parse_d_maxes(d_maxes)
+        parse_alphas(alphas), parse_d_maxes(d_maxes)  # what is not a list of numbers: refused at once
         cancel = self._cancels[owner] = threading.Event()
         try:
             for line in self.session.load():
                 yield line, None
             pair = self.session.pair
-            if max(grid_d) > pair.max_context // 2:
-                raise ValueError(f"d_max values must stay within half the {pair.max_context}-token context window")
+            grid_alphas, grid_d, grid_notes = checked_grid(alphas, d_maxes, pair.n, pair.max_context, APP_CAPS)
             ids = [pair.encode_prompt(p) for p in prompts]
             spec, corrected = self._checked(pair, ids, max(grid_d), max_new_tokens=max_new_tokens)
+            if grid_notes:
+                corrected += f" Corrected: {'; '.join(grid_notes)}."
             config = DecodeConfig(max_new_tokens=spec.max_new_tokens)
             name = drafter or pair.default_drafter
             if name not in DRAFTERS:

@@ -18,9 +18,9 @@ The config carries the run's provenance (provenance.py).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
-import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -45,8 +45,8 @@ from ..records import (
     summarize,
     write_parquet,
 )
-from ..spec import RunSpec
-from .driver import Job, alpha_policy, check_alpha, decode_grid, parse_alphas
+from ..spec import NAMES, RunSpec, as_number
+from .driver import AUTO, Job, alpha_policy, check_alpha, decode_grid, parse_alphas
 from .provenance import cpu_clock, load_average, provenance, versions
 from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_interval
 
@@ -117,7 +117,7 @@ class BenchSpec:
     # none, or the policy modes named (the annotation's look-ahead costs a long verification a round)
     drafter: str | None = None  # a name in drafters.DRAFTERS; None: the pair's default
     failfast_paper: bool = False  # with "failfast" in modes, also "failfast-paper" (FAILFAST_PAPER)
-    node_budgets: tuple[int, ...] = (32,)  # tree modes' node budgets; several give labels MODE-bB
+    node_budgets: tuple[int, ...] = (RunSpec.node_budget,)  # tree modes' node budgets; several: labels MODE-bB
     tree_depth: int | None = None  # ddtree's depth; None = n
 
     def __post_init__(self):
@@ -137,11 +137,30 @@ class BenchSpec:
                     f"only policy and tree modes can be annotated ({', '.join(ANNOTATED_MODES)}), "
                     f"got {', '.join(sorted(unknown))}"
                 )
-        if not (
-            isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature) and self.temperature >= 0
-        ):
-            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
-        DecodeConfig(max_new_tokens=self.max_new_tokens, lookahead=self.d_max)  # validates both
+        for name in ("temperature", "max_new_tokens", "seed", "d_max"):  # not numbers: refused, naming the field
+            as_number(getattr(self, name), NAMES[name], field=name)
+
+    def checked(self, n: int, context: int | None = None, prompt_tokens: int = 0) -> tuple["BenchSpec", list[str]]:
+        """This spec with every knob clamped by `RunSpec.checked` (the one clamp) for a drafter with
+        n drafts per step, the target's context window and the longest prompt, and a note per change."""
+        numbers: dict = dict(d_max=self.d_max, max_new_tokens=self.max_new_tokens, temperature=self.temperature)
+        numbers["seed"] = self.seed
+        if self.alpha != AUTO:
+            numbers["alpha"] = self.alpha
+        checked = RunSpec(**numbers).checked(n, context, prompt_tokens)
+        fixed, lengths = checked.spec, []
+        changes = {name: getattr(fixed, name) for name in numbers}
+        for name, values in (("static_length", self.static_lengths), ("node_budget", self.node_budgets)):
+            out = []
+            for value in values or ():
+                one = RunSpec(d_max=fixed.d_max, **{name: value}).checked(n, context)
+                out.append(getattr(one.spec, name))
+                lengths += [one.notes[name]] if name in one.notes else []
+            changes[name + "s"] = tuple(dict.fromkeys(out)) if values else values
+        if self.tree_depth is not None:
+            depth = RunSpec(tree_depth=self.tree_depth).checked(n, context)
+            changes["tree_depth"], lengths = depth.spec.tree_depth, lengths + depth.note_list
+        return dataclasses.replace(self, **changes), checked.note_list + lengths
 
     def lengths(self, n: int) -> tuple[int, ...]:
         return self.static_lengths or (n,)
@@ -258,8 +277,10 @@ def run_bench(
     if not prompts:
         raise ValueError("no prompts to benchmark")
     n = pair.n
-    if PAPER in spec.modes and spec.d_max < n:
-        raise ValueError(f"LibraSpec needs d_max >= n: d_max={spec.d_max}, n={n}")
+    longest = max(len(pair.encode_prompt(p)) for p in prompts)
+    spec, clamped = spec.checked(n, pair.target.max_positions, longest)  # out of range: clamped, and said
+    for note in clamped:
+        print(f"bench: corrected {note}", file=sys.stderr)
     profile = profile or bench_profile(pair, spec)
     decoder = SpeculativeDecoder(pair, profile, drafter=spec.drafter)
     labels = spec.labels(n)
@@ -281,6 +302,7 @@ def run_bench(
         bar.update(1)
     bar.close()
     summary = _summary(pair, prompts, spec, profile, records, labels, source)
+    summary["config"]["clamped"] = clamped
     summary["config"]["provenance"] = provenance(pair, spec.drafter or pair.default_drafter, load_before, clock_before)
     return BenchResult(summary, records)
 
@@ -290,21 +312,23 @@ def _settings(spec: BenchSpec, n: int, label: str, mode: str, value: int | None)
     static length (n when unset), FailFast's recorded settings (the paper's for failfast-paper),
     ddtree's depth (n when unset) and a tree mode's node budget (`value`)."""
     if label == "failfast-paper":
-        return RunSpec(
-            d_max=FAILFAST_PAPER["d_max"],
-            failfast_threshold=FAILFAST_PAPER["threshold"],
-            failfast_step=FAILFAST_PAPER["step"],
+        return (
+            RunSpec(
+                d_max=FAILFAST_PAPER["d_max"],
+                failfast_threshold=FAILFAST_PAPER["threshold"],
+                failfast_step=FAILFAST_PAPER["step"],
+            )
+            .checked(n)
+            .spec
         )
     tree = MODES[mode].kind == "tree"
-    return RunSpec(
+    settings = RunSpec(
         d_max=spec.d_max,
         static_length=n if tree else value or n,
-        g4_initial=min(n, spec.d_max),
-        failfast_threshold=FAILFAST["threshold"],
-        failfast_step=FAILFAST["step"],
         tree_depth=spec.tree_depth or n,
         node_budget=value if tree else spec.node_budgets[0],
     )
+    return settings.checked(n).spec
 
 
 def _config(spec: BenchSpec, mode: str, index: int) -> DecodeConfig:
@@ -427,13 +451,15 @@ HELP = "decode a prompt file in several modes and write speedups, tau and output
 def add_arguments(parser) -> None:
     parser.add_argument("--prompts", required=True, help="JSONL file; lines carry prompt, question or turns")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma list of {', '.join(MODES)}")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--seed", type=int, default=0, help="prompt i uses seed + i")
+    parser.add_argument("--max-new-tokens", type=int, default=RunSpec.max_new_tokens)
+    parser.add_argument("--temperature", type=float, default=RunSpec.temperature, help="0 = greedy")
+    parser.add_argument("--seed", type=int, default=RunSpec.seed, help="prompt i uses seed + i")
     parser.add_argument("--out", required=True, help="OUT.json; rounds go to OUT.records.parquet")
     parser.add_argument("--static-lengths", default=None, help="comma list, e.g. 4,8,15 (default: n)")
-    parser.add_argument("--alpha", default="2.2", help="LibraSpec's alpha: a number, or auto (T / (tau c) online)")
-    parser.add_argument("--d-max", type=int, default=24)
+    parser.add_argument(
+        "--alpha", default=f"{RunSpec.alpha:g}", help="LibraSpec's alpha: a number, or auto (T / (tau c) online)"
+    )
+    parser.add_argument("--d-max", type=int, default=RunSpec.d_max)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
     parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
     parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
@@ -444,7 +470,9 @@ def add_arguments(parser) -> None:
         "step 10, at most 60), labelled failfast-paper",
     )
     parser.add_argument(
-        "--node-budget", default="32", help="tree modes' node budget, or a comma list (labels MODE-bB), e.g. 16,32,64"
+        "--node-budget",
+        default=str(RunSpec.node_budget),
+        help="tree modes' node budget, or a comma list (labels MODE-bB), e.g. 16,32,64",
     )
     parser.add_argument("--tree-depth", type=int, default=None, help="ddtree's depth (default: n)")
     parser.add_argument(

@@ -34,7 +34,7 @@ from ..analysis.trace import DraftTrace, iter_trace
 from ..engine import DecodeConfig, SpeculativeDecoder
 from ..modes import AR, PAPER
 from ..records import RoundRecord, committed_text, summarize, timing_noise_s
-from ..spec import RunSpec
+from ..spec import LIBRARY_CAPS, Caps, RunSpec
 from .driver import AUTO, Cancelled, Job, alpha_label, alpha_policy, decode_grid, parse_alphas
 from .grids import decision_digest
 
@@ -71,6 +71,24 @@ def parse_d_maxes(text: str | Sequence) -> tuple[int, ...]:
     if not out or min(out) < 1 or len(set(out)) != len(out):
         raise ValueError(f"d_max values must be distinct integers >= 1, got {text!r}")
     return out
+
+
+def checked_grid(
+    alphas, d_maxes, n: int, context: int | None = None, caps: Caps = LIBRARY_CAPS
+) -> tuple[tuple, tuple[int, ...], list[str]]:
+    """The grid's alphas and d_max values parsed and clamped as any run's knobs (`RunSpec.checked`
+    under `caps`, for a drafter with n drafts per step and the target's `context` window), values
+    that became equal kept once, and a note per change ("auto" stays "auto")."""
+    out_alphas, out_d, notes = [], [], []
+    for alpha in parse_alphas(alphas):
+        checked = RunSpec(alpha=1.0 if alpha == AUTO else alpha).checked(n, caps=caps)
+        out_alphas.append(AUTO if alpha == AUTO else checked.spec.alpha)
+        notes += [checked.notes["alpha"]] if "alpha" in checked.notes else []
+    for d_max in parse_d_maxes(d_maxes):
+        checked = RunSpec(d_max=d_max, max_new_tokens=1).checked(n, context, caps=caps)
+        out_d.append(checked.spec.d_max)
+        notes += [checked.notes["d_max"]] if "d_max" in checked.notes else []
+    return tuple(dict.fromkeys(out_alphas)), tuple(dict.fromkeys(out_d)), notes
 
 
 @dataclass(frozen=True)
@@ -120,8 +138,9 @@ def _cell_config(configs: list[DecodeConfig], d_max: int, index: int) -> DecodeC
 
 
 def _cell_policy(decoder, alpha, d_max: int):
-    """A cell's fresh LibraSpec policy; "auto" reads the decoder's profile as it is when the run starts."""
-    return alpha_policy(PAPER, RunSpec(d_max=d_max), alpha, decoder.profile)
+    """A cell's fresh LibraSpec policy (alpha and d_max checked by `checked_grid`); "auto" reads the
+    decoder's profile as it is when the run starts."""
+    return alpha_policy(PAPER, RunSpec(d_max=d_max).checked(decoder.n).spec, alpha, decoder.profile)
 
 
 def _cell_jobs(decoder, configs, cells: dict) -> list[Job]:
@@ -155,13 +174,11 @@ def iter_sweep(
     (alpha outer, d_max inner, `driver.decode_grid`). `cancel` is checked before every run: once
     set, the last event carries cancelled=True and the cells finished so far.
     """
-    alphas, d_maxes = parse_alphas(alphas), parse_d_maxes(d_maxes)
+    n = decoder.n
+    alphas, d_maxes, _ = checked_grid(alphas, d_maxes, n)  # callers say what their own check changed
     prompts_ids = [list(p) for p in prompts_ids]
     if not prompts_ids:
         raise ValueError("no prompts to sweep")
-    n = decoder.n
-    if min(d_maxes) < n:
-        raise ValueError(f"LibraSpec needs d_max >= n = {n}; got d_max values {list(d_maxes)}")
     if decode is not None and decode < 0:
         raise ValueError(f"cells to decode must be >= 0, got {decode}")
     configs = [dataclasses.replace(config, seed=config.seed + i) for i in range(len(prompts_ids))]
@@ -303,9 +320,9 @@ def add_arguments(parser) -> None:
         "--alphas", default=",".join(map(str, DEFAULT_ALPHAS)), help="comma list of alpha values or 'auto'"
     )
     parser.add_argument("--d-max", default=",".join(map(str, DEFAULT_D_MAXES)), help="comma list of d_max values")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--seed", type=int, default=0, help="prompt i uses seed + i")
+    parser.add_argument("--max-new-tokens", type=int, default=64)  # a grid decodes every cell: shorter than a race
+    parser.add_argument("--temperature", type=float, default=RunSpec.temperature, help="0 = greedy")
+    parser.add_argument("--seed", type=int, default=RunSpec.seed, help="prompt i uses seed + i")
     parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
     parser.add_argument(
         "--decode",
@@ -331,7 +348,6 @@ def run(args) -> int:
     from .bench import set_threads
 
     set_threads(args.threads)
-    alphas, d_maxes = parse_alphas(args.alphas), parse_d_maxes(args.d_max)
     prompts = read_prompts(args.prompts)
     if args.limit is not None:
         if args.limit < 1:
@@ -339,6 +355,9 @@ def run(args) -> int:
         prompts = prompts[: args.limit]
     config = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     pair = load_pair(args.model)
+    alphas, d_maxes, notes = checked_grid(args.alphas, args.d_max, pair.n, pair.max_context)
+    for note in notes:
+        print(f"sweep: corrected {note}", file=sys.stderr)
     longest = max(d_maxes)
     profile = profile_reaching(pair, longest, check=True)
     decoder = SpeculativeDecoder(pair, profile, drafter=args.drafter)
