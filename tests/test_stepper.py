@@ -163,3 +163,15 @@ def test_teach_tab_measured_profile_takes_the_step_n():
     assert linear.verify_time(3) == pytest.approx(0.016) and linear.round_time(9) > linear.round_time(8)
     with pytest.raises(ValueError, match="cannot be free"):
         cost_profile(Inputs(t0_ms=0.0, c_ms=0.0), 8, 24, None)
+
+
+def test_the_step_through_checks_its_sliders_as_a_race_does():
+    """alpha and d_max of the step-through go through check_settings: clamped, each change noted."""
+    from ui.stepthrough import Inputs, confidences_for
+
+    source = confidences_for(Inputs(alpha=100.0, d_max=2, n=8), None)
+    assert (source.alpha, source.d_max) == (64.0, 8)
+    assert source.notes == (
+        "Corrected: alpha 100 -> 64 (allowed 0.05..64).",
+        "Corrected: d_max 2 -> 8 (allowed 8..64).",
+    )

@@ -23,7 +23,7 @@ from libraspec.spec import RunSpec
 from libraspec.views import tuning_plots
 
 from .races import Run
-from .settings import FLAT_C_S
+from .settings import FLAT_C_S, check_settings
 
 SOURCES = ("synthetic", "last race round", "pasted list")
 COSTS = ("measured profile", "linear t0 + c*d")
@@ -101,6 +101,14 @@ def _settings_of(run: Run, record: RoundRecord) -> tuple[float, int, int]:
     return float(alpha), int(run.n), int(run.settings.d_max)
 
 
+def _knobs(inputs: Inputs, n: int) -> tuple[float, int, list[str]]:
+    """The sliders' alpha and d_max as any run checks them (`check_settings`: d_max at least n,
+    where Algorithm 1 starts), and a note per change."""
+    checked = check_settings(RunSpec(alpha=inputs.alpha, d_max=inputs.d_max), n)
+    notes = [f"Corrected: {checked.notes[name]}." for name in ("alpha", "d_max") if name in checked.notes]
+    return checked.spec.alpha, checked.spec.d_max, notes
+
+
 def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
     """A LibraSpec round of the visitor's last race: its recorded confidences and the race's n (the
     blocks it drafted), with the sliders' alpha and d_max, which take the race's own values when the
@@ -108,7 +116,7 @@ def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
     takes the same decisions (Algorithm 1 line 3) until a slider is moved (`replay_check` says so)."""
     run, record = _race_round_record(inputs, runs)
     recorded_alpha, n, recorded_d_max = _settings_of(run, record)
-    alpha, d_max = float(inputs.alpha), max(int(inputs.d_max), n)
+    alpha, d_max, corrected = _knobs(inputs, n)
     same = alpha == recorded_alpha and d_max == recorded_d_max
     notes = (
         f'Replay of LibraSpec round {record.round_index} of the last race ("{run.prompt[:60]}"), recorded with '
@@ -117,6 +125,7 @@ def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
         + f": the race drafted {record.blocks_drafted} block(s) and chose d = {record.chosen_length} after "
         f"{len(record.policy_steps)} iteration(s). Positions past the {len(record.confidences)} drafted have "
         "no q_i (drawn as 0); n is the race's.",
+        *corrected,
     )
     return Confidences(np.asarray(record.confidences, dtype=np.float64), n, d_max, alpha, notes, record, run.drafter)
 
@@ -126,7 +135,8 @@ def confidences_for(inputs: Inputs, runs: list[Run] | None) -> Confidences:
     first). A race round keeps its race's settings; pasted confidences lower d_max to their count."""
     if inputs.source == "last race round":
         return _race_round(inputs, runs)
-    n, d_max, notes = int(inputs.n), int(inputs.d_max), []
+    n = int(inputs.n)
+    alpha, d_max, notes = _knobs(inputs, n)
     if inputs.source == "pasted list":
         q = parse_confidences(inputs.pasted)
     elif inputs.source == "synthetic":
@@ -137,13 +147,10 @@ def confidences_for(inputs: Inputs, runs: list[Run] | None) -> Confidences:
         raise ValueError(f"unknown confidence source {inputs.source!r}")
     if q.size < n:
         raise ValueError(f"need at least one block of n = {n} confidences, got {q.size}")
-    if d_max < n:
-        notes.append(f"d_max raised from {d_max} to n = {n} (Algorithm 1 starts at d = n).")
-        d_max = n
     if q.size < d_max:
         notes.append(f"d_max lowered from {d_max} to {q.size}: only {q.size} confidences are known.")
         d_max = int(q.size)
-    return Confidences(q, n, d_max, float(inputs.alpha), tuple(notes))
+    return Confidences(q, n, d_max, alpha, tuple(notes))
 
 
 def replay_check(source: Confidences, states: list) -> str | None:
