@@ -163,19 +163,14 @@ class WhatIfTab:
             grid, GRID_ALPHAS, d_maxes, plan.best.speedup(plan.ar_seconds), plan.profile, chosen
         )
         elapsed, cpu = (time.perf_counter() - start) * 1e3, (time.thread_time() - cpu) * 1e3
-        clamped = []
-        if plan.settings.alpha != float(alpha):
-            clamped.append(f"alpha {alpha:g} -> {plan.settings.alpha:g}")
-        if plan.settings.d_max != int(d_max):
-            clamped.append(f"d_max {int(d_max)} -> {plan.settings.d_max}")
         words = (
             f"Modeled replay of {len(trace.output)} tokens drafted by {trace.drafter} under {plan.profile}; "
             f"re-planned in {elapsed:.0f} ms ({cpu:.0f} ms of CPU; the rest is waiting for the machine)."
         )
         if recorded is not None:
             words = f"Recorded the drafter's proposals in {recorded:.1f} s. " + words
-        if clamped:
-            words += " Clamped: " + ", ".join(clamped) + "."
+        if plan.notes:
+            words += " Clamped: " + "; ".join(plan.notes) + "."
         if profile_choice == SYNTHETIC:
             words += " The synthetic profile is made up from the three numbers beside it."
         return status_html(words), lengths, table, grid_fig

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost import LatencyProfile, ar_text_s
-from ..modes import BASELINE, ORACLE, PAPER
+from ..modes import BASELINE, MODES, ORACLE, PAPER
 from ..records import RoundRecord
-from ..spec import RunSpec
+from ..spec import NAMES, RunSpec
 from .regimes import describe
 from .replay import Schedule, best_schedule, replay
 from .trace import DraftTrace
@@ -51,6 +51,7 @@ class Plan:
     best: Line
     oracle: Line  # the per-round d* of each round, followed round by round
     plan_ms: float  # how long planning took
+    notes: tuple[str, ...] = ()  # what `clamp_to_trace` changed of the settings asked for
 
     @property
     def lines(self) -> tuple[Line, ...]:
@@ -121,9 +122,9 @@ class Planner:
     def plan(self, settings: RunSpec) -> Plan:
         """LibraSpec and static d with `settings` (`clamp_to_trace`) beside the oracle and the best schedule."""
         start = time.perf_counter()
-        trace, settings = self.trace, clamp_to_trace(settings, self.trace)
+        trace, (settings, notes) = self.trace, clamp_to_trace(settings, self.trace)
         P = len(trace.prompt)
-        libraspec = _line("LibraSpec", replay(trace, PAPER, self.profile, settings), P)
+        libraspec = _line(MODES[PAPER].label, replay(trace, PAPER, self.profile, settings), P)
         static = _line(f"static d = {settings.static_length}", replay(trace, BASELINE, self.profile, settings), P)
         best, oracle = self.best, self.oracle
         return Plan(
@@ -135,6 +136,7 @@ class Planner:
             best,
             oracle,
             (time.perf_counter() - start) * 1e3,
+            tuple(notes),
         )
 
     def grid(self, alphas, d_maxes, base: RunSpec = RunSpec()) -> np.ndarray:
@@ -144,7 +146,7 @@ class Planner:
             out = np.zeros((len(alphas), len(d_maxes)))
             for i, alpha in enumerate(alphas):
                 for j, d_max in enumerate(d_maxes):
-                    settings = clamp_to_trace(dataclasses.replace(base, alpha=alpha, d_max=d_max), self.trace)
+                    settings, _ = clamp_to_trace(dataclasses.replace(base, alpha=alpha, d_max=d_max), self.trace)
                     out[i, j] = (
                         self.ar_seconds / replay(self.trace, PAPER, self.profile, settings)[-1].cumulative_modeled_s
                     )
@@ -157,14 +159,13 @@ def plan(trace: DraftTrace, profile: LatencyProfile, settings: RunSpec) -> Plan:
     return Planner(trace, profile).plan(settings)
 
 
-def clamp_to_trace(settings: RunSpec, trace: DraftTrace) -> RunSpec:
-    """Settings a trace can replay: `RunSpec.checked`, then d_max and the static length
-    within the drafts it recorded at every position."""
-    settings, _ = settings.checked(trace.n, context=trace.max_positions)
-    top = trace.lookahead
-    return dataclasses.replace(
-        settings,
-        d_max=min(settings.d_max, top),
-        static_length=min(settings.static_length, top),
-        failfast_step=min(settings.failfast_step, top),
-    )
+def clamp_to_trace(settings: RunSpec, trace: DraftTrace) -> tuple[RunSpec, list[str]]:
+    """Settings a trace can replay, and a note per change: `RunSpec.checked`, then d_max, the
+    static length and FailFast's step within the drafts it recorded at every position."""
+    checked = settings.checked(trace.n, context=trace.max_positions)
+    top, notes, fixed = trace.lookahead, checked.note_list, checked.spec
+    for name in ("d_max", "static_length", "failfast_step"):
+        if getattr(fixed, name) > top:
+            notes.append(f"{NAMES[name]} {getattr(fixed, name)} -> {top} (the trace holds {top} drafts a position)")
+            fixed = dataclasses.replace(fixed, **{name: top})
+    return fixed, notes
