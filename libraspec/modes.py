@@ -33,6 +33,7 @@ class Mode:
     priced: bool = False  # its policy prices its choices with the decoder's latency profile
     knobs: tuple[str, ...] = ()  # the RunSpec fields its policy reads
     role: str = ""  # what comparisons read it as (ROLES); "" for none
+    beside: tuple[str, ...] = ()  # the modes reports set it beside: a tree mode, the tree or chain it extends
 
     @property
     def needs_drafter(self) -> bool:
@@ -97,6 +98,7 @@ MODES: dict[str, Mode] = {
             "tree",
             lambda s: TreePolicy(StaticPolicy(s.tree_depth), s.node_budget),
             knobs=("tree_depth", "node_budget"),
+            beside=("static",),
         ),
         Mode(
             "ddtree-libraspec",
@@ -106,6 +108,7 @@ MODES: dict[str, Mode] = {
             "tree",
             lambda s: TreePolicy(LibraSpecPolicy(s.alpha, s.d_max), s.node_budget),
             knobs=("alpha", "d_max", "node_budget"),
+            beside=("ddtree", "libraspec"),
         ),
         Mode(
             "ddtree-marginal",

@@ -23,10 +23,10 @@ from ..analysis.replay import ReplayDecoder, best_schedule
 from ..analysis.trace import DraftTrace
 from ..cost import LatencyProfile, ar_text_s
 from ..engine import DecodeConfig
-from ..modes import AR, BASELINE, ORACLE, PAPER, TREE_MODES
+from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, TREE_MODES
 from ..records import RoundRecord
 from ..spec import RunSpec
-from .bench import FAILFAST_PAPER
+from .bench import FAILFAST_PAPER, label_title
 from .driver import AUTO, alpha_policy
 from .stats import speedup_interval
 
@@ -56,18 +56,18 @@ def chain_grid(n: int, d_max: int = 24) -> list[Config]:
     rows += [Config(f"static d={d}", BASELINE, dataclasses.replace(base, static_length=d)) for d in range(1, 2 * n + 1)]
     if d_max > 2 * n:
         rows.append(Config(f"static d={d_max}", BASELINE, dataclasses.replace(base, static_length=d_max)))
-    rows += [Config(f"LibraSpec alpha={a:g}", PAPER, dataclasses.replace(base, alpha=a)) for a in ALPHAS]
-    rows.append(Config("LibraSpec alpha=auto", PAPER, base, alpha_auto=True))
-    rows += [Config(f"LibraSpec d_max={d}", PAPER, dataclasses.replace(base, d_max=d)) for d in D_MAXES if d != d_max]
-    rows.append(Config("G4", "g4", base))
-    rows.append(Config("FailFast", "failfast", base))
+    lib = MODES[PAPER].label
+    rows += [Config(f"{lib} alpha={a:g}", PAPER, dataclasses.replace(base, alpha=a)) for a in ALPHAS]
+    rows.append(Config(f"{lib} alpha=auto", PAPER, base, alpha_auto=True))
+    rows += [Config(f"{lib} d_max={d}", PAPER, dataclasses.replace(base, d_max=d)) for d in D_MAXES if d != d_max]
+    rows += [Config(MODES[mode].label, mode, base) for mode in ("g4", "failfast")]
     paper = dataclasses.replace(
         base,
         failfast_threshold=FAILFAST_PAPER["threshold"],
         failfast_step=FAILFAST_PAPER["step"],
         d_max=FAILFAST_PAPER["d_max"],
     )
-    rows.append(Config("FailFast (paper)", "failfast", paper))
+    rows.append(Config(label_title("failfast-paper"), "failfast", paper))
     rows.append(Config("oracle d* per round", ORACLE, base))
     rows.append(Config(BEST, BEST, base))
     return rows

@@ -29,14 +29,13 @@ from typing import Callable
 
 import torch
 
-from ..cost import LatencyProfile
+from ..cost import DIFFUSION, LatencyProfile, tree_round_s
 from ..files import atomic_write_text
-from ..modes import AR, BASELINE, MODES, ORACLE, PAPER
+from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, TREE_MODES
 from ..paths import PROMPTS_DIR, PUBLIC_DATA, read_prompts
 from ..profiling import machine_description, profile_reaching
 from ..spec import RunSpec
 from .bench import (
-    FAILFAST_PAPER,
     BenchSpec,
     add_drafter_argument,
     parse_annotate,
@@ -140,7 +139,7 @@ class ReportPlan:
 
 # The default decodes 16 prompts x 128 tokens per suite, a sample whose intervals can separate modes (the
 # --quick sample cannot). On a 2-core CPU with 2 threads and the 135M target (one AR step ~50 ms, a look-ahead of d_max
-# ~0.2 s) `estimate_seconds` gives --quick 16-40 min and the default about 6-14 h on the embedded pair's
+# ~0.2 s) `estimate_seconds` gives --quick 12-30 min and the default about 4-11 h on the embedded pair's
 # profile (n = 7): longer than a session, so `--resume` finishes it over several invocations.
 # `report` prints its estimate before it starts.
 # every policy mode annotated as in a full run: the untimed look-ahead between policy and
@@ -173,24 +172,33 @@ class ReportData:
 def estimate_seconds(plan: ReportPlan, profile: LatencyProfile, n: int) -> tuple[float, float]:
     """Decode time of the plan under the profile, for tau = 3 (optimistic) and tau = 1.
 
-    AR costs one target forward per token; a speculative round costs round_time(d) plus,
-    when annotated, the oracle's look-ahead (round_time(d_max)); the oracle mode pays the
-    look-ahead and a verification of about n. Prefill and Python overhead are not counted.
+    AR costs one target forward per token; a chain round of a label costs round_time(d) at its
+    static length (n for every other policy and the oracle) plus, when annotated, the oracle's
+    look-ahead (round_time(d_max)), which the oracle mode always pays; a tree round costs a
+    drafting step and a tree verification of its node budget (`cost.tree_round_s`). Prefill and
+    Python overhead are not counted.
     """
     tokens = plan.prompts_per_suite * plan.max_new_tokens * len(plan.suites)
     look = profile.round_time(plan.d_max)
-    lengths = [(d, BASELINE) for d in plan.lengths(n)] + [(n, m) for m in (PAPER, "g4", "failfast")]
-    lengths.append((FAILFAST_PAPER["step"], "failfast"))  # failfast-paper's first length
-    per_round = sum(profile.round_time(d) + (look if mode in plan.annotate else 0.0) for d, mode in lengths)
-    per_round += look + profile.round_time(n)  # the oracle mode
-    sweep_round = sum(profile.round_time(n) for _ in plan.sweep_specs(n))
-    tree_round = 2 * profile.round_time(n) + 2 * sum(profile.round_time(b) for b in plan.node_budgets)
-    sweep_ar = len(plan.sweep_specs(n)) * tokens * profile.ar_token_time()
-    out = []
-    for tau in (3.0, 1.0):
-        main = len(plan.temperatures) * tokens * (2 * profile.ar_token_time() + (per_round + tree_round) / tau)
-        out.append(main + sweep_ar + tokens * sweep_round / tau)
-    return out[0], out[1]
+
+    def rounds(spec: BenchSpec) -> float:  # seconds of one round of every label of the spec
+        total = 0.0
+        for _, mode, value in spec.labels(n):
+            kind = MODES[mode].kind
+            if kind == "tree":
+                total += tree_round_s(profile, [DIFFUSION], value, needs_features=True)
+            elif kind != "ar":
+                annotated = kind == "oracle" or mode in spec.annotated()
+                total += profile.round_time(value if mode == BASELINE else n) + (look if annotated else 0.0)
+        return total
+
+    per_round = rounds(plan.main_spec(n, 0.0)) + rounds(plan.tree_spec(n, 0.0))
+    sweep_round = sum(rounds(spec) for _, _, spec in plan.sweep_specs(n))
+    ars = 2 * len(plan.temperatures) + len(plan.sweep_specs(n))  # the main and the tree runs, each sweep run
+    return tuple(
+        tokens * (ars * profile.ar_token_time() + (len(plan.temperatures) * per_round + sweep_round) / tau)
+        for tau in (3.0, 1.0)
+    )
 
 
 def suite_path(suite: str, folder: Path = PROMPTS_DIR, data: Path = PUBLIC_DATA) -> Path:
@@ -321,7 +329,7 @@ def bench_command(prompts: str, spec: BenchSpec, model: str, out: str, limit: in
         f"--static-lengths {lengths} --alpha {alpha_label(spec.alpha)} --d-max {spec.d_max} "
         f"--annotate {','.join(spec.annotated()) or 'none'} {'--failfast-paper ' if spec.failfast_paper else ''}"
         + (f"--drafter {spec.drafter} " if spec.drafter else "")
-        + (f"--node-budget {','.join(map(str, spec.node_budgets))} " if "ddtree" in spec.modes else "")
+        + (f"--node-budget {','.join(map(str, spec.node_budgets))} " if set(spec.modes) & set(TREE_MODES) else "")
         + f"--max-new-tokens {spec.max_new_tokens} --temperature {spec.temperature:g} "
         f"--seed {spec.seed} --limit {limit} --model {model} --threads {torch.get_num_threads()} "
         f"--out {out}"

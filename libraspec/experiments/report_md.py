@@ -29,7 +29,7 @@ from ..analysis.calibration import (
     reliability_table,
 )
 from ..analysis.theory import expected_tau_curve
-from ..modes import AR, BASELINE, ORACLE, PAPER
+from ..modes import AR, BASELINE, MODES, ORACLE, PAPER
 from .bench import label_title, mode_summary
 from .driver import alpha_label
 from .provenance import BUSY_SHARE, shown_path
@@ -363,10 +363,11 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
             rows.append([paper, f"{best}; range {_x(min(spread))}-{_x(max(spread))}", "T = 0, pooled over suites"])
     for t in data.plan.temperatures:
         trees = pooled_modes(data, t, data.trees)
-        pairs = [
-            (label, label.replace("ddtree-libraspec", "ddtree", 1))
+        pairs = [  # each tree label and the tree it extends at the same budget (the registry's `beside`)
+            (label, other_label)
             for label, e in trees.items()
-            if e["mode"] == "ddtree-libraspec"
+            for other, other_label, _ in counterparts(label, e["mode"])
+            if MODES[other].kind == "tree"
         ]
         if pairs:
             gains = [
@@ -791,22 +792,26 @@ def _tree_table(modes: dict, tag: str) -> list[str]:
     return _table(header, rows, tag)
 
 
+def counterparts(label: str, mode: str) -> list[tuple[str, str, str]]:
+    """(mode, label, words) of each mode the registry sets `mode` beside (`Mode.beside`): a tree at
+    the same node budget (its label with the mode's name swapped), or a chain (its own label)."""
+    out = []
+    for other in MODES[mode].beside:
+        if MODES[other].kind == "tree":
+            out.append((other, label.replace(mode, other, 1), f"{MODES[other].label} at the same budget"))
+        else:
+            words = "the chain (static d = n)" if other == BASELINE else f"{MODES[other].title} on the chain"
+            out.append((other, other, words))
+    return out
+
+
 def tree_comparisons(modes: dict) -> list[str]:
-    """Each tree label against the chain of its depth (static d = n) and ddtree-libraspec against
-    ddtree at the same node budget, by the overlap of their 95% intervals."""
+    """Each tree label against the modes the registry sets it beside (the chain of its depth, static
+    d = n; the tree it extends at the same node budget; LibraSpec on the chain), by the overlap of
+    their 95% intervals."""
     out = []
     for label, e in modes.items():
-        pairs = (
-            [(BASELINE, "the chain (static d = n)")]
-            if e["mode"] == "ddtree"
-            else [
-                (label.replace("ddtree-libraspec", "ddtree", 1), "ddtree at the same budget"),
-                (PAPER, "LibraSpec on the chain"),
-            ]
-            if e["mode"] == "ddtree-libraspec"
-            else []
-        )
-        for other, name in pairs:
+        for _, other, name in counterparts(label, e["mode"]):
             if other in modes:
                 verdicts = [
                     f"{what} {PHRASES[compare(e, modes[other], key)]} {name}"
