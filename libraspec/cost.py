@@ -296,6 +296,13 @@ def tree_round_s(profile: LatencyProfile, steps, nodes: int, needs_features: boo
     return drafting_s(profile, steps) + verify + upkeep_s(profile, needs_features)
 
 
+def tree_row_prices(profile: LatencyProfile, nodes: int) -> list[float]:
+    """dT_j for j = 0 .. nodes - 1: what node j adds to a tree verification that holds the root and
+    j nodes before it (never negative: where verification does not grow, a node is free)."""
+    rows = [profile.tree_verify_time(k) for k in range(1, int(nodes) + 2)]  # 1 .. nodes + 1 rows
+    return [max(b - a, 0.0) for a, b in zip(rows, rows[1:])]
+
+
 def chain_prices(profile: LatencyProfile, buffer, needs_features: bool, context: int | None = None):
     """d -> modeled seconds of this round verifying d drafts (d = 0: an AR step after the first
     drafting step, which every round drafts), drafting just the steps d needs: the oracle's prices."""

@@ -21,7 +21,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from .cost import LatencyProfile, chain_prices, chain_round_s, tree_prices, tree_round_s
+from .cost import LatencyProfile, chain_prices, chain_round_s, drafting_s, tree_prices, tree_round_s
 from .drafters import DraftBuffer, Drafter, make_drafter
 from .drafters.base import Stopwatch
 from .models.target import crop_cache, keep_rows
@@ -304,6 +304,7 @@ class SpeculativeDecoder:
             policy_s=policy_s,
             verify_s=verify_s,
             modeled_s=modeled_s,
+            modeled_draft_s=drafting_s(profile, steps),
             **tree_fields,
         )
 
@@ -501,6 +502,7 @@ class SpeculativeDecoder:
         tree_path=(),
         tree_confidences=(),
         oracle_tree_size: int | None = None,
+        modeled_draft_s: float = 0.0,
     ) -> RoundRecord:
         if not self.measures_time:  # a replay: its clock timed no model
             draft_s = policy_s = verify_s = math.nan
@@ -529,6 +531,7 @@ class SpeculativeDecoder:
             cumulative_s=state.seconds,
             cumulative_modeled_s=state.modeled,
             alpha=decision.alpha,
+            modeled_draft_s=float(modeled_draft_s),
             tree_size=0 if tree is None else len(tree),
             tree_tokens=() if tree is None else tree.tokens,
             tree_parents=() if tree is None else tree.parents,

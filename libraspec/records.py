@@ -81,6 +81,7 @@ class RoundRecord:
     tree_path: tuple[int, ...] = ()  # indices of the accepted nodes, root to leaf
     tree_confidences: tuple[float, ...] = ()  # per drafted depth, the tree's q_i its depth policy saw
     oracle_tree_size: int | None = None  # nodes of the hindsight-best sub-tree (tree modes' d* is its depth)
+    modeled_draft_s: float = 0.0  # the part of modeled_s that prices the round's drafting steps
 
     @property
     def tau(self) -> int:

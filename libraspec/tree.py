@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from .cost import LatencyProfile
+from .cost import DIFFUSION, LatencyProfile, chain_round_s, tree_row_prices
 from .policy import Decision, _check_alpha, _check_int
 from .verify import SamplingConfig, probabilities
 
@@ -367,9 +367,9 @@ class PricedTreePolicy(MarginalTreePolicy):
         cap = _check_int(node_cap, "node cap")
         self.profile, self.prior_tau = profile, float(prior_tau)
         # the prior pseudo-round: a first block verified (or `prior_s`, e.g. the rounds so far)
-        self.prior_s = profile.verify_time(profile.n + 1) + profile.draft_time(1) if prior_s is None else float(prior_s)
-        rows = [profile.tree_verify_time(k) for k in range(1, cap + 2)]  # 1 .. cap + 1 rows
-        self.row_costs = [max(b - a, 0.0) for a, b in zip(rows, rows[1:])]  # dT_j, j = 0 .. cap - 1
+        first = chain_round_s(profile, [DIFFUSION], profile.n, needs_features=False)  # one pass, n + 1 verified
+        self.prior_s = first if prior_s is None else float(prior_s)
+        self.row_costs = tree_row_prices(profile, cap)  # dT_j, j = 0 .. cap - 1
         self._seconds, self._tokens = 0.0, 0
         super().__init__(self._alpha(), d_max, cap)
 

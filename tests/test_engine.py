@@ -281,3 +281,18 @@ def test_a_policy_is_timed_without_the_blocks_it_asks_for(monkeypatch):
     assert buffer.policy_clock is None  # the clock goes with the choice
     buffer.extend(1)  # drafting outside a choice touches no clock
     assert buffer.seconds == 15.0
+
+
+@pytest.mark.parametrize("mode", ["static", "libraspec", "oracle", "ddtree"])
+def test_a_record_says_which_part_of_its_modeled_time_is_drafting(pair, mode):
+    """modeled_s = modeled_draft_s + the verification + the upkeep, every round (AR: no drafting),
+    so lock-step replay reprices the verification without subtracting anything."""
+    decoder = SpeculativeDecoder(pair, PROFILE)
+    policy = MODES[mode].policy(RunSpec(d_max=14, node_budget=8).checked(decoder.n).spec)
+    records = run(decoder, [1, 40, 50, 60], mode, policy, max_new_tokens=12, lookahead=14)
+    for r in records:
+        verify = PROFILE.tree_verify_time(r.tree_size + 1) if r.tree_size else PROFILE.verify_time(r.chosen_length + 1)
+        upkeep = PROFILE.fit_s if decoder.drafter.needs_features else 0.0
+        assert r.modeled_draft_s == pytest.approx(PROFILE.draft_time(r.blocks_drafted)) and r.modeled_draft_s > 0
+        assert r.modeled_s == pytest.approx(r.modeled_draft_s + verify + upkeep)
+    assert all(r.modeled_draft_s == 0.0 for r in run(decoder, [1, 40, 50, 60], "ar", None, max_new_tokens=4))

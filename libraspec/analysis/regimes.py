@@ -117,7 +117,7 @@ def lockstep(
     while runs:
         records = [next(run) for run in runs]
         k = max(_rows(r) for r in records)
-        drafting = max(r.modeled_s - _verify_alone(own, r) - upkeep for r in records) if mode != AR else 0.0
+        drafting = max(r.modeled_draft_s for r in records)  # the longest request's drafting (AR: none)
         seconds += drafting + _at_batch(profiles, len(records), k) + (upkeep if mode != AR else 0.0)
         rounds += 1
         tokens += sum(len(r.committed_tokens) for r in records)
@@ -129,11 +129,3 @@ def lockstep(
     lengths = np.array([len(t.output) for t in traces])
     ar = sum(_at_batch(profiles, int((lengths > g).sum()), 1) for g in range(longest))
     return Lockstep(float(seconds), float(ar), rounds, tokens, rows, own_rounds, sum_d)
-
-
-def _verify_alone(profile: LatencyProfile, record: RoundRecord) -> float:
-    """The verification inside a record's modeled time under `profile` (the one its replay priced it
-    with: batch 1, or a priced mode's batch size), which a lock-step round replaces."""
-    if record.tree_size:
-        return profile.tree_verify_time(record.tree_size + 1)
-    return profile.verify_time(record.chosen_length + 1)
