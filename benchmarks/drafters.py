@@ -33,11 +33,14 @@ from libraspec.experiments.bench import (
     static_grid,  # noqa: E402
     write_result,
 )
-from libraspec.experiments.report import PUBLIC_SUITES  # noqa: E402
 from libraspec.experiments.stats import regime_stats  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.paths import PUBLIC_DATA, read_prompts  # noqa: E402
+from libraspec.paths import (  # noqa: E402
+    PUBLIC_DATA,
+    PUBLIC_SUITES,  # noqa: E402
+    read_prompts,
+)
 from libraspec.records import read_trace  # noqa: E402
 from libraspec.spec import RunSpec  # noqa: E402
 

@@ -52,8 +52,11 @@ from libraspec.experiments.provenance import (  # noqa: E402
 from libraspec.experiments.stats import distinguishable, per_prompt, speedup_interval  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import MODES  # noqa: E402
-from libraspec.paths import read_prompts  # noqa: E402
-from libraspec.profiling import cache_root, cached_concurrency, cached_profile, machine_description  # noqa: E402
+from libraspec.paths import (
+    cache_root,  # noqa: E402
+    read_prompts,  # noqa: E402
+)
+from libraspec.profiling import cached_concurrency, cached_profile, machine_description  # noqa: E402
 from libraspec.spec import RunSpec
 
 SUITES = {

@@ -40,8 +40,11 @@ from libraspec.experiments.provenance import git_state, load_average  # noqa: E4
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import make_policy  # noqa: E402
-from libraspec.paths import read_prompts  # noqa: E402
-from libraspec.profiling import cache_root, cached_profile  # noqa: E402
+from libraspec.paths import (
+    cache_root,  # noqa: E402
+    read_prompts,  # noqa: E402
+)
+from libraspec.profiling import cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 from libraspec.spec import RunSpec
 from libraspec.tree import PricedTreePolicy  # noqa: E402

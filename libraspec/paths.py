@@ -16,6 +16,22 @@ PROMPTS_DIR = ASSETS / "prompts"  # the app's and the report's own prompt suites
 EXAMPLES_PATH = ASSETS / "examples.json"  # the app's example prompts: [{"category", "prompt"}, ...]
 PUBLIC_DATA = ROOT.parent / "shared" / "data"
 PROMPT_KEYS = ("prompt", "question", "problem", "turns")  # HumanEval, GSM8K, MATH-500, MT-Bench
+CACHE_ENV = "LIBRASPEC_CACHE"  # overrides the user cache folder
+# public prompt sets, read at run time from the shared data folder beside the repository and never
+# committed; the report's --suites and the drafter evaluation choose them by name
+PUBLIC_SUITES = {
+    "gsm8k": "gsm8k_test.jsonl",
+    "humaneval": "humaneval.jsonl",
+    "math500": "math500.jsonl",
+    "mtbench": "mt_bench_questions.jsonl",
+}
+
+
+def cache_root() -> Path:
+    """The user cache folder for converted models, latency profiles and stored races:
+    `$LIBRASPEC_CACHE`, or ~/.cache/libraspec."""
+    root = os.environ.get(CACHE_ENV)
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "libraspec"
 
 
 def read_prompts(path: str | os.PathLike) -> list[str]:
@@ -53,3 +69,19 @@ def read_examples() -> list[dict]:
     """The app's example prompts, in order, each a dict with its category and prompt."""
     with open(EXAMPLES_PATH, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def suite_path(suite: str, folder: Path = PROMPTS_DIR, data: Path = PUBLIC_DATA) -> Path:
+    """A suite's prompt file: assets/prompts/SUITE.jsonl, or a public set (`PUBLIC_SUITES`) in `data`."""
+    if suite in PUBLIC_SUITES:
+        path = Path(data) / PUBLIC_SUITES[suite]
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"public prompt suite {suite!r} needs {path} (the shared data folder beside "
+                "the repository; its files are read at run time, never copied in)"
+            )
+        return path
+    path = Path(folder) / f"{suite}.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"prompt suite {suite!r} not found: {path} (public suites: {', '.join(PUBLIC_SUITES)})")
+    return path

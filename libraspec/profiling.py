@@ -37,6 +37,7 @@ from .drafters.block import BlockDiffusionDrafter
 from .drafters.lookup import LookupCalibration, LookupDrafter
 from .files import atomic_write_text
 from .models.target import crop_cache
+from .paths import cache_root
 from .verify import SamplingConfig
 
 
@@ -89,11 +90,6 @@ def timed_interleaved(
             sync()
             samples[key].append(time.perf_counter() - start)
     return {key: statistics.median(times[copies.get(key, 1) :]) for key, times in samples.items()}
-
-
-def cache_root() -> str:
-    """User cache folder for converted models and profiles (env LIBRASPEC_CACHE overrides)."""
-    return os.environ.get("LIBRASPEC_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "libraspec")
 
 
 def machine_description() -> dict:
@@ -340,7 +336,7 @@ def profile_path(pair) -> str:
         **machine_description(),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")
+    return os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")  # paths.cache_root
 
 
 def cached_profile(

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
+from libraspec import paths
 from libraspec.__main__ import SUBCOMMANDS, build_parser, main
 from libraspec.analysis import calibration
 from libraspec.cost import LatencyProfile
@@ -108,11 +109,11 @@ def test_public_suites_are_read_from_the_shared_data_folder(tmp_path):
     """Public prompt sets are never copied in: a suite names its file in the data folder, and a
     missing folder gives a clear error."""
     with pytest.raises(FileNotFoundError, match="never copied in"):
-        report.suite_path("gsm8k", data=tmp_path)
-    (tmp_path / report.PUBLIC_SUITES["math500"]).write_text(json.dumps({"problem": "What is 2 + 2?"}) + "\n")
-    assert read_prompts(report.suite_path("math500", data=tmp_path)) == ["What is 2 + 2?"]
+        paths.suite_path("gsm8k", data=tmp_path)
+    (tmp_path / paths.PUBLIC_SUITES["math500"]).write_text(json.dumps({"problem": "What is 2 + 2?"}) + "\n")
+    assert read_prompts(paths.suite_path("math500", data=tmp_path)) == ["What is 2 + 2?"]
     with pytest.raises(FileNotFoundError, match="public suites: gsm8k"):
-        report.suite_path("poetry")
+        paths.suite_path("poetry")
 
 
 def test_bench_cli_writes_the_contract(tmp_path, prompt_file, fixed_profile):

@@ -17,6 +17,7 @@ import pytest
 import torch
 from apptools import needs_smollm2
 
+from libraspec import paths
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models import embedded, registry
@@ -109,7 +110,7 @@ def test_corrupted_cache_is_detected_and_rebuilt(loaded, tmp_path, monkeypatch, 
                 shutil.copyfile(path, dest / path.name)
 
     monkeypatch.setattr(embedded, "_convert_gguf", fake_convert)
-    monkeypatch.setenv(embedded.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(paths.CACHE_ENV, str(tmp_path))
     assert embedded.default_cache_dir() == copy
     with pytest.warns(RuntimeWarning, match="broken"):
         model, _ = embedded.load_smollm2()

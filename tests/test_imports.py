@@ -141,3 +141,32 @@ def test_imports_point_down_the_layers():
     for module in graph:
         layer_of(module)
     assert upward(graph) == []
+
+
+def top_level_imports(path: Path) -> set[str]:
+    """The first name of every absolute import in `path`, imports inside functions included."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_library_never_imports_the_app_or_gradio_and_the_app_sits_above_it():
+    """libraspec/ imports neither gradio nor ui/ nor app.py; ui/ imports app.py nowhere; so the app
+    is a view of the library, never the other way round."""
+    root = PACKAGE.parent
+    for path in sorted(PACKAGE.rglob("*.py")):
+        wrong = top_level_imports(path) & {"gradio", "ui", "app"}
+        assert not wrong, f"{path.relative_to(root)} imports {sorted(wrong)}"
+    for path in sorted((root / "ui").rglob("*.py")):
+        assert "app" not in top_level_imports(path), f"{path.relative_to(root)} imports app.py"
+    assert {"gradio", "ui"} <= top_level_imports(root / "app.py")  # the finder sees imports
+
+
+def test_the_app_check_sees_a_planted_import(tmp_path):
+    planted = tmp_path / "bad.py"
+    planted.write_text("def f():\n    import gradio as gr\n    from ui.render import title\n", encoding="utf-8")
+    assert top_level_imports(planted) == {"gradio", "ui"}

@@ -26,7 +26,8 @@ import pandas as pd
 from libraspec.device import on_zero_gpu
 from libraspec.engine import DecodeConfig, race, remodel_ar
 from libraspec.modes import AR, MODES, PAPER
-from libraspec.profiling import PROFILE_TOLERANCE, cache_root, profile_check
+from libraspec.paths import cache_root
+from libraspec.profiling import PROFILE_TOLERANCE, profile_check
 from libraspec.records import (
     NOISE_Z,
     RoundRecord,

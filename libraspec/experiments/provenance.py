@@ -24,8 +24,7 @@ from pathlib import Path
 
 from ..drafters.lookup import DEFAULT_CALIBRATION
 from ..files import atomic_write_text, sha256_file
-from ..paths import ROOT
-from ..profiling import cache_root
+from ..paths import ROOT, cache_root
 
 BUSY_LOAD = 0.5  # 1-minute load average before a report starts above which other processes are running
 BUSY_SHARE = 0.25  # share of the machine's CPU time other processes took during a run that makes it busy

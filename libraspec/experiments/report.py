@@ -32,7 +32,7 @@ import torch
 from ..cost import DIFFUSION, LatencyProfile, tree_round_s
 from ..files import atomic_write_text
 from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, TREE_MODES
-from ..paths import PROMPTS_DIR, PUBLIC_DATA, read_prompts
+from ..paths import PROMPTS_DIR, PUBLIC_DATA, PUBLIC_SUITES, read_prompts, suite_path
 from ..profiling import machine_description, profile_reaching
 from ..spec import RunSpec
 from .bench import (
@@ -51,14 +51,6 @@ from .provenance import BUSY_LOAD, load_average, model_files, shown_path, source
 from .report_md import render
 
 SUITES = ("math", "code", "chat")  # the default: assets/prompts, written for this project
-# public prompt sets, read at run time from the shared data folder beside the repository and never
-# committed; choose them with --suites (each adds a main run and the sensitivity runs)
-PUBLIC_SUITES = {
-    "gsm8k": "gsm8k_test.jsonl",
-    "humaneval": "humaneval.jsonl",
-    "math500": "math500.jsonl",
-    "mtbench": "mt_bench_questions.jsonl",
-}
 ALL_MODES = tuple(name for name, m in MODES.items() if m.kind != "tree")  # trees have their own runs (tree_spec)
 TREE_RUN_MODES = (AR, BASELINE, PAPER) + tuple(name for name, m in MODES.items() if m.kind == "tree")
 
@@ -199,22 +191,6 @@ def estimate_seconds(plan: ReportPlan, profile: LatencyProfile, n: int) -> tuple
         tokens * (ars * profile.ar_token_time() + (len(plan.temperatures) * per_round + sweep_round) / tau)
         for tau in (3.0, 1.0)
     )
-
-
-def suite_path(suite: str, folder: Path = PROMPTS_DIR, data: Path = PUBLIC_DATA) -> Path:
-    """A suite's prompt file: assets/prompts/SUITE.jsonl, or a public set (`PUBLIC_SUITES`) in `data`."""
-    if suite in PUBLIC_SUITES:
-        path = Path(data) / PUBLIC_SUITES[suite]
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"public prompt suite {suite!r} needs {path} (the shared data folder beside "
-                "the repository; its files are read at run time, never copied in)"
-            )
-        return path
-    path = Path(folder) / f"{suite}.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"prompt suite {suite!r} not found: {path} (public suites: {', '.join(PUBLIC_SUITES)})")
-    return path
 
 
 def suite_prompts(suite: str, limit: int, folder: Path = PROMPTS_DIR) -> tuple[str, list[str]]:

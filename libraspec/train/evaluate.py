@@ -5,7 +5,7 @@
     python -m libraspec.train.evaluate --suites gsm8k,humaneval,mtbench,math500,heldout --limit 16
 
 `--suites` evaluates each suite in turn (public ones read at run time from ../shared/data, see
-`experiments.report.suite_path`; `heldout` = held-out prompts 33-64, the ones the training
+`paths.suite_path`; `heldout` = held-out prompts 33-64, the ones the training
 monitor, which picks the checkpoint, never reads) into OUT/SUITE/ and writes OUT/README.md, one
 row per suite plus all suites pooled.
 
@@ -47,7 +47,7 @@ from ..analysis.calibration import (
     reliability_table,
 )
 from ..files import atomic_write_text
-from ..paths import read_prompts
+from ..paths import ASSETS, read_prompts, suite_path
 from ..records import committed_text
 
 
@@ -206,12 +206,11 @@ def suite_table(summaries: dict[str, dict], pooled: dict) -> str:
 
 def suite_prompts(name: str) -> tuple[str, list[str]]:
     """(source, prompts) of a suite name: `heldout` (held-out prompts after the training monitor's),
-    a public set or a project suite (report.suite_path)."""
+    a public set or a project suite (paths.suite_path)."""
     if name == "heldout":
         from .prompts import MONITOR_PROMPTS, heldout_prompts
 
         return f"held-out prompts {MONITOR_PROMPTS + 1}-{len(heldout_prompts())}", heldout_prompts()[MONITOR_PROMPTS:]
-    from ..experiments.report import suite_path
 
     path = str(suite_path(name))
     return path, read_prompts(path)
@@ -219,7 +218,7 @@ def suite_prompts(name: str) -> tuple[str, list[str]]:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--prompts", default="assets/heldout_prompts.jsonl")
+    p.add_argument("--prompts", default=str(ASSETS / "heldout_prompts.jsonl"))
     p.add_argument(
         "--suites",
         default="",
@@ -258,7 +257,7 @@ def main(argv=None) -> None:
                 prompts=done,
                 max_new_tokens=args.max_new_tokens,
                 source=path,
-                drafter=os.environ.get("LIBRASPEC_DRAFTER", "assets/drafter"),
+                drafter=os.environ.get("LIBRASPEC_DRAFTER", str(ASSETS / "drafter")),
             )
             atomic_write_text(out / "eval.json", json.dumps(summary, indent=1))
             atomic_write_text(out / "eval.md", to_markdown(summary, done, args.max_new_tokens, name or "held-out"))
