@@ -46,7 +46,7 @@ REPLANNED = re.compile(r"re-planned in \d+ ms \((\d+) ms of CPU")
 # thought.
 ALPHA_MS = 200
 BROWSER_MS = 1_000
-GRID_ALPHAS = ["0.5", "1", "2", "4", "8", "16", "32"]  # ui.whatif_tab.GRID_ALPHAS as the grid labels them
+GRID_ALPHAS = ["0.5", "1", "2", "4", "8", "16", "32"]  # analysis.whatif.GRID_ALPHAS as the grid labels them
 
 # Arms a timer: t0 is the first `input` or `mousedown` event after this call (typing into a slider's
 # number box dispatches its change at once; a dropdown option is picked on mousedown), `done` the first

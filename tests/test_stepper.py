@@ -175,3 +175,19 @@ def test_the_step_through_checks_its_sliders_as_a_race_does():
         "Corrected: alpha 100 -> 64 (allowed 0.05..64).",
         "Corrected: d_max 2 -> 8 (allowed 8..64).",
     )
+
+
+def test_the_algorithm_steps_api_walks_pasted_confidences_with_checked_knobs():
+    """`/algorithm_steps` (ui.stepthrough.pasted_states): every state of Algorithm 1 as a dict, the
+    same decisions as LibraSpecPolicy, alpha clamped as the sliders clamp it (999 -> 64)."""
+    from ui.stepthrough import pasted_states
+
+    q = "0.9, 0.9, 0.9, 0.9, 0.8, 0.8, 0.8, 0.8, 0.2, 0.2, 0.2, 0.2"
+    states = pasted_states(q, 4, 999, 12)
+    decision = LibraSpecPolicy(64.0, 12).choose_length(ArrayBuffer(parse_confidences(q), 4))
+    assert states[-1]["d"] == decision.d and len(states) == len(decision.steps) + 1
+    assert set(states[0]) == {"index", "d", "budget", "blocks", "eps", "eps_star", "reason", "message"}
+    assert (
+        pasted_states(q, 4, 2.2, 12)[-1]["d"]
+        == LibraSpecPolicy(2.2, 12).choose_length(ArrayBuffer(parse_confidences(q), 4)).d
+    )

@@ -17,7 +17,7 @@ from libraspec.cost import LatencyProfile
 from libraspec.models.registry import ByteTokenizer
 from libraspec.records import RoundRecord, summarize
 from libraspec.spec import RunSpec
-from ui.race_words import run_report, verdict
+from ui.race_words import alpha_advice, run_report, verdict
 from ui.races import Run
 from ui.render import TextSegments, column_html, eta_text, legend_html, status_html
 from ui.settings import (
@@ -238,7 +238,7 @@ def test_a_flat_latency_profile_suggests_the_top_of_the_alpha_range():
     rounds = [_record(k, [5, 6, 7], sources=("dflash",) * 2) for k in range(4)]
     suggestion = suggest_alpha(rounds, flat)
     assert suggestion.alpha == ALPHA_MAX and abs(suggestion.c_ms) < 1e-9
-    assert "top of the allowed range" in suggestion.explain() and "no finite value" in suggestion.explain()
+    assert "top of the allowed range" in alpha_advice(suggestion) and "no finite value" in alpha_advice(suggestion)
 
 
 def _timed(mode: str, seconds: list[float], modeled: float = 0.05) -> list[RoundRecord]:

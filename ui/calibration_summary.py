@@ -20,6 +20,7 @@ from libraspec.analysis.tree_calibration import by_depth, node_samples
 from libraspec.records import RoundRecord
 from libraspec.views import tuning_plots
 
+from .race_words import alpha_advice
 from .settings import suggest_alpha
 
 
@@ -48,7 +49,7 @@ def summarize_calibration(records: list[RoundRecord], tested_only: bool, profile
             f"(c = cost per verified position). "
         )
         try:
-            line += f"Section 3.4 gives {suggest_alpha(sampled, profile).explain()}."
+            line += f"Section 3.4 gives {alpha_advice(suggest_alpha(sampled, profile))}."
         except ValueError as error:
             line += f"No alpha from section 3.4's formula: {error}."
         lines.append(line)

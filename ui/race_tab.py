@@ -24,19 +24,18 @@ import pandas as pd
 
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.models.registry import describe_pair
-from libraspec.modes import MODES, PAPER
+from libraspec.modes import PAPER
 from libraspec.paths import read_examples
 from libraspec.profiling import PROFILE_TOLERANCE
 from libraspec.records import records_to_frame
 from libraspec.spec import N_DEFAULT, RunSpec
-from libraspec.tree import node_reasons
 from libraspec.views import plots
 
 from .common import QUEUE, client_key
 from .history import COLUMNS as HISTORY_COLUMNS
 from .history import history_frame, history_notes
 from .hosting import LOAD_SECONDS, gpu, race_seconds
-from .race_words import round_info, run_report, verdict
+from .race_words import round_info, run_report, tree_reasons, verdict
 from .races import RACE_MODES, Run, Snapshot
 from .render import column_html, legend_html, status_html, title
 from .session import Session
@@ -835,17 +834,8 @@ class RaceTabs:
         )
 
     def _reasons(self, run: Run, mode: str, record) -> list[str] | None:
-        """Why each node of a ddtree-marginal or ddtree-priced round entered (`tree.node_reasons`),
-        priced by the session's profile (the race's own unless it was measured again since); None
-        for other modes, or when the profile is unknown or belongs to another pair."""
-        profile = self.session.profile_now()
-        if profile is None or run.model != getattr(self.session.pair, "name", None):
-            return None
-        policy = MODES[mode].policy(run.settings, profile)  # the race's checked spec
-        if not hasattr(policy, "reason"):
-            return None
-        earlier = (r for r in run.records.get(mode, []) if r.round_index < record.round_index)
-        return node_reasons(policy, earlier, record)
+        pair = getattr(self.session.pair, "name", None)
+        return tree_reasons(run, mode, record, self.session.profile_now(), pair)
 
     @staticmethod
     def _tree_sizes(run: Run, mode: str):

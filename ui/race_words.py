@@ -12,9 +12,11 @@ from libraspec.drafters import SOURCE_TITLES
 from libraspec.modes import MODES, PAPER
 from libraspec.profiling import PROFILE_TOLERANCE, within
 from libraspec.records import NOISE_Z, RoundRecord, RunSummary, summarize
+from libraspec.tree import node_reasons
 from libraspec.views import plots
 
 from .render import duration, eta_text, title
+from .settings import FLAT_C_S, Suggestion
 
 if TYPE_CHECKING:
     from .races import Run
@@ -180,3 +182,33 @@ def round_info(run: Run, mode: str, round_index: int) -> str:
         )
     oracle = f"; oracle d* = {r.oracle_length}" if r.oracle_length is not None and MODES[mode].kind != "oracle" else ""
     return f"{drafted} Submitted d = {r.chosen_length}; the target accepted {r.accepted}{bonus}{oracle}."
+
+
+def alpha_advice(suggestion: Suggestion) -> str:
+    """Section 3.4's suggested alpha in words: the value and what it was computed from (the top of
+    the range, and why, when this machine's latency fit is flat)."""
+    s = suggestion
+    rounds = f"mean tau = {s.tau:.2f}, mean d = {s.d} over the {s.rounds} rounds that submitted drafts"
+    if s.c_ms <= 1000 * FLAT_C_S:
+        return (
+            f"alpha = {s.alpha:g}, the top of the allowed range: this machine's latency fit has c = "
+            f"{s.c_ms:.3f} ms per verified position (a longer verification measured no slower), so "
+            f"alpha = T_verify / (tau c) has no finite value; {rounds}"
+        )
+    return (
+        f"alpha = T_verify / (tau c) = {s.alpha:.2f}, with T_verify at d = {s.d} and c = "
+        f"{s.c_ms:.3f} ms per verified position from this machine's latency fit, and {rounds}"
+    )
+
+
+def tree_reasons(run, mode: str, record: RoundRecord, profile, pair_name: str | None) -> list[str] | None:
+    """Why each node of a ddtree-marginal or ddtree-priced round entered (`tree.node_reasons`),
+    priced by `profile` (the session's: the race's own unless it was measured again since); None
+    for other modes, or when the profile is unknown or belongs to another pair than the race's."""
+    if profile is None or run.model != pair_name:
+        return None
+    policy = MODES[mode].policy(run.settings, profile)  # the race's checked spec
+    if not hasattr(policy, "reason"):
+        return None
+    earlier = (r for r in run.records.get(mode, []) if r.round_index < record.round_index)
+    return node_reasons(policy, earlier, record)

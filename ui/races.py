@@ -41,7 +41,7 @@ from libraspec.records import (
 )
 from libraspec.spec import Checked, RunSpec
 
-from .race_words import drift, load_change_note, race_progress, remeasured
+from .race_words import alpha_advice, drift, load_change_note, race_progress, remeasured
 from .render import TextSegments, eta_text
 from .run_store import RunStore
 from .settings import DEFAULT_RACE_MODES, check_prompt_length, check_race_modes, check_settings, suggest_alpha
@@ -306,7 +306,7 @@ class Races:
                 "no race yet: the suggestion needs the mean tau and d of your LibraSpec rounds, so run one race first"
             )
         suggestion = suggest_alpha(runs[-1].records[PAPER], profile)
-        return suggestion.alpha, f"{suggestion.explain()} of your last race"
+        return suggestion.alpha, f"{alpha_advice(suggestion)} of your last race"
 
     # -- stored runs --------------------------------------------------------------------------
 

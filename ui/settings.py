@@ -101,19 +101,6 @@ class Suggestion:
     c_ms: float  # the latency fit's cost per verified position
     rounds: int
 
-    def explain(self) -> str:
-        rounds = f"mean tau = {self.tau:.2f}, mean d = {self.d} over the {self.rounds} rounds that submitted drafts"
-        if self.c_ms <= 1000 * FLAT_C_S:
-            return (
-                f"alpha = {self.alpha:g}, the top of the allowed range: this machine's latency fit has c = "
-                f"{self.c_ms:.3f} ms per verified position (a longer verification measured no slower), so "
-                f"alpha = T_verify / (tau c) has no finite value; {rounds}"
-            )
-        return (
-            f"alpha = T_verify / (tau c) = {self.alpha:.2f}, with T_verify at d = {self.d} and c = "
-            f"{self.c_ms:.3f} ms per verified position from this machine's latency fit, and {rounds}"
-        )
-
 
 def suggest_alpha(records: list[RoundRecord], profile: LatencyProfile) -> Suggestion:
     """The alpha section 3.4 suggests for rounds like `records` (those with d >= 1) on `profile`.

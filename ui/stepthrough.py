@@ -259,3 +259,26 @@ def suggested_alpha(q: np.ndarray, d: int, profile: LatencyProfile) -> tuple[flo
         return None
     tau = float(expected_tau_curve(q, d)[-1])
     return auto_alpha(profile, tau, d), tau
+
+
+def suggested_slider_alpha(inputs: Inputs, runs: list[Run] | None, measured: LatencyProfile | None) -> float:
+    """The alpha section 3.4 suggests for what the step-through shows (its q_i at the d Algorithm 1
+    ends at, under its cost model), kept in the slider's range by the one clamp; ValueError when the
+    cost model's verification does not grow with d (no finite alpha) or the inputs are unusable."""
+    source = confidences_for(inputs, runs)
+    profile, _ = cost_profile(inputs, source.n, source.d_max, measured)
+    final = algorithm_states(source.padded, source.n, source.alpha, source.d_max)[-1].d
+    suggestion = suggested_alpha(source.q, final, profile)
+    if suggestion is None:
+        raise ValueError("this cost model's verification cost does not grow with d (c <= 0): no finite alpha")
+    return check_settings(RunSpec(alpha=suggestion[0]), source.n).spec.alpha
+
+
+def pasted_states(confidences: str, n, alpha, d_max) -> list[dict]:
+    """Algorithm 1 over pasted confidences (the `/algorithm_steps` API), alpha and d_max checked as
+    the sliders are: every state as a dict (index, d, B, blocks, eps_i, eps*, reason, message)."""
+    inputs = Inputs(source="pasted list", pasted=confidences, n=int(n), alpha=alpha, d_max=d_max)
+    source = confidences_for(inputs, None)
+    states = algorithm_states(source.q, source.n, source.alpha, source.d_max)
+    keys = ("index", "d", "budget", "blocks", "eps_star", "reason", "message")
+    return [{**{key: getattr(s, key) for key in keys}, "eps": list(s.eps)} for s in states]

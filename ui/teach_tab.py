@@ -11,7 +11,6 @@ import dataclasses
 
 import gradio as gr
 
-from libraspec.analysis.stepper import algorithm_states
 from libraspec.spec import RunSpec
 
 from .common import client_key
@@ -21,11 +20,10 @@ from .stepthrough import (
     COSTS,
     SOURCES,
     Inputs,
-    confidences_for,
-    cost_profile,
+    pasted_states,
     race_round_settings,
     step_view,
-    suggested_alpha,
+    suggested_slider_alpha,
 )
 
 
@@ -173,17 +171,9 @@ class TeachTab:
         inputs = Inputs(*values)
         runs = self.session.races.runs(client_key(request)) if inputs.source == SOURCES[1] else None
         try:
-            source = confidences_for(inputs, runs)
-            profile, _ = cost_profile(
-                inputs, source.n, source.d_max, self.session.profile() if inputs.cost == COSTS[0] else None
-            )
-            final = algorithm_states(source.padded, source.n, source.alpha, source.d_max)[-1].d
+            alpha = suggested_slider_alpha(inputs, runs, self.session.profile() if inputs.cost == COSTS[0] else None)
         except ValueError as error:
             raise gr.Error(str(error)) from error
-        suggestion = suggested_alpha(source.q, final, profile)
-        if suggestion is None:
-            raise gr.Error("this cost model's verification cost does not grow with d (c <= 0): no finite alpha")
-        alpha = RunSpec(alpha=suggestion[0]).checked(source.n).spec.alpha  # within the slider's range
         return gr.Slider(value=round(alpha, 2))
 
     def adopt_race_round(self, request: gr.Request, index, *values):
@@ -224,20 +214,6 @@ class TeachTab:
     ) -> list[dict]:
         """Algorithm 1 over pasted confidences: every state (d, B, blocks, eps*, step, message)."""
         try:
-            source = confidences_for(Inputs(source="pasted list", pasted=confidences, n=int(n), d_max=int(d_max)), None)
-            states = algorithm_states(source.q, source.n, float(alpha), source.d_max)
+            return pasted_states(confidences, n, alpha, d_max)
         except (TypeError, ValueError) as error:
             raise gr.Error(str(error)) from error
-        return [
-            {
-                "index": s.index,
-                "d": s.d,
-                "budget": s.budget,
-                "blocks": s.blocks,
-                "eps": list(s.eps),
-                "eps_star": s.eps_star,
-                "reason": s.reason,
-                "message": s.message,
-            }
-            for s in states
-        ]

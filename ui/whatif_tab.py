@@ -14,6 +14,7 @@ import time
 import gradio as gr
 import pandas as pd
 
+from libraspec.analysis.whatif import grid_axes
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.spec import ALPHA_RANGE, RunSpec
 from libraspec.views import whatif_plots
@@ -23,8 +24,6 @@ from .render import status_html
 from .session import Session
 from .whatif import BATCH_1, LOOKAHEAD, SYNTHETIC, WhatIf, profile_choices
 
-GRID_ALPHAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
-GRID_D_MAXES = (8, 16, 24, 32, 48)
 EXPLAIN = (
     "**Modeled replay, not a measurement.** Greedy decoding's text is fixed (it equals AR's), so a "
     "race's rounds depend only on what the drafter proposes from each position. *Replay* records that "
@@ -154,13 +153,13 @@ class WhatIfTab:
         planner = self.whatif.planner(trace, profile)
         settings = RunSpec(alpha=float(alpha), d_max=int(d_max), static_length=int(static))
         plan = planner.plan(settings)
-        d_maxes = [d for d in GRID_D_MAXES if trace.n <= d <= trace.lookahead]
-        grid = planner.grid(GRID_ALPHAS, d_maxes)
+        alphas, d_maxes = grid_axes(trace)
+        grid = planner.grid(alphas, d_maxes)
         table = pd.DataFrame(plan.rows()).round(3)
         lengths = whatif_plots.lengths_figure(plan)
         chosen = (plan.settings.alpha, plan.settings.d_max)
         grid_fig = whatif_plots.grid_figure(
-            grid, GRID_ALPHAS, d_maxes, plan.best.speedup(plan.ar_seconds), plan.profile, chosen
+            grid, alphas, d_maxes, plan.best.speedup(plan.ar_seconds), plan.profile, chosen
         )
         elapsed, cpu = (time.perf_counter() - start) * 1e3, (time.thread_time() - cpu) * 1e3
         words = (

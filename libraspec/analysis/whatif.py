@@ -154,6 +154,15 @@ class Planner:
         return self._grids[key]
 
 
+GRID_ALPHAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)  # the what-if's heat map, around the paper's 2.2
+GRID_D_MAXES = (8, 16, 24, 32, 48)
+
+
+def grid_axes(trace: DraftTrace) -> tuple[tuple[float, ...], list[int]]:
+    """The heat map's alphas and the d_max values this trace can replay (n up to its look-ahead)."""
+    return GRID_ALPHAS, [d for d in GRID_D_MAXES if trace.n <= d <= trace.lookahead]
+
+
 def plan(trace: DraftTrace, profile: LatencyProfile, settings: RunSpec) -> Plan:
     """`Planner(trace, profile).plan(settings)`: one what-if."""
     return Planner(trace, profile).plan(settings)
