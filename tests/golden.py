@@ -55,6 +55,9 @@ MODES = {  # label -> (mode, policy settings)
 TREES = {
     "ddtree": ("ddtree", {"tree_depth": 7, "node_budget": 16}),
     "ddtree-libraspec": ("ddtree-libraspec", {"alpha": 2.2, "d_max": 20, "node_budget": 16}),
+    # added later still: the trees whose policies choose the nodes themselves
+    "ddtree-marginal": ("ddtree-marginal", {"alpha": 2.2, "d_max": 20, "node_budget": 16}),
+    "ddtree-priced": ("ddtree-priced", {"d_max": 20, "node_budget": 16}),
 }
 
 
@@ -74,7 +77,7 @@ def record_dict(record, fields=FIELDS) -> dict:
 
 def decode(decoder, prompt, label, config, fields=FIELDS) -> list[dict]:
     mode, settings = {**MODES, **TREES}[label]
-    policy = None if settings is None else make_policy(mode, decoder.n, **settings)
+    policy = None if settings is None else make_policy(mode, decoder.n, profile=decoder.profile, **settings)
     return [record_dict(r, fields) for r in decoder.run(prompt, mode, policy, config)]
 
 
