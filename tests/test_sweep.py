@@ -114,9 +114,13 @@ def test_the_grid_is_clamped_as_a_race_is_and_says_so():
     from libraspec.experiments.sweep import checked_grid
     from libraspec.spec import ALPHA_RANGE
 
-    alphas, d_maxes, notes = checked_grid("2.2, 100, auto", "5, 7, 9", 7)
-    assert alphas == (2.2, ALPHA_RANGE[1], "auto") and d_maxes == (7, 9)
-    assert notes == ["alpha 100 -> 64 (allowed 0.05..64)", "d_max 5 -> 7 (allowed 7..512)"]
+    alphas, d_maxes, notes = checked_grid("2.2, 100, auto, -1", "5, 7, 9", 7)
+    assert alphas == (2.2, ALPHA_RANGE[1], "auto", ALPHA_RANGE[0]) and d_maxes == (7, 9)
+    assert notes == [
+        "alpha 100 -> 64 (allowed 0.05..64)",
+        "alpha -1 -> 0.05 (allowed 0.05..64)",
+        "d_max 5 -> 7 (allowed 7..512)",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -125,7 +129,7 @@ def test_the_grid_is_clamped_as_a_race_is_and_says_so():
         (lambda d: run_sweep(d, [], [2.2], [7], DecodeConfig(max_new_tokens=4)), "no prompts"),
         (lambda d: parse_alphas("2.2, fast"), "numbers or 'auto'"),
         (lambda d: parse_alphas("2.2, 2.2"), "twice"),
-        (lambda d: parse_alphas("-1"), "> 0"),
+        (lambda d: parse_alphas("inf"), "finite"),
         (lambda d: parse_d_maxes("16, x"), "integers"),
         (lambda d: parse_d_maxes("16, 16"), "distinct"),
     ],

@@ -67,7 +67,8 @@ def mode_job(
 
 
 def parse_alphas(text: str | Sequence) -> tuple:
-    """ "1.6, 2.2, auto" -> (1.6, 2.2, "auto"); values must be finite and > 0, no repeats."""
+    """ "1.6, 2.2, auto" -> (1.6, 2.2, "auto"): finite numbers (their range is `RunSpec.checked`'s
+    to clamp) or "auto", no repeats."""
     items = [str(x).strip() for x in (text.split(",") if isinstance(text, str) else text)]
     out = []
     for item in filter(None, items):
@@ -78,8 +79,8 @@ def parse_alphas(text: str | Sequence) -> tuple:
             value = float(item)
         except ValueError:
             raise ValueError(f"alpha values must be numbers or 'auto', got {item!r}") from None
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"alpha values must be finite and > 0, got {item!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"alpha values must be finite, got {item!r}")
         out.append(value)
     if not out:
         raise ValueError("give at least one alpha value (numbers or 'auto')")

@@ -49,6 +49,7 @@ from ..analysis.calibration import (
 from ..files import atomic_write_text
 from ..paths import ASSETS, read_prompts, suite_path
 from ..records import committed_text
+from ..spec import RunSpec
 
 
 def drafter_calibration(records, d_max: int) -> dict:
@@ -84,7 +85,6 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
     is called after each prompt (partial results)."""
     from ..engine import DecodeConfig, SpeculativeDecoder
     from ..experiments.driver import decode_grid, mode_job
-    from ..spec import RunSpec
 
     decoder = SpeculativeDecoder(pair, drafter="dflash")  # the trained block drafter is what is judged
     n = decoder.n
@@ -96,7 +96,7 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
         (f"static_{d_max}", "static", RunSpec(static_length=d_max)),
         ("libraspec", "libraspec", RunSpec(alpha=alpha, d_max=d_max)),
     ):
-        jobs[label] = mode_job(label, mode, settings, config)
+        jobs[label] = mode_job(label, mode, settings.checked(n).spec, config)
     records = {label: [] for label in jobs}
     last = list(jobs)[-1]
     outputs = {}
@@ -226,9 +226,9 @@ def main(argv=None) -> None:
         "project suites or heldout; overrides --prompts",
     )
     p.add_argument("--limit", type=int, default=8)
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--alpha", type=float, default=2.2)
-    p.add_argument("--d-max", type=int, default=24)
+    p.add_argument("--max-new-tokens", type=int, default=RunSpec.max_new_tokens)
+    p.add_argument("--alpha", type=float, default=RunSpec.alpha)
+    p.add_argument("--d-max", type=int, default=RunSpec.d_max)
     p.add_argument("--drafter", default=None, help="drafter folder (default: assets/drafter)")
     p.add_argument("--out", default="runs/eval")
     p.add_argument("--threads", type=int, default=1)
@@ -239,6 +239,10 @@ def main(argv=None) -> None:
     from ..models.registry import load_pair
 
     pair = load_pair()
+    checked = RunSpec(alpha=args.alpha, d_max=args.d_max, max_new_tokens=args.max_new_tokens).checked(pair.n)
+    for note in checked.note_list:  # out of range: clamped, as everywhere, and said
+        print(f"evaluate: corrected {note}", file=sys.stderr)
+    args.alpha, args.d_max, args.max_new_tokens = checked.spec.alpha, checked.spec.d_max, checked.spec.max_new_tokens
     suites = (
         {name: suite_prompts(name) for name in args.suites.split(",")}
         if args.suites
