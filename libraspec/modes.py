@@ -34,6 +34,12 @@ class Mode:
     knobs: tuple[str, ...] = ()  # the RunSpec fields its policy reads
     role: str = ""  # what comparisons read it as (ROLES); "" for none
     beside: tuple[str, ...] = ()  # the modes reports set it beside: a tree mode, the tree or chain it extends
+    published: tuple[tuple[str, float], ...] = ()  # its own paper's settings (RunSpec fields): label MODE-paper
+
+    @property
+    def published_label(self) -> str:
+        """The bench label of this mode run with its paper's settings (`published`)."""
+        return f"{self.name}-paper"
 
     @property
     def needs_drafter(self) -> bool:
@@ -88,6 +94,8 @@ MODES: dict[str, Mode] = {
             "policy",
             lambda s: FailFastPolicy(s.failfast_threshold, s.failfast_step, s.d_max),
             knobs=("failfast_threshold", "failfast_step", "d_max"),
+            # the FailFast paper's: start at 10 drafts, extend by 10 while every q_i >= 0.45, at most 60
+            published=(("failfast_threshold", 0.45), ("failfast_step", 10), ("d_max", 60)),
         ),
         Mode("oracle", "oracle", "Oracle", "#009E73", "oracle"),
         Mode(

@@ -19,6 +19,7 @@ from libraspec.analysis import calibration
 from libraspec.cost import LatencyProfile
 from libraspec.experiments import bench, report, report_md
 from libraspec.models.registry import tiny_pair
+from libraspec.modes import MODES
 from libraspec.paths import PROMPTS_DIR, read_prompts
 from libraspec.records import RoundRecord, read_trace
 
@@ -418,6 +419,7 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     for mode in ("AR", "static d=4", "LibraSpec", "G4", "FailFast", "oracle"):
         assert f"| {mode}" in text
     assert "**(best)**" in text
+    assert "; FailFast (paper) FailFast threshold 0.45, FailFast step 10, d_max 60 (its d* and MAD" in text
     links = [line.split("](", 1)[1].rstrip(")") for line in text.splitlines() if "](" in line]
     assert len(links) == 3 and all((tmp_path / link).is_file() for link in links)
     results = tmp_path / "benchmarks" / "results"
@@ -426,7 +428,9 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     # the fair static grid 1..n, 2n and d_max (n = 7, d_max = 24), FailFast ours and the paper's
     assert summary["config"]["static_lengths"] == [1, 2, 3, 4, 5, 6, 7, 14, 24]
     assert {"failfast", "failfast-paper"} <= set(summary["modes"])
-    assert summary["config"]["failfast_paper"] == {"threshold": 0.45, "step": 10, "d_max": 60}
+    assert summary["config"]["published"] == {
+        "failfast-paper": {"failfast_threshold": 0.45, "failfast_step": 10, "d_max": 60}
+    }
     sweep = pd.read_parquet(results / "math-alpha1.6.records.parquet")
     assert set(sweep["label"]) == {"ar", "libraspec"}
     assert json.loads((results / "math-alphaauto.json").read_text())["config"]["alpha"] == "auto"
@@ -479,7 +483,7 @@ def test_out_of_range_bench_settings_are_clamped_by_the_run_spec_and_said():
 def test_fair_grids():
     assert bench.static_grid(7, 24) == (1, 2, 3, 4, 5, 6, 7, 14, 24)
     assert bench.static_grid(4, 8) == (1, 2, 3, 4, 8)  # 2n = d_max once
-    spec = bench.BenchSpec(modes=("ar", "failfast"), max_new_tokens=24, failfast_paper=True, alpha="auto")
+    spec = bench.BenchSpec(modes=("ar", "failfast"), max_new_tokens=24, published=True, alpha="auto")
     assert spec.alpha == "auto" and spec.longest(7) == 60
     assert [label for label, _, _ in spec.labels(7)] == ["ar", "failfast", "failfast-paper"]
     with pytest.raises(ValueError, match="alpha"):
@@ -488,7 +492,8 @@ def test_fair_grids():
     result = bench.run_bench(tiny_pair("llama"), ["Add 2 and 3."], spec, profile=PROFILE)
     first = {label: result.records[label][0][0].chosen_length for label in ("failfast", "failfast-paper")}
     assert first == {"failfast": 4, "failfast-paper": 10}  # later rounds are cut to the tokens left
-    assert result.summary["config"]["failfast_paper"] == bench.FAILFAST_PAPER
+    assert result.summary["config"]["published"] == {"failfast-paper": dict(MODES["failfast"].published)}
+    assert bench.label_title("failfast-paper") == "FailFast (paper)"
 
 
 def test_automatic_alpha_in_bench(prompt_file):

@@ -53,14 +53,15 @@ from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_int
 DEFAULT_MODES = (AR, BASELINE, PAPER, ORACLE)
 ANNOTATED_MODES = POLICY_MODES + TREE_MODES  # modes whose rounds can carry the hindsight d*
 FAILFAST = {"threshold": RunSpec.failfast_threshold, "step": RunSpec.failfast_step}  # ours, recorded in the config
-FAILFAST_PAPER = {"threshold": 0.45, "step": 10, "d_max": 60}  # the FailFast paper's: start at 10 drafts, extend
-# by 10 while every q_i >= 0.45, at most 60; the label "failfast-paper"
-PAPER_LABELS = {"failfast-paper": "FailFast (paper)"}  # bench labels besides the modes' own names
+# bench labels besides the modes' own names: a mode run with its paper's settings (`Mode.published`)
+PUBLISHED = {m.published_label: m.name for m in MODES.values() if m.published}
 
 
 def label_title(label: str) -> str:
     """How tables name a bench label: the mode's label (`modes.MODES`), or a paper setting's."""
-    return MODES[label].label if label in MODES else PAPER_LABELS.get(label, label)
+    if label in PUBLISHED:
+        return f"{MODES[PUBLISHED[label]].label} (paper)"
+    return MODES[label].label if label in MODES else label
 
 
 def static_grid(n: int, d_max: int) -> tuple[int, ...]:
@@ -116,7 +117,7 @@ class BenchSpec:
     annotate: bool | tuple[str, ...] = True  # oracle annotation (for mad_vs_oracle): all policy modes,
     # none, or the policy modes named (the annotation's look-ahead costs a long verification a round)
     drafter: str | None = None  # a name in drafters.DRAFTERS; None: the pair's default
-    failfast_paper: bool = False  # with "failfast" in modes, also "failfast-paper" (FAILFAST_PAPER)
+    published: bool = False  # also each mode with its paper's settings (`Mode.published`): label MODE-paper
     node_budgets: tuple[int, ...] = (RunSpec.node_budget,)  # tree modes' node budgets; several: labels MODE-bB
     tree_depth: int | None = None  # ddtree's depth; None = n
 
@@ -167,7 +168,7 @@ class BenchSpec:
 
     def longest(self, n: int) -> int:
         """The longest d any label may verify, or the most tree nodes (the latency profile must reach it)."""
-        paper = (FAILFAST_PAPER["d_max"],) if self.failfast_paper and "failfast" in self.modes else ()
+        paper = tuple(dict(MODES[m].published).get("d_max", 0) for m in self.modes) if self.published else ()
         trees = self.node_budgets + ((self.tree_depth or n),) if any(m in TREE_MODES for m in self.modes) else ()
         return max((self.d_max,) + self.lengths(n) + paper + trees)
 
@@ -179,8 +180,8 @@ class BenchSpec:
 
     def labels(self, n: int) -> list[tuple[str, str, int | None]]:
         """(label, mode, static length or node budget) per run of a prompt; several static lengths
-        give labels static-L, several node budgets MODE-bB, FailFast with the paper's settings the
-        label failfast-paper."""
+        give labels static-L, several node budgets MODE-bB, a mode with its paper's settings
+        (`published`, `Mode.published`) the label MODE-paper (failfast-paper)."""
         out = []
         for mode in self.modes:
             if mode == BASELINE and len(self.lengths(n)) > 1:
@@ -190,8 +191,8 @@ class BenchSpec:
                 out += [(f"{mode}-b{B}" if several else mode, mode, B) for B in self.node_budgets]
             else:
                 out.append((mode, mode, self.lengths(n)[0] if mode == BASELINE else None))
-            if mode == "failfast" and self.failfast_paper:
-                out.append(("failfast-paper", "failfast", None))
+            if self.published and MODES[mode].published:
+                out.append((MODES[mode].published_label, mode, None))
         return out
 
 
@@ -309,18 +310,10 @@ def run_bench(
 
 def _settings(spec: BenchSpec, n: int, label: str, mode: str, value: int | None) -> RunSpec:
     """The policy knobs of one label but alpha (`driver.alpha_policy` sets the bench's): the
-    static length (n when unset), FailFast's recorded settings (the paper's for failfast-paper),
+    static length (n when unset), a MODE-paper label's published settings (`Mode.published`),
     ddtree's depth (n when unset) and a tree mode's node budget (`value`)."""
-    if label == "failfast-paper":
-        return (
-            RunSpec(
-                d_max=FAILFAST_PAPER["d_max"],
-                failfast_threshold=FAILFAST_PAPER["threshold"],
-                failfast_step=FAILFAST_PAPER["step"],
-            )
-            .checked(n)
-            .spec
-        )
+    if label in PUBLISHED:
+        return RunSpec(**dict(MODES[mode].published)).checked(n).spec
     tree = MODES[mode].kind == "tree"
     settings = RunSpec(
         d_max=spec.d_max,
@@ -391,7 +384,7 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
         "best_static": best[0] if best else None,
         "g4_initial": min(n, spec.d_max),
         "failfast": dict(FAILFAST),
-        "failfast_paper": dict(FAILFAST_PAPER) if spec.failfast_paper and "failfast" in spec.modes else None,
+        "published": {label: dict(MODES[mode].published) for label, mode, _ in labels if label in PUBLISHED},
         "node_budgets": list(spec.node_budgets),
         "tree_depth": spec.tree_depth or n,
         "modes": list(spec.modes),
@@ -464,10 +457,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
     parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
     parser.add_argument(
+        "--published",
         "--failfast-paper",
+        dest="published",
         action="store_true",
-        help="with failfast: also FailFast with the paper's settings (threshold 0.45, start and "
-        "step 10, at most 60), labelled failfast-paper",
+        help="also every mode with its own paper's settings, labelled MODE-paper (failfast-paper: "
+        "threshold 0.45, start and step 10, at most 60)",
     )
     parser.add_argument(
         "--node-budget",
@@ -514,7 +509,7 @@ def run(args) -> int:
         static_lengths=parse_lengths(args.static_lengths),
         annotate=parse_annotate(args.annotate),
         drafter=args.drafter,
-        failfast_paper=args.failfast_paper,
+        published=args.published,
         node_budgets=parse_lengths(args.node_budget, "node budgets"),
         tree_depth=args.tree_depth,
     )

@@ -26,7 +26,7 @@ from ..engine import DecodeConfig
 from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, TREE_MODES
 from ..records import RoundRecord
 from ..spec import RunSpec
-from .bench import FAILFAST_PAPER, label_title
+from .bench import PUBLISHED, label_title
 from .driver import AUTO, alpha_policy
 from .stats import speedup_interval
 
@@ -61,13 +61,10 @@ def chain_grid(n: int, d_max: int = 24) -> list[Config]:
     rows.append(Config(f"{lib} alpha=auto", PAPER, base, alpha_auto=True))
     rows += [Config(f"{lib} d_max={d}", PAPER, dataclasses.replace(base, d_max=d)) for d in D_MAXES if d != d_max]
     rows += [Config(MODES[mode].label, mode, base) for mode in ("g4", "failfast")]
-    paper = dataclasses.replace(
-        base,
-        failfast_threshold=FAILFAST_PAPER["threshold"],
-        failfast_step=FAILFAST_PAPER["step"],
-        d_max=FAILFAST_PAPER["d_max"],
-    )
-    rows.append(Config(label_title("failfast-paper"), "failfast", paper))
+    rows += [  # each mode with its own paper's settings (FailFast)
+        Config(label_title(label), mode, dataclasses.replace(base, **dict(MODES[mode].published)))
+        for label, mode in PUBLISHED.items()
+    ]
     rows.append(Config("oracle d* per round", ORACLE, base))
     rows.append(Config(BEST, BEST, base))
     return rows

@@ -90,7 +90,7 @@ class ReportPlan:
             static_lengths=self.lengths(n),
             annotate=self.annotate,
             drafter=self.drafter,
-            failfast_paper=True,
+            published=True,
         )
 
     def tree_spec(self, n: int, temperature: float) -> BenchSpec:
@@ -303,7 +303,7 @@ def bench_command(prompts: str, spec: BenchSpec, model: str, out: str, limit: in
     return (
         f"python -m libraspec bench --prompts {prompts} --modes {','.join(spec.modes)} "
         f"--static-lengths {lengths} --alpha {alpha_label(spec.alpha)} --d-max {spec.d_max} "
-        f"--annotate {','.join(spec.annotated()) or 'none'} {'--failfast-paper ' if spec.failfast_paper else ''}"
+        f"--annotate {','.join(spec.annotated()) or 'none'} {'--published ' if spec.published else ''}"
         + (f"--drafter {spec.drafter} " if spec.drafter else "")
         + (f"--node-budget {','.join(map(str, spec.node_budgets))} " if set(spec.modes) & set(TREE_MODES) else "")
         + f"--max-new-tokens {spec.max_new_tokens} --temperature {spec.temperature:g} "

@@ -30,6 +30,7 @@ from ..analysis.calibration import (
 )
 from ..analysis.theory import expected_tau_curve
 from ..modes import AR, BASELINE, MODES, ORACLE, PAPER
+from ..spec import NAMES
 from .bench import label_title, mode_summary
 from .driver import alpha_label
 from .provenance import BUSY_SHARE, shown_path
@@ -558,12 +559,11 @@ def _setup(pair, data, config: dict) -> list[str]:
         f"{', '.join(map(str, plan.lengths(pair.n)))}; G4 starts at {min(pair.n, plan.d_max)}; "
         f"FailFast threshold {config.get('failfast', {}).get('threshold', '?')}, step "
         f"{config.get('failfast', {}).get('step', '?')}"
-        + (
-            ""
-            if not config.get("failfast_paper")
-            else f"; FailFast (paper) threshold {config['failfast_paper']['threshold']}, start and step "
-            f"{config['failfast_paper']['step']}, at most {config['failfast_paper']['d_max']} (its d* and MAD "
-            f"still look ahead d_max = {plan.d_max} drafts)"
+        + "".join(
+            f"; {label_title(label)} "
+            + ", ".join(f"{NAMES[field]} {value:g}" for field, value in settings.items())
+            + f" (its d* and MAD still look ahead d_max = {plan.d_max} drafts)"
+            for label, settings in (config.get("published") or {}).items()
         ),
         f"- Suites {', '.join(f'{suite} (`{source}`)' for suite, source in _sources(data).items())}: first "
         f"{plan.prompts_per_suite} prompts each, {plan.max_new_tokens} new tokens, temperatures "
