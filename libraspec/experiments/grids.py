@@ -23,7 +23,7 @@ from ..analysis.replay import ReplayDecoder, best_schedule
 from ..analysis.trace import DraftTrace
 from ..cost import LatencyProfile, ar_text_s
 from ..engine import DecodeConfig
-from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, TREE_MODES
+from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, POLICY_MODES, TREE_MODES
 from ..records import RoundRecord
 from ..spec import RunSpec
 from .bench import PUBLISHED, label_title
@@ -60,7 +60,7 @@ def chain_grid(n: int, d_max: int = 24) -> list[Config]:
     rows += [Config(f"{lib} alpha={a:g}", PAPER, dataclasses.replace(base, alpha=a)) for a in ALPHAS]
     rows.append(Config(f"{lib} alpha=auto", PAPER, base, alpha_auto=True))
     rows += [Config(f"{lib} d_max={d}", PAPER, dataclasses.replace(base, d_max=d)) for d in D_MAXES if d != d_max]
-    rows += [Config(MODES[mode].label, mode, base) for mode in ("g4", "failfast")]
+    rows += [Config(MODES[mode].label, mode, base) for mode in POLICY_MODES if mode not in (BASELINE, PAPER)]
     rows += [  # each mode with its own paper's settings (FailFast)
         Config(label_title(label), mode, dataclasses.replace(base, **dict(MODES[mode].published)))
         for label, mode in PUBLISHED.items()

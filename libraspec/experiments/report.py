@@ -31,7 +31,7 @@ import torch
 
 from ..cost import DIFFUSION, LatencyProfile, tree_round_s
 from ..files import atomic_write_text
-from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, TREE_MODES
+from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, POLICY_MODES, TREE_MODES
 from ..paths import PROMPTS_DIR, PUBLIC_DATA, PUBLIC_SUITES, read_prompts, suite_path
 from ..profiling import machine_description, profile_reaching
 from ..spec import RunSpec
@@ -70,7 +70,7 @@ class ReportPlan:
     # alpha = T / (tau c), about 13-16 on a CPU profile, and that alpha set online ("auto")
     d_maxes: tuple[int, ...] = (15, 24, 32, 48, 60)  # paper Fig. 4 style, up to FailFast's cap
     seed: int = RunSpec.seed
-    annotate: tuple[str, ...] = (BASELINE, PAPER, "g4", "failfast")  # modes that get MAD to d*
+    annotate: tuple[str, ...] = POLICY_MODES  # modes that get MAD to d*: every chain policy
     drafter: str | None = None  # None: the pair's default
     node_budgets: tuple[int, ...] = (16, 32)  # the chain-vs-tree runs' node budgets (paper: 64..512 on GPUs)
     tree_drafter: str = "dflash"  # trees need per-position candidates: the block-diffusion drafter

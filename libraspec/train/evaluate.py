@@ -47,6 +47,7 @@ from ..analysis.calibration import (
     reliability_table,
 )
 from ..files import atomic_write_text
+from ..modes import AR, BASELINE, PAPER
 from ..paths import ASSETS, read_prompts, suite_path
 from ..records import committed_text
 from ..spec import RunSpec
@@ -91,10 +92,10 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
     config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=0.0, lookahead=d_max)
     jobs = {}  # by label: with d_max = n the two static labels are one job
     for label, mode, settings in (
-        ("ar", "ar", RunSpec()),
-        (f"static_{n}", "static", RunSpec(static_length=n)),
-        (f"static_{d_max}", "static", RunSpec(static_length=d_max)),
-        ("libraspec", "libraspec", RunSpec(alpha=alpha, d_max=d_max)),
+        (AR, AR, RunSpec()),
+        (f"static_{n}", BASELINE, RunSpec(static_length=n)),
+        (f"static_{d_max}", BASELINE, RunSpec(static_length=d_max)),
+        (PAPER, PAPER, RunSpec(alpha=alpha, d_max=d_max)),
     ):
         jobs[label] = mode_job(label, mode, settings.checked(n).spec, config)
     records = {label: [] for label in jobs}
@@ -107,7 +108,7 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
         bar.update(1)
         if event.label != last:
             continue
-        if any(out != outputs["ar"] for out in outputs.values()):
+        if any(out != outputs[AR] for out in outputs.values()):
             raise RuntimeError(f"greedy speculative output differs from AR on prompt {prompts[event.index][:60]!r}")
         if on_prompt is not None:
             on_prompt({"records": records, "profile": decoder.profile, "n": n}, event.index + 1)
@@ -118,7 +119,7 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
 def summarize_eval(result: dict, alpha: float, d_max: int) -> dict:
     records, profile, n = result["records"], result["profile"], result["n"]
     static_n, static_max = records[f"static_{n}"], records[f"static_{d_max}"]
-    ar_s_per_tok = sum(r.measured_s for r in records["ar"]) / sum(r.tau for r in records["ar"])
+    ar_s_per_tok = sum(r.measured_s for r in records[AR]) / sum(r.tau for r in records[AR])
     modes = {}
     for name, recs in records.items():
         tokens, seconds = sum(r.tau for r in recs), sum(r.measured_s for r in recs)
