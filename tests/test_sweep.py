@@ -245,6 +245,10 @@ def test_no_best_cell_is_crowned_within_noise_or_among_identical_decisions():
     twins = clear.assign(decisions=["a", "b", "a"], speedup_measured=[1.54, 1.2, 1.37])
     assert best_cell(twins, "speedup_measured") is None
     assert best_cell(twins.assign(decisions=["a", "b", "c"]), "speedup_measured") == 0
+    # a third cell with a wide noise reaches the best although the runner-up does not: no winner
+    wide = clear.assign(speedup_measured=[3.41, 3.3, 3.0], noise_s=[0.01, 0.01, 2.0])
+    assert best_cell(wide, "speedup_measured") is None
+    assert best_cell(wide.assign(noise_s=[0.01] * 3), "speedup_measured") == 0
     assert not [t for t in tuning_plots.sweep_figure(same).data if t.type == "scatter"]
 
 

@@ -300,6 +300,23 @@ def test_a_gap_within_the_noise_of_per_round_times_is_no_win():
     assert report["modes"]["static"]["within_noise_of"] == ["libraspec"] and report["verdict"].startswith("No clear")
 
 
+def test_no_winner_when_a_slower_mode_with_a_wide_noise_reaches_the_fastest():
+    """ "Within noise" is not transitive: the runner-up is clearly behind, a third mode with a wide
+    noise is not. The verdict names no winner, in agreement with the fastest's `tied_with`."""
+    noisy = [0.05, 0.15] * 10  # ~±0.2 s on the total
+    run = _race(
+        {
+            "oracle": _timed("oracle", [0.1] * 20),  # 2.0 s, no noise
+            "static": _timed("static", [0.105] * 20),  # 2.1 s, no noise: 0.1 s behind, a real gap
+            "libraspec": _timed("libraspec", noisy[1:] + [0.2]),  # 2.15 s, within its noise of 2.0
+        },
+        order=["oracle", "static", "libraspec"],
+    )
+    assert [run.rank(m) for m in ("oracle", "static", "libraspec")] == [1, 2, 3]
+    assert not run.within_noise("oracle", "static") and run.tied_with("oracle") == ["libraspec"]
+    assert verdict(run).startswith("No clear winner: Oracle, LibraSpec")
+
+
 def test_progress_shows_the_time_left():
     assert eta_text(0, 10, 5.0) == "estimating the time left"
     assert eta_text(5, 10, 6.0) == "about 6.0 s left"

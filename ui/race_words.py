@@ -23,23 +23,28 @@ if TYPE_CHECKING:
 
 
 def verdict(run: Run) -> str | None:
-    """Who was fastest, or that no mode was faster beyond noise; None before two modes finish."""
+    """Who was fastest, or that no mode was faster beyond noise; None before two modes finish.
+
+    The fastest wins only when it is beyond the noise of every other finished mode: "within noise"
+    is not transitive (a slow mode with a wide noise can reach the fastest while the runner-up,
+    with a narrow one, does not), and the verdict agrees with each mode's `tied_with`."""
     finished = run.finished_modes()
     if len(finished) < 2:
         return None
     first, second = finished[:2]
-    noise = NOISE_Z * math.hypot(run.noise_s(first), run.noise_s(second))
-    gap = run.seconds(second) - run.seconds(first)
-    if gap > noise:
+    tied = run.tied_with(first)
+    if not tied:
+        noise = NOISE_Z * math.hypot(run.noise_s(first), run.noise_s(second))
         return (
             f"{title(first)} was fastest: {duration(run.seconds(first))} vs "
             f"{duration(run.seconds(second))} for {title(second)}, a gap beyond the timing "
             f"noise of ±{duration(noise)}."
         )
-    tied = [first] + run.tied_with(first)
+    noise = NOISE_Z * max(math.hypot(run.noise_s(first), run.noise_s(m)) for m in tied)
+    tied = [first] + tied
     return (
         f"No clear winner: {', '.join(title(m) for m in tied)} finished within the timing noise "
-        f"of each other ({', '.join(duration(run.seconds(m)) for m in tied)}; noise ±{duration(noise)})."
+        f"of the fastest ({', '.join(duration(run.seconds(m)) for m in tied)}; noise ±{duration(noise)})."
     )
 
 

@@ -17,11 +17,11 @@ from ..records import NOISE_Z
 
 def best_cell(frame: pd.DataFrame, metric: str) -> int | None:
     """Row position of the best cell for `metric` (lowest for mad_vs_oracle, else highest), or None
-    when no cell is ahead of all others: a measured speedup must lead the runner-up by more than
-    NOISE_Z standard deviations of their timing noise (`noise_s`) and share its decisions with no
-    other cell (identical decisions differ in measured time by noise alone, however small the noise
-    estimate); any other metric, computed from the decisions alone, must be strictly ahead (cells
-    with identical decisions tie)."""
+    when no cell is ahead of all others: a measured speedup must lead every other cell by more than
+    NOISE_Z standard deviations of the two cells' timing noise (`noise_s`), and share its decisions
+    with no other cell (identical decisions differ in measured time by noise alone, however small
+    the noise estimate); any other metric, computed from the decisions alone, must be strictly
+    ahead (cells with identical decisions tie)."""
     values = (
         pd.to_numeric(frame[metric], errors="coerce").reset_index(drop=True)
         if metric in frame
@@ -34,8 +34,6 @@ def best_cell(frame: pd.DataFrame, metric: str) -> int | None:
     best = int(order.index[0])
     if len(order) == 1:
         return best
-    runner_up = int(order.index[1])
-    gap = abs(float(order.iloc[0]) - float(order.iloc[1]))
     if metric == "speedup_measured":
         if "noise_s" not in frame or "wall_s" not in frame:
             return None  # no noise known: no winner claimed
@@ -44,6 +42,13 @@ def best_cell(frame: pd.DataFrame, metric: str) -> int | None:
             if (decisions == decisions[best]).sum() > 1:
                 return None  # one tie with the cells that decided the same
         noise = frame["noise_s"].reset_index(drop=True).astype(float) / frame["wall_s"].reset_index(drop=True)
-        spread = math.hypot(values[best] * noise[best], values[runner_up] * noise[runner_up])
-        return best if gap > NOISE_Z * spread else None
+        # every other cell, not only the runner-up: "within noise" is not transitive, and a slower
+        # cell with a wide noise can reach the best while the runner-up does not
+        clear = all(
+            values[best] - values[other]
+            > NOISE_Z * math.hypot(values[best] * noise[best], values[other] * noise[other])
+            for other in order.index[1:]
+        )
+        return best if clear else None
+    gap = abs(float(order.iloc[0]) - float(order.iloc[1]))
     return best if gap > 1e-9 * max(1.0, abs(float(order.iloc[0]))) else None
