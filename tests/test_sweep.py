@@ -283,6 +283,21 @@ def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
         main(["sweep", "--prompts", str(prompts), "--alphas", "x", "--out", str(out)])
 
 
+def test_cli_clamps_the_decoding_knobs_as_any_run_and_says_so(tmp_path, monkeypatch, capsys):
+    """Max new tokens, temperature and seed go through `RunSpec.checked` like the grid's knobs."""
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(profiling, "cached_profile", lambda pair, **kwargs: PROFILE)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "Hi"}\n')
+    out = tmp_path / "sweep.csv"
+    args = ["sweep", "--prompts", str(prompts), "--alphas", "2", "--d-max", "7", "--model", "tiny-llama"]
+    args += ["--max-new-tokens", "0", "--temperature", "-1", "--seed", "-5", "--quiet", "--out", str(out)]
+    assert main(args) == 0 and len(pd.read_csv(out)) == 1
+    err = capsys.readouterr().err
+    for note in ("max new tokens 0 -> 1", "temperature -1 -> 0", "seed -5 -> 0"):
+        assert f"sweep: corrected {note}" in err
+
+
 @pytest.mark.app  # imports ui/
 def test_prompt_sets_of_the_sweep_tab():
     from ui.sweeps import EXAMPLES, load_prompt_set, prompt_sets

@@ -21,6 +21,7 @@ from libraspec.experiments.sweep import (
     COLUMNS,
     DEFAULT_ALPHAS,
     DEFAULT_D_MAXES,
+    MAX_NEW_TOKENS,
     alpha_label,
     parse_alphas,
     parse_d_maxes,
@@ -69,7 +70,12 @@ class SweepTab:
                 self.prompt_set = gr.Dropdown(prompt_sets(), value=EXAMPLES, label="prompt set")
                 self.count = gr.Slider(1, MAX_PROMPTS, value=3, step=1, label="prompts", elem_id="ls-sweep-count")
                 self.max_new_tokens = gr.Slider(
-                    8, MAX_NEW_TOKENS_CAP, value=64, step=8, label="max new tokens", elem_id="ls-sweep-max-new"
+                    8,
+                    MAX_NEW_TOKENS_CAP,
+                    value=MAX_NEW_TOKENS,
+                    step=8,
+                    label="max new tokens",
+                    elem_id="ls-sweep-max-new",
                 )
                 self.drafter = gr.Dropdown(
                     [(DRAFTER_TITLES[d], d) for d in DRAFTERS],
@@ -157,11 +163,11 @@ class SweepTab:
     def sweep(
         self,
         request: gr.Request,
-        alphas: str = "1.6, 2.0, 2.2, 2.6, auto",
-        d_maxes: str = "16, 24, 32, 48",
+        alphas: str = ", ".join(map(str, DEFAULT_ALPHAS)),
+        d_maxes: str = ", ".join(map(str, DEFAULT_D_MAXES)),
         prompt_set: str = EXAMPLES,
         count: int = 3,
-        max_new_tokens: int = 64,
+        max_new_tokens: int = MAX_NEW_TOKENS,
         drafter: str = "",
     ) -> list[dict]:
         """Run a sweep and return one row per (alpha, d_max) cell: tau, mean d, alpha used,

@@ -59,6 +59,7 @@ COLUMNS = [
     "check",  # "replay" (modeled only), "decoded..." (measured too)
 ]
 DECODED_CELLS = 3  # the best cells of a replayed grid decoded for real
+MAX_NEW_TOKENS = 64  # a grid decodes every cell (and AR) per prompt: answers shorter than a race's
 
 
 def parse_d_maxes(text: str | Sequence) -> tuple[int, ...]:
@@ -320,7 +321,7 @@ def add_arguments(parser) -> None:
         "--alphas", default=",".join(map(str, DEFAULT_ALPHAS)), help="comma list of alpha values or 'auto'"
     )
     parser.add_argument("--d-max", default=",".join(map(str, DEFAULT_D_MAXES)), help="comma list of d_max values")
-    parser.add_argument("--max-new-tokens", type=int, default=64)  # a grid decodes every cell: shorter than a race
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
     parser.add_argument("--temperature", type=float, default=RunSpec.temperature, help="0 = greedy")
     parser.add_argument("--seed", type=int, default=RunSpec.seed, help="prompt i uses seed + i")
     parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
@@ -353,9 +354,15 @@ def run(args) -> int:
         if args.limit < 1:
             raise ValueError(f"--limit must be >= 1, got {args.limit}")
         prompts = prompts[: args.limit]
-    config = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     pair = load_pair(args.model)
+    ids = [pair.encode_prompt(p) for p in prompts]
     alphas, d_maxes, notes = checked_grid(args.alphas, args.d_max, pair.n, pair.max_context)
+    decoding = ("max_new_tokens", "temperature", "seed")
+    checked = RunSpec(
+        d_max=max(d_maxes), max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed
+    ).checked(pair.n, pair.max_context, max(map(len, ids), default=0))
+    notes += [checked.notes[name] for name in decoding if name in checked.notes]
+    config = DecodeConfig(**{name: getattr(checked.spec, name) for name in decoding})
     for note in notes:
         print(f"sweep: corrected {note}", file=sys.stderr)
     longest = max(d_maxes)
@@ -375,9 +382,7 @@ def run(args) -> int:
         bar.update(done - bar.n)
 
     decode = None if args.decode == "all" else int(args.decode)
-    frame = run_sweep(
-        decoder, [pair.encode_prompt(p) for p in prompts], alphas, d_maxes, config, progress, None, decode
-    )
+    frame = run_sweep(decoder, ids, alphas, d_maxes, config, progress, None, decode)
     bar.close()
     atomic_write_text(args.out, frame.to_csv(index=False))
     return 0
