@@ -467,12 +467,19 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
 
 def test_out_of_range_bench_settings_are_clamped_by_the_run_spec_and_said():
     """Bench takes RunSpec.checked's clamp, the app's: alpha 1000 -> 64, d_max 2 -> n, a static
-    length beyond what the tiny target can verify -> context - 2; the notes reach the summary."""
-    spec = bench.BenchSpec(modes=("ar", "static", "libraspec"), alpha=1000.0, d_max=2, static_lengths=(3, 9999))
+    length below 1 -> 1 and beyond what the tiny target can verify -> context - 2, a node budget
+    of 0 -> 1; the notes reach the summary."""
+    spec = bench.BenchSpec(modes=("ar", "static", "libraspec"), alpha=1000.0, d_max=2, static_lengths=(-2, 3, 9999))
     pair = tiny_pair("llama")
     fixed, notes = spec.checked(pair.n, pair.target.max_positions, 5)
-    assert (fixed.alpha, fixed.d_max, fixed.static_lengths) == (64.0, pair.n, (3, pair.target.max_positions - 2))
-    assert [note.split(" ->")[0] for note in notes] == ["alpha 1000", "d_max 2", "static length 9999"]
+    assert (fixed.alpha, fixed.d_max, fixed.static_lengths) == (64.0, pair.n, (1, 3, pair.target.max_positions - 2))
+    assert [note.split(" ->")[0] for note in notes] == [
+        "alpha 1000",
+        "d_max 2",
+        "static length -2",
+        "static length 9999",
+    ]
+    assert bench.BenchSpec(node_budgets=(0, 4)).checked(pair.n)[0].node_budgets == (1, 4)
     result = bench.run_bench(pair, ["Add 2 and 3."], dataclasses.replace(spec, max_new_tokens=4), profile=PROFILE)
     assert result.summary["config"]["alpha"] == 64.0 and result.summary["config"]["clamped"] == notes
     assert result.records["libraspec"][0][0].alpha == 64.0

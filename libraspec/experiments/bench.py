@@ -80,7 +80,8 @@ def parse_modes(text: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def parse_lengths(text: str | Sequence[int] | None, what: str = "static lengths") -> tuple[int, ...] | None:
-    """ "4,8,15" -> (4, 8, 15): distinct integers >= 1 (static lengths, node budgets); None stays None."""
+    """ "4,8,15" -> (4, 8, 15): distinct integers (static lengths, node budgets; their range is
+    `RunSpec.checked`'s to clamp, in `BenchSpec.checked`); None stays None."""
     if text is None:
         return None
     items = text.split(",") if isinstance(text, str) else list(text)
@@ -88,8 +89,8 @@ def parse_lengths(text: str | Sequence[int] | None, what: str = "static lengths"
         lengths = tuple(int(str(x).strip()) for x in items if str(x).strip())
     except ValueError:
         raise ValueError(f"{what} must be integers, got {text!r}") from None
-    if not lengths or min(lengths) < 1 or len(set(lengths)) != len(lengths):
-        raise ValueError(f"{what} must be distinct integers >= 1, got {text!r}")
+    if not lengths or len(set(lengths)) != len(lengths):
+        raise ValueError(f"{what} must be distinct integers, got {text!r}")
     return lengths
 
 
