@@ -58,7 +58,9 @@ class Mode:
 
 
 def _g4(s: RunSpec) -> G4Policy:
-    return G4Policy(min(s.static_length, s.d_max) if s.g4_initial is None else s.g4_initial, s.d_max)
+    if s.g4_initial is None:
+        raise ValueError("G4's first length is unset: pass settings that RunSpec.checked returned")
+    return G4Policy(s.g4_initial, s.d_max)
 
 
 MODES: dict[str, Mode] = {

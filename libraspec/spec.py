@@ -32,7 +32,7 @@ NAMES = {
     "static_length": "static length",
     "g4_initial": "G4 initial length",
     "failfast_threshold": "FailFast threshold",
-    "failfast_step": "FailFast step",
+    "failfast_step": "FailFast start and step",  # FailFast's first length is its step
     "tree_depth": "tree depth",
     "node_budget": "node budget",
     "temperature": "temperature",
@@ -61,7 +61,7 @@ class RunSpec:
     alpha: float = DEFAULT_ALPHA  # LibraSpec's trade-off (module docstring)
     d_max: int = 24  # cap on d (the paper's for DFlash); also the oracle's look-ahead
     static_length: int | None = None  # static d; None or 0 = n
-    g4_initial: int | None = None  # G4's first d; None = min(static length, d_max)
+    g4_initial: int | None = None  # G4's first d; None = min(static length, d_max) (set by `checked`)
     failfast_threshold: float = 0.6  # FailFast extends while every q_i >= this
     failfast_step: int = 4  # FailFast's extension step
     tree_depth: int | None = None  # ddtree's depth; None or 0 = n (one block-diffusion pass)
@@ -94,11 +94,12 @@ class RunSpec:
             return n if value is None or (not isinstance(value, bool) and value == 0) else value
 
         d_max = clamp("d_max")
+        static_length = clamp("static_length", value=or_n("static_length"))
         fixed = dict(
             alpha=clamp("alpha", integer=False),
             d_max=d_max,
-            static_length=clamp("static_length", value=or_n("static_length")),
-            g4_initial=None if self.g4_initial is None else clamp("g4_initial", d_max=d_max),
+            static_length=static_length,
+            g4_initial=min(static_length, d_max) if self.g4_initial is None else clamp("g4_initial", d_max=d_max),
             failfast_threshold=clamp("failfast_threshold", integer=False),
             failfast_step=clamp("failfast_step", d_max=d_max),
             tree_depth=clamp("tree_depth", value=or_n("tree_depth")),

@@ -143,7 +143,7 @@ def test_server_answers_a_normal_request_afterwards(client):
         "seed": 0,
         "tree_depth": N,
         "node_budget": 32,
-        "g4_initial": None,  # the whole run spec: G4's and FailFast's knobs at their defaults
+        "g4_initial": N,  # the whole run spec: G4 starts at min(static length, d_max)
         "failfast_threshold": 0.6,
         "failfast_step": 4,
     }

@@ -419,7 +419,8 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     for mode in ("AR", "static d=4", "LibraSpec", "G4", "FailFast", "oracle"):
         assert f"| {mode}" in text
     assert "**(best)**" in text
-    assert "; FailFast (paper) FailFast threshold 0.45, FailFast step 10, d_max 60 (its d* and MAD" in text
+    assert "; G4 G4 initial length 7; FailFast FailFast threshold 0.6, FailFast start and step 4;" in text
+    assert "; FailFast (paper) FailFast threshold 0.45, FailFast start and step 10, d_max 60 (its d* and MAD" in text
     links = [line.split("](", 1)[1].rstrip(")") for line in text.splitlines() if "](" in line]
     assert len(links) == 3 and all((tmp_path / link).is_file() for link in links)
     results = tmp_path / "benchmarks" / "results"
@@ -428,9 +429,12 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     # the fair static grid 1..n, 2n and d_max (n = 7, d_max = 24), FailFast ours and the paper's
     assert summary["config"]["static_lengths"] == [1, 2, 3, 4, 5, 6, 7, 14, 24]
     assert {"failfast", "failfast-paper"} <= set(summary["modes"])
-    assert summary["config"]["published"] == {
-        "failfast-paper": {"failfast_threshold": 0.45, "failfast_step": 10, "d_max": 60}
+    assert summary["config"]["settings"]["failfast-paper"] == {
+        "failfast_threshold": 0.45,
+        "failfast_step": 10,
+        "d_max": 60,
     }
+    assert summary["config"]["settings"]["g4"] == {"g4_initial": 7, "d_max": 24}
     sweep = pd.read_parquet(results / "math-alpha1.6.records.parquet")
     assert set(sweep["label"]) == {"ar", "libraspec"}
     assert json.loads((results / "math-alphaauto.json").read_text())["config"]["alpha"] == "auto"
@@ -499,7 +503,10 @@ def test_fair_grids():
     result = bench.run_bench(tiny_pair("llama"), ["Add 2 and 3."], spec, profile=PROFILE)
     first = {label: result.records[label][0][0].chosen_length for label in ("failfast", "failfast-paper")}
     assert first == {"failfast": 4, "failfast-paper": 10}  # later rounds are cut to the tokens left
-    assert result.summary["config"]["published"] == {"failfast-paper": dict(MODES["failfast"].published)}
+    settings = result.summary["config"]["settings"]
+    assert settings == {"ar": {}, "failfast": {"failfast_threshold": 0.6, "failfast_step": 4, "d_max": 24}} | {
+        "failfast-paper": dict(MODES["failfast"].published)
+    }
     assert bench.label_title("failfast-paper") == "FailFast (paper)"
 
 

@@ -15,7 +15,9 @@ def test_defaults_are_one_set_and_a_valid_spec_is_left_alone():
     spec = RunSpec()
     assert spec.alpha == DEFAULT_ALPHA == 2.2 and spec.d_max == 24 and spec.max_new_tokens == 128
     checked, notes = spec.checked(7)
-    assert notes == {} and checked == dataclasses.replace(spec, static_length=7, tree_depth=7)
+    assert notes == {} and checked == dataclasses.replace(spec, static_length=7, tree_depth=7, g4_initial=7)
+    assert RunSpec(static_length=3, d_max=2).checked(1).spec.g4_initial == 2  # min(static length, d_max)
+    assert RunSpec(g4_initial=9, d_max=8).checked(1).notes["g4_initial"].startswith("G4 initial length 9 -> 8")
 
 
 def test_out_of_range_values_are_clamped_with_a_note_keyed_by_field():
@@ -25,7 +27,7 @@ def test_out_of_range_values_are_clamped_with_a_note_keyed_by_field():
     assert (checked.temperature, checked.seed, checked.max_new_tokens) == (4.0, 0, 3)
     assert notes["alpha"] == "alpha 100 -> 64 (allowed 0.05..64)"
     assert notes["d_max"] == "d_max 3 -> 7 (allowed 7..512)"
-    assert notes["failfast_step"] == "FailFast step 99 -> 7 (allowed 1..7)"
+    assert notes["failfast_step"] == "FailFast start and step 99 -> 7 (allowed 1..7)"
     assert notes["node_budget"] == "node budget 0 -> 1 (allowed 1..512)"
     assert set(notes) == {"alpha", "d_max", "failfast_step", "node_budget", "temperature", "seed", "max_new_tokens"}
     assert spec.checked(7).note_list[0].startswith("alpha") and spec.checked(7).note_list[-1].startswith("seed")

@@ -52,7 +52,6 @@ from .stats import LEVEL, RESAMPLES, SEED, per_prompt, regime_stats, speedup_int
 
 DEFAULT_MODES = (AR, BASELINE, PAPER, ORACLE)
 ANNOTATED_MODES = POLICY_MODES + TREE_MODES  # modes whose rounds can carry the hindsight d*
-FAILFAST = {"threshold": RunSpec.failfast_threshold, "step": RunSpec.failfast_step}  # ours, recorded in the config
 # bench labels besides the modes' own names: a mode run with its paper's settings (`Mode.published`)
 PUBLISHED = {m.published_label: m.name for m in MODES.values() if m.published}
 
@@ -383,9 +382,15 @@ def _summary(pair, prompts, spec: BenchSpec, profile, records, labels, source) -
         "static_length": best[1] if best else spec.lengths(n)[0],
         "static_lengths": list(spec.lengths(n)),
         "best_static": best[0] if best else None,
-        "g4_initial": min(n, spec.d_max),
-        "failfast": dict(FAILFAST),
-        "published": {label: dict(MODES[mode].published) for label, mode, _ in labels if label in PUBLISHED},
+        # each label's policy knobs but alpha (above), as its policy was built (`_settings`)
+        "settings": {
+            label: {
+                knob: getattr(_settings(spec, n, label, mode, value), knob)
+                for knob in MODES[mode].knobs
+                if knob != "alpha"
+            }
+            for label, mode, value in labels
+        },
         "node_budgets": list(spec.node_budgets),
         "tree_depth": spec.tree_depth or n,
         "modes": list(spec.modes),

@@ -31,7 +31,7 @@ from ..analysis.calibration import (
 from ..analysis.theory import expected_tau_curve
 from ..modes import AR, BASELINE, MODES, ORACLE, PAPER
 from ..spec import NAMES
-from .bench import label_title, mode_summary
+from .bench import PUBLISHED, label_title, mode_summary
 from .driver import alpha_label
 from .provenance import BUSY_SHARE, shown_path
 from .stats import DSTAR_BINS, distinguishable
@@ -540,6 +540,23 @@ def _head(data, default_plan) -> list[str]:
     ]
 
 
+def _knob_phrases(config: dict, d_max: int) -> list[str]:
+    """ "; G4 G4 initial length 7" per label whose policy read a knob the line has not said (bench's
+    config "settings"); a label with its paper's settings (`Mode.published`) says them all."""
+    said = {"d_max", "static_length"}  # the setup line's
+    phrases = []
+    for label, knobs in (config.get("settings") or {}).items():
+        paper = label in PUBLISHED
+        shown = {k: v for k, v in knobs.items() if paper or k not in said}
+        if shown:
+            phrases.append(
+                f"; {label_title(label)} "
+                + ", ".join(f"{NAMES[k]} {v:g}" for k, v in shown.items())
+                + (f" (its d* and MAD still look ahead d_max = {d_max} drafts)" if paper else "")
+            )
+    return phrases
+
+
 def _setup(pair, data, config: dict) -> list[str]:
     """## Setup: machine, versions, provenance, the pair, the settings, the profile."""
     plan, profile = data.plan, data.profile
@@ -556,15 +573,7 @@ def _setup(pair, data, config: dict) -> list[str]:
         f"- Model pair `{pair.name}`: {pair.description}; target `{config.get('models', {}).get('target', '?')}`, "
         f"drafter `{pair.drafter_id}`, n = {pair.n}",
         f"- LibraSpec alpha = {plan.alpha:g}, d_max = {plan.d_max}; static lengths "
-        f"{', '.join(map(str, plan.lengths(pair.n)))}; G4 starts at {min(pair.n, plan.d_max)}; "
-        f"FailFast threshold {config.get('failfast', {}).get('threshold', '?')}, step "
-        f"{config.get('failfast', {}).get('step', '?')}"
-        + "".join(
-            f"; {label_title(label)} "
-            + ", ".join(f"{NAMES[field]} {value:g}" for field, value in settings.items())
-            + f" (its d* and MAD still look ahead d_max = {plan.d_max} drafts)"
-            for label, settings in (config.get("published") or {}).items()
-        ),
+        f"{', '.join(map(str, plan.lengths(pair.n)))}" + "".join(_knob_phrases(config, plan.d_max)),
         f"- Suites {', '.join(f'{suite} (`{source}`)' for suite, source in _sources(data).items())}: first "
         f"{plan.prompts_per_suite} prompts each, {plan.max_new_tokens} new tokens, temperatures "
         f"{', '.join(f'{t:g}' for t in plan.temperatures)}, seed {plan.seed} (+ prompt index)",
