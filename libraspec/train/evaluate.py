@@ -81,6 +81,11 @@ def drafter_calibration(records, d_max: int) -> dict:
     }
 
 
+def static_label(length: int) -> str:
+    """The label of the baseline (static) run at d = `length`: static_4."""
+    return f"{BASELINE}_{length}"
+
+
 def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max: int, on_prompt=None) -> dict:
     """Every mode on every prompt (`driver.decode_grid`, prompt by prompt); `on_prompt(result, done)`
     is called after each prompt (partial results)."""
@@ -93,8 +98,8 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
     jobs = {}  # by label: with d_max = n the two static labels are one job
     for label, mode, settings in (
         (AR, AR, RunSpec()),
-        (f"static_{n}", BASELINE, RunSpec(static_length=n)),
-        (f"static_{d_max}", BASELINE, RunSpec(static_length=d_max)),
+        (static_label(n), BASELINE, RunSpec(static_length=n)),
+        (static_label(d_max), BASELINE, RunSpec(static_length=d_max)),
         (PAPER, PAPER, RunSpec(alpha=alpha, d_max=d_max)),
     ):
         jobs[label] = mode_job(label, mode, settings.checked(n).spec, config)
@@ -118,7 +123,7 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
 
 def summarize_eval(result: dict, alpha: float, d_max: int) -> dict:
     records, profile, n = result["records"], result["profile"], result["n"]
-    static_n, static_max = records[f"static_{n}"], records[f"static_{d_max}"]
+    static_n, static_max = records[static_label(n)], records[static_label(d_max)]
     ar_s_per_tok = sum(r.measured_s for r in records[AR]) / sum(r.tau for r in records[AR])
     modes = {}
     for name, recs in records.items():
@@ -138,7 +143,7 @@ def summarize_eval(result: dict, alpha: float, d_max: int) -> dict:
         "n": n,
         "alpha": alpha,
         "d_max": d_max,
-        "tau_static_n": modes[f"static_{n}"]["tau"],
+        "tau_static_n": modes[static_label(n)]["tau"],
         **drafter_calibration(static_max, d_max),
         "drafter_pass_s": round(float(np.median(passes)), 5) if passes else None,
         "verify_n_plus_1_s": round(float(np.median(verifies)), 5) if verifies else None,
@@ -195,11 +200,11 @@ def suite_table(summaries: dict[str, dict], pooled: dict) -> str:
     ]
     for name, s in {**summaries, "all": pooled}.items():
         a = s["acceptance_by_position"]
-        static = {k: m for k, m in s["modes"].items() if k.startswith("static_")}
+        static = {k: s["modes"][k] for k in (static_label(s["n"]), static_label(s["d_max"]))}
         best = max(static, key=lambda k: static[k]["speedup_measured"])
         lines.append(
             f"| {name} | {s['prompts']} | {a[0]:.3f} | {a[1]:.3f} | {s['tau_static_n']:.3f} | {s['ece']} | "
-            f"{s['pass_over_verify_measured']} | {s['modes']['libraspec']['speedup_measured']:.3f}x | "
+            f"{s['pass_over_verify_measured']} | {s['modes'][PAPER]['speedup_measured']:.3f}x | "
             f"{static[best]['speedup_measured']:.3f}x ({best.replace('_', ' d = ')}) |"
         )
     return "\n".join(lines) + "\n"
@@ -237,22 +242,27 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     if args.drafter:
         os.environ["LIBRASPEC_DRAFTER"] = args.drafter
+    from ..experiments.provenance import shown_path
     from ..models.registry import load_pair
 
     pair = load_pair()
-    checked = RunSpec(alpha=args.alpha, d_max=args.d_max, max_new_tokens=args.max_new_tokens).checked(pair.n)
-    for note in checked.note_list:  # out of range: clamped, as everywhere, and said
-        print(f"evaluate: corrected {note}", file=sys.stderr)
-    args.alpha, args.d_max, args.max_new_tokens = checked.spec.alpha, checked.spec.d_max, checked.spec.max_new_tokens
     suites = (
         {name: suite_prompts(name) for name in args.suites.split(",")}
         if args.suites
         else {"": (args.prompts, read_prompts(args.prompts))}
     )
+    suites = {name: (path, prompts[: args.limit or None]) for name, (path, prompts) in suites.items()}
+    longest = max((len(pair.encode_prompt(p)) for _, prompts in suites.values() for p in prompts), default=0)
+    checked = RunSpec(alpha=args.alpha, d_max=args.d_max, max_new_tokens=args.max_new_tokens).checked(
+        pair.n, pair.max_context, longest
+    )
+    for note in checked.note_list:  # out of range: clamped, as everywhere, and said
+        print(f"evaluate: corrected {note}", file=sys.stderr)
+    args.alpha, args.d_max, args.max_new_tokens = checked.spec.alpha, checked.spec.d_max, checked.spec.max_new_tokens
+    drafter = shown_path(os.environ.get("LIBRASPEC_DRAFTER", ASSETS / "drafter"))
     root = Path(args.out)
     summaries, results = {}, []
     for name, (path, prompts) in suites.items():
-        prompts = prompts[: args.limit or None]
         out = root / name if name else root
         out.mkdir(parents=True, exist_ok=True)
 
@@ -262,7 +272,7 @@ def main(argv=None) -> None:
                 prompts=done,
                 max_new_tokens=args.max_new_tokens,
                 source=path,
-                drafter=os.environ.get("LIBRASPEC_DRAFTER", str(ASSETS / "drafter")),
+                drafter=drafter,
             )
             atomic_write_text(out / "eval.json", json.dumps(summary, indent=1))
             atomic_write_text(out / "eval.md", to_markdown(summary, done, args.max_new_tokens, name or "held-out"))
@@ -282,7 +292,7 @@ def main(argv=None) -> None:
         pooled["prompts"] = sum(s["prompts"] for s in summaries.values())
         head = (
             f"# Drafter evaluation: {args.limit or 'all'} prompts per suite, greedy, {args.max_new_tokens} new "
-            f"tokens, drafter {os.environ.get('LIBRASPEC_DRAFTER', 'assets/drafter')}, {args.threads} thread(s)\n\n"
+            f"tokens, drafter {drafter}, {args.threads} thread(s)\n\n"
             "a_k = P(draft k accepted | submitted) from static d = d_max rounds; speedups are measured wall "
             "clock over AR decoded beside each mode on every prompt.\n\n"
         )
