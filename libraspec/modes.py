@@ -12,7 +12,7 @@ from typing import Callable
 
 from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy
 from .spec import RunSpec
-from .tree import MarginalTreePolicy, PricedTreePolicy, TreePolicy
+from .tree import MarginalTreePolicy, PricedTreePolicy, TreePolicy, node_reasons
 
 ROLES = {
     "paper": "the paper's policy: the subject of reports, the step-through and the alpha advice",
@@ -55,6 +55,13 @@ class Mode:
         if profile is None:
             raise ValueError(f"mode {self.name} prices its choices with a latency profile: pass the decoder's")
         return self.factory(settings, profile)
+
+    def node_reasons(self, settings: RunSpec, profile, earlier, record) -> list[str] | None:
+        """Why each node of `record`'s tree entered (`tree.node_reasons`), for a mode whose tree
+        policy rules node by node (ddtree-marginal, ddtree-priced: `MarginalTreePolicy`), its state
+        brought to the round by the run's `earlier` rounds; None for every other mode."""
+        policy = self.policy(settings, profile) if self.factory is not None else None
+        return node_reasons(policy, earlier, record) if isinstance(policy, MarginalTreePolicy) else None
 
 
 def _g4(s: RunSpec) -> G4Policy:

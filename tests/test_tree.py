@@ -18,8 +18,9 @@ from libraspec.cost import LatencyProfile
 from libraspec.engine import SpeculativeDecoder
 from libraspec.models.registry import tiny_pair
 from libraspec.models.target import keep_rows, tree_visibility
-from libraspec.modes import make_policy
+from libraspec.modes import MODES, make_policy
 from libraspec.policy import StaticPolicy, epsilon_bounds
+from libraspec.spec import RunSpec
 from libraspec.tree import DraftTree, TreePolicy, build_tree, depth_confidences, tree_accept, tree_oracle, tree_walk
 from libraspec.verify import Randomness, SamplingConfig
 
@@ -434,6 +435,9 @@ def test_a_profile_priced_tree_pays_each_node_its_own_row_cost(pair):
     value = (prior + sum(r.modeled_s for r in earlier)) / (2.0 + sum(r.tau for r in earlier))
     path_p = [float(np.prod([last.tree_probs[j] for j in _path(last, k)])) for k in range(last.tree_size)]
     reasons = node_reasons(PricedTreePolicy(PROFILE, 24, cap), earlier, last)
+    settings = RunSpec(d_max=24, node_budget=cap).checked(decoder.n).spec
+    assert MODES["ddtree-priced"].node_reasons(settings, PROFILE, earlier, last) == reasons  # the race's view
+    assert MODES["ddtree"].node_reasons(settings, PROFILE, earlier, last) is None  # no rule node by node
     assert reasons == [
         f"P * V = {1e3 * p * value:.2f} ms >= dT = {1e3 * costs[j]:.2f} ms: pays" for j, p in enumerate(path_p)
     ]

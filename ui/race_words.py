@@ -12,7 +12,6 @@ from libraspec.drafters import SOURCE_TITLES
 from libraspec.modes import MODES, PAPER
 from libraspec.profiling import PROFILE_TOLERANCE, within
 from libraspec.records import NOISE_Z, RoundRecord, RunSummary, summarize
-from libraspec.tree import node_reasons
 from libraspec.views import plots
 
 from .render import duration, eta_text, title
@@ -207,13 +206,10 @@ def alpha_advice(suggestion: Suggestion) -> str:
 
 
 def tree_reasons(run, mode: str, record: RoundRecord, profile, pair_name: str | None) -> list[str] | None:
-    """Why each node of a ddtree-marginal or ddtree-priced round entered (`tree.node_reasons`),
+    """Why each node of a ddtree-marginal or ddtree-priced round entered (`Mode.node_reasons`),
     priced by `profile` (the session's: the race's own unless it was measured again since); None
     for other modes, or when the profile is unknown or belongs to another pair than the race's."""
     if profile is None or run.model != pair_name:
         return None
-    policy = MODES[mode].policy(run.settings, profile)  # the race's checked spec
-    if not hasattr(policy, "reason"):
-        return None
-    earlier = (r for r in run.records.get(mode, []) if r.round_index < record.round_index)
-    return node_reasons(policy, earlier, record)
+    earlier = [r for r in run.records.get(mode, []) if r.round_index < record.round_index]
+    return MODES[mode].node_reasons(run.settings, profile, earlier, record)  # the race's checked spec
