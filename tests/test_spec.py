@@ -58,3 +58,23 @@ def test_what_is_not_a_number_is_refused_naming_the_field(field, value, message)
     with pytest.raises(SettingError, match=message) as refused:
         dataclasses.replace(RunSpec(), **{field: value}).checked(7)
     assert refused.value.field == field  # what a form shows the message beside
+
+
+def test_a_trace_caps_the_lengths_once_with_one_note_a_field():
+    """The what-if's `clamp_to_trace` is `RunSpec.checked` with the trace's look-ahead as the length
+    cap: d_max 1000 becomes the look-ahead in one step with one note (not 512, then 48), and only
+    the knobs the what-if reads are noted (the default node budget 32 > 24 is not)."""
+    from types import SimpleNamespace
+
+    from libraspec.analysis.whatif import clamp_to_trace
+
+    trace = SimpleNamespace(n=7, max_positions=8192, lookahead=24)
+    spec, notes = clamp_to_trace(RunSpec(d_max=1000, static_length=30, alpha=0.01), trace)
+    assert (spec.d_max, spec.static_length, spec.alpha) == (24, 24, 0.05)
+    assert notes == [
+        "alpha 0.01 -> 0.05 (allowed 0.05..64)",
+        "d_max 1000 -> 24 (allowed 7..24)",
+        "static length 30 -> 24 (allowed 1..24)",
+        "the trace holds 24 drafts a position: longer lengths cannot be replayed",
+    ]
+    assert clamp_to_trace(RunSpec(d_max=20), trace) == (RunSpec(d_max=20).checked(7).spec, [])

@@ -125,7 +125,10 @@ def test_teach_tab_views_every_source():
     index, step_fig, curve_fig, text = step_view(Inputs(), 10**6, None)
     assert text.startswith(f"**Step {index} of {index}.**") and "exhaustive argmax" in text
     source = confidences_for(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=2), None)
-    assert (source.n, source.d_max) == (2, 5) and "lowered" in source.notes[0]
+    assert (source.n, source.d_max) == (2, 5) and source.notes == (
+        "Corrected: d_max 24 -> 5 (allowed 2..5).",
+        "Only 5 confidences are known: d_max is at most 5.",
+    )
     with pytest.raises(ValueError, match="no race yet"):
         confidences_for(Inputs(source="last race round"), [])
     run = SimpleNamespace(
@@ -191,3 +194,7 @@ def test_the_algorithm_steps_api_walks_pasted_confidences_with_checked_knobs():
         pasted_states(q, 4, 2.2, 12)[-1]["d"]
         == LibraSpecPolicy(2.2, 12).choose_length(ArrayBuffer(parse_confidences(q), 4)).d
     )
+    # n beyond the largest d_max the app allows (64): refused with the reason, not a failed assert
+    with pytest.raises(ValueError, match="n must be within 1..64, got 100"):
+        pasted_states(", ".join(["0.9"] * 120), 100, 2.2, 120)
+    assert len(pasted_states(", ".join(["0.9"] * 70), 64, 2.2, 200)[-1]["eps"]) >= 1  # d_max 200 -> 64

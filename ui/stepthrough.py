@@ -23,7 +23,7 @@ from libraspec.spec import RunSpec
 from libraspec.views import tuning_plots
 
 from .races import Run
-from .settings import FLAT_C_S, check_settings
+from .settings import APP_CAPS, FLAT_C_S, check_settings
 
 SOURCES = ("synthetic", "last race round", "pasted list")
 COSTS = ("measured profile", "linear t0 + c*d")
@@ -101,11 +101,20 @@ def _settings_of(run: Run, record: RoundRecord) -> tuple[float, int, int]:
     return float(alpha), int(run.n), int(run.settings.d_max)
 
 
-def _knobs(inputs: Inputs, n: int) -> tuple[float, int, list[str]]:
-    """The sliders' alpha and d_max as any run checks them (`check_settings`: d_max at least n,
-    where Algorithm 1 starts), and a note per change."""
-    checked = check_settings(RunSpec(alpha=inputs.alpha, d_max=inputs.d_max), n)
+def _knobs(inputs: Inputs, n: int, known: int | None = None) -> tuple[float, int, list[str]]:
+    """The sliders' alpha and d_max as any run checks them (`RunSpec.checked` under the app's caps:
+    d_max at least n, where Algorithm 1 starts, and at most the `known` confidences when given),
+    and a note per change. n beyond the largest d_max allowed is refused: no d_max could hold it."""
+    if not 1 <= n <= APP_CAPS.length:
+        raise ValueError(
+            f"n must be within 1..{APP_CAPS.length}, got {n}: Algorithm 1 starts at d = n, and d_max is at "
+            f"most {APP_CAPS.length}"
+        )
+    caps = APP_CAPS if known is None else dataclasses.replace(APP_CAPS, length=min(APP_CAPS.length, known))
+    checked = RunSpec(alpha=inputs.alpha, d_max=inputs.d_max).checked(n, caps=caps)
     notes = [f"Corrected: {checked.notes[name]}." for name in ("alpha", "d_max") if name in checked.notes]
+    if "d_max" in checked.notes and checked.spec.d_max == known:
+        notes.append(f"Only {known} confidences are known: d_max is at most {known}.")
     return checked.spec.alpha, checked.spec.d_max, notes
 
 
@@ -136,20 +145,18 @@ def confidences_for(inputs: Inputs, runs: list[Run] | None) -> Confidences:
     if inputs.source == "last race round":
         return _race_round(inputs, runs)
     n = int(inputs.n)
-    alpha, d_max, notes = _knobs(inputs, n)
     if inputs.source == "pasted list":
         q = parse_confidences(inputs.pasted)
+        if q.size < n:
+            raise ValueError(f"need at least one block of n = {n} confidences, got {q.size}")
+        alpha, d_max, notes = _knobs(inputs, n, known=int(q.size))
     elif inputs.source == "synthetic":
+        alpha, d_max, notes = _knobs(inputs, n)
         q = synthetic_confidences(
             -(-d_max // n) * n, float(inputs.start), float(inputs.decay), float(inputs.noise), int(inputs.seed)
         )
     else:
         raise ValueError(f"unknown confidence source {inputs.source!r}")
-    if q.size < n:
-        raise ValueError(f"need at least one block of n = {n} confidences, got {q.size}")
-    if q.size < d_max:
-        notes.append(f"d_max lowered from {d_max} to {q.size}: only {q.size} confidences are known.")
-        d_max = int(q.size)
     return Confidences(q, n, d_max, alpha, tuple(notes))
 
 

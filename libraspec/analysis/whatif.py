@@ -21,7 +21,7 @@ import numpy as np
 from ..cost import LatencyProfile, ar_text_s
 from ..modes import BASELINE, MODES, ORACLE, PAPER
 from ..records import RoundRecord
-from ..spec import NAMES, RunSpec
+from ..spec import LIBRARY_CAPS, RunSpec
 from .regimes import describe
 from .replay import Schedule, best_schedule, replay
 from .trace import DraftTrace
@@ -169,12 +169,20 @@ def plan(trace: DraftTrace, profile: LatencyProfile, settings: RunSpec) -> Plan:
 
 
 def clamp_to_trace(settings: RunSpec, trace: DraftTrace) -> tuple[RunSpec, list[str]]:
-    """Settings a trace can replay, and a note per change: `RunSpec.checked`, then d_max, the
-    static length and FailFast's step within the drafts it recorded at every position."""
-    checked = settings.checked(trace.n, context=trace.max_positions)
-    top, notes, fixed = trace.lookahead, checked.note_list, checked.spec
-    for name in ("d_max", "static_length", "failfast_step"):
-        if getattr(fixed, name) > top:
-            notes.append(f"{NAMES[name]} {getattr(fixed, name)} -> {top} (the trace holds {top} drafts a position)")
-            fixed = dataclasses.replace(fixed, **{name: top})
-    return fixed, notes
+    """Settings a trace can replay, and a note per change of a knob the what-if reads (the paper's
+    and the baseline's modes', max new tokens): `RunSpec.checked` with every length capped at the
+    drafts the trace recorded a position (its look-ahead), so a field is clamped once, with one
+    note; the knobs it does not read keep the library's check."""
+    top = min(LIBRARY_CAPS.length, trace.lookahead)
+    traced = settings.checked(trace.n, context=trace.max_positions, caps=dataclasses.replace(LIBRARY_CAPS, length=top))
+    read = [
+        f.name
+        for f in dataclasses.fields(RunSpec)
+        if f.name in MODES[PAPER].knobs + MODES[BASELINE].knobs + ("max_new_tokens",)
+    ]
+    spec = settings.checked(trace.n, context=trace.max_positions).spec
+    spec = dataclasses.replace(spec, **{name: getattr(traced.spec, name) for name in read})
+    notes = [traced.notes[name] for name in read if name in traced.notes]
+    if any(name in traced.notes and getattr(spec, name) == top for name in read):
+        notes.append(f"the trace holds {top} drafts a position: longer lengths cannot be replayed")
+    return spec, notes
