@@ -360,6 +360,29 @@ def test_estimate_grows_with_the_plan():
     assert report.estimate_seconds(full, PROFILE, 7)[0] > low
 
 
+def test_a_report_plan_is_clamped_as_any_run_and_says_each_change_once():
+    """`ReportPlan.checked`: every run's knobs by `BenchSpec.checked`, the sensitivity grids by
+    `checked_grid`; a d_max below n becomes n with a note (the plan dropped it silently)."""
+    plan = dataclasses.replace(
+        report.QUICK, alpha=1000.0, temperatures=(0.0, 9.0), d_maxes=(4, 24, 60), node_budgets=(0, 16)
+    )
+    fixed, notes = plan.checked(7, context=512)
+    assert (fixed.alpha, fixed.temperatures, fixed.d_maxes, fixed.node_budgets) == (
+        64.0,
+        (0.0, 4.0),
+        (7, 24, 60),
+        (1, 16),
+    )
+    assert notes == [
+        "alpha 1000 -> 64 (allowed 0.05..64)",
+        "node budget 0 -> 1 (allowed 1..510)",
+        "temperature 9 -> 4 (allowed 0..4)",
+        "d_max 4 -> 7 (allowed 7..510)",
+    ]
+    assert [value for kind, value, _ in fixed.sweep_specs(7) if kind == "d_max"] == [7, 60]
+    assert report.QUICK.checked(7, context=512) == (report.QUICK, [])
+
+
 def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     out = tmp_path / "BENCHMARKS.md"
     monkeypatch.setattr(report, "load_average", lambda: 3.0)  # a busy machine: the CLI warns before it starts

@@ -110,7 +110,7 @@ def lockstep(
     for trace in traces:
         checked, _ = settings.checked(trace.n, context=trace.max_positions)
         decoder = ReplayDecoder.from_trace(trace, own)
-        config = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=min(trace.lookahead, 24))
+        config = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=min(trace.lookahead, checked.d_max))
         runs.append(iter(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(checked, own), config)))
     upkeep = upkeep_s(own, traces[0].needs_features)
     seconds = rounds = tokens = rows = own_rounds = sum_d = 0

@@ -139,7 +139,7 @@ def replay(
     settings, _ = settings.checked(trace.n, context=trace.max_positions)
     config = DecodeConfig(
         max_new_tokens=max_new_tokens or trace.max_new_tokens,  # the budget AR had: the last rounds' room
-        lookahead=lookahead or min(trace.lookahead, 24),
+        lookahead=lookahead or min(trace.lookahead, settings.d_max),  # the oracle's, as the engine's runs
         annotate_oracle=lookahead is not None and get_mode(mode).kind in ("policy", "tree"),
     )
     return list(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(settings, profile), config))
@@ -184,7 +184,9 @@ def replay_greedy(
             f"the output has {len(output)} < max_new_tokens = {max_new_tokens} tokens and does not end at one "
             f"of eos_ids {sorted(decoder.eos_ids)}: pass the ids that ended it"
         )
-    config = DecodeConfig(max_new_tokens=max_new_tokens, lookahead=lookahead or 24, annotate_oracle=bool(lookahead))
+    config = DecodeConfig(
+        max_new_tokens=max_new_tokens, lookahead=lookahead or RunSpec.d_max, annotate_oracle=bool(lookahead)
+    )
     return list(decoder.run(prompt, policy.name, policy, config))
 
 

@@ -47,7 +47,7 @@ class Config:
     alpha_auto: bool = False
 
 
-def chain_grid(n: int, d_max: int = 24) -> list[Config]:
+def chain_grid(n: int, d_max: int = RunSpec.d_max) -> list[Config]:
     """Static 1..2n and d_max, LibraSpec over alpha (and automatic) at d_max and over d_max at the
     default alpha, G4, FailFast with this project's and the FailFast paper's settings, the oracle
     and the best schedule."""
@@ -70,7 +70,7 @@ def chain_grid(n: int, d_max: int = 24) -> list[Config]:
     return rows
 
 
-def tree_grid(d_max: int = 24) -> list[Config]:
+def tree_grid(d_max: int = RunSpec.d_max) -> list[Config]:
     """Every tree mode at each node budget (ddtree-marginal's and ddtree-priced's as their cap)."""
     base = RunSpec(d_max=d_max)
     return [
@@ -84,8 +84,7 @@ def replay_config(trace: DraftTrace, config: Config, profile: LatencyProfile) ->
     """The rounds of `config` on one trace under `profile` (empty for BEST, which has no records)."""
     settings, _ = config.settings.checked(trace.n, context=trace.max_positions)
     decoder = ReplayDecoder.from_trace(trace, profile)
-    lookahead = min(trace.lookahead, max(settings.d_max, 24))
-    cfg = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=lookahead)
+    cfg = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=min(trace.lookahead, settings.d_max))
     policy = alpha_policy(config.mode, settings, AUTO if config.alpha_auto else settings.alpha, profile)
     return list(decoder.run(list(trace.prompt), config.mode, policy, cfg))
 
@@ -102,7 +101,8 @@ def replay_rows(traces: Sequence[DraftTrace], config: Config, profile: LatencyPr
     for trace in traces:
         ar_s = ar_text_s(profile, len(trace.prompt), len(trace.output))
         if config.mode == BEST:
-            schedule = best_schedule(trace, profile, lookahead=min(trace.lookahead, 60))
+            # hindsight over lengths up to the grid's longest d_max
+            schedule = best_schedule(trace, profile, lookahead=min(trace.lookahead, max(D_MAXES)))
             rounds, lengths, digest = len(schedule.lengths), sum(schedule.lengths), ""
             nodes = lengths
             seconds = schedule.seconds

@@ -79,6 +79,33 @@ class ReportPlan:
     def lengths(self, n: int) -> tuple[int, ...]:
         return self.static_lengths or static_grid(n, self.d_max)
 
+    def checked(self, n: int, context: int | None = None) -> tuple["ReportPlan", list[str]]:
+        """This plan with every knob clamped as any run's (`BenchSpec.checked` of each run it makes,
+        `sweep.checked_grid` for the sensitivity grids) for a drafter with n drafts per step and the
+        target's context window; values that became equal are kept once, and each change is said once."""
+        from .sweep import checked_grid
+
+        notes: list[str] = []
+        temperatures = []
+        for t in self.temperatures:
+            main, said = self.main_spec(n, t).checked(n, context)
+            trees, more = self.tree_spec(n, t).checked(n, context)
+            temperatures.append(main.temperature)
+            notes += said + more
+        alphas, d_maxes, more = checked_grid(self.alphas, self.d_maxes, n, context)
+        fixed = dict(
+            temperatures=tuple(dict.fromkeys(temperatures)),
+            alpha=main.alpha,
+            d_max=main.d_max,
+            max_new_tokens=main.max_new_tokens,
+            seed=main.seed,
+            static_lengths=main.static_lengths if self.static_lengths else None,
+            node_budgets=trees.node_budgets,
+            alphas=alphas,
+            d_maxes=d_maxes,
+        )
+        return replace(self, **fixed), list(dict.fromkeys(notes + more))
+
     def main_spec(self, n: int, temperature: float) -> BenchSpec:
         return BenchSpec(
             modes=ALL_MODES,
@@ -122,7 +149,7 @@ class ReportPlan:
             drafter=self.drafter,
         )
         out = [("alpha", a, replace(base, alpha=a)) for a in self.alphas if a != self.alpha]
-        out += [("d_max", d, replace(base, d_max=d)) for d in self.d_maxes if d != self.d_max and d >= n]
+        out += [("d_max", d, replace(base, d_max=d)) for d in self.d_maxes if d != self.d_max]
         return out
 
     def longest(self, n: int) -> int:
@@ -470,6 +497,9 @@ def run(args) -> int:
         )
     pair = load_pair(args.model)
     n = pair.n
+    plan, notes = plan.checked(n, pair.max_context)
+    for note in notes:  # out of range: clamped, as everywhere, and said
+        log(f"report: corrected {note}")
     longest = plan.longest(n)
     saved = Path(data_dir) / "profile.json"
     profile = saved_profile(saved, pair, longest) if args.resume else None
