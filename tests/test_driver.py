@@ -101,7 +101,7 @@ def test_every_run_gets_a_fresh_policy():
 
 
 def test_mode_job_takes_its_policy_from_the_registry():
-    job = mode_job("g4", "g4", RunSpec(static_length=5, d_max=9), CONFIG)
+    job = mode_job("g4", "g4", RunSpec(static_length=5, d_max=9).checked(7).spec, CONFIG)  # n = 7
     first, second = job.new_policy(), job.new_policy()
     assert isinstance(first, G4Policy) and (first.initial, first.d_max) == (5, 9) and first is not second
     assert mode_job("ar", "ar", RunSpec(), CONFIG).new_policy() is None
@@ -169,7 +169,7 @@ def test_records_match_the_engine_on_a_tiny_pair():
     def sampled(index: int) -> DecodeConfig:
         return DecodeConfig(max_new_tokens=6, temperature=1.0, seed=index)
 
-    jobs = [mode_job("g4", "g4", RunSpec(static_length=3, d_max=9), sampled)]
+    jobs = [mode_job("g4", "g4", RunSpec(static_length=3, d_max=9).checked(7).spec, sampled)]
     events = list(decode_grid(decoder, PROMPTS[:2], jobs))
     assert runs_of(events) == [(0, "g4"), (1, "g4")]
     for event in events:
