@@ -170,19 +170,16 @@ def plan(trace: DraftTrace, profile: LatencyProfile, settings: RunSpec) -> Plan:
 
 def clamp_to_trace(settings: RunSpec, trace: DraftTrace) -> tuple[RunSpec, list[str]]:
     """Settings a trace can replay, and a note per change of a knob the what-if reads (the paper's
-    and the baseline's modes', max new tokens): `RunSpec.checked` with every length capped at the
-    drafts the trace recorded a position (its look-ahead), so a field is clamped once, with one
-    note; the knobs it does not read keep the library's check."""
+    and the baseline's modes'): `RunSpec.checked` with every length capped at the drafts the trace
+    recorded a position (its look-ahead), so a field is clamped once, with one note; the knobs it
+    does not read keep the library's check, made from the capped values (G4's first length is
+    resolved within the capped d_max)."""
     top = min(LIBRARY_CAPS.length, trace.lookahead)
     traced = settings.checked(trace.n, context=trace.max_positions, caps=dataclasses.replace(LIBRARY_CAPS, length=top))
-    read = [
-        f.name
-        for f in dataclasses.fields(RunSpec)
-        if f.name in MODES[PAPER].knobs + MODES[BASELINE].knobs + ("max_new_tokens",)
-    ]
-    spec = settings.checked(trace.n, context=trace.max_positions).spec
-    spec = dataclasses.replace(spec, **{name: getattr(traced.spec, name) for name in read})
+    read = [f.name for f in dataclasses.fields(RunSpec) if f.name in MODES[PAPER].knobs + MODES[BASELINE].knobs]
+    merged = dataclasses.replace(settings, **{name: getattr(traced.spec, name) for name in read})
+    spec = merged.checked(trace.n, context=trace.max_positions).spec
     notes = [traced.notes[name] for name in read if name in traced.notes]
-    if any(name in traced.notes and getattr(spec, name) == top for name in read):
+    if any(name in traced.notes and getattr(spec, name) == top for name in ("d_max", "static_length")):
         notes.append(f"the trace holds {top} drafts a position: longer lengths cannot be replayed")
     return spec, notes
