@@ -381,6 +381,10 @@ def test_a_report_plan_is_clamped_as_any_run_and_says_each_change_once():
     ]
     assert [value for kind, value, _ in fixed.sweep_specs(7) if kind == "d_max"] == [7, 60]
     assert report.QUICK.checked(7, context=512) == (report.QUICK, [])
+    wide, notes = dataclasses.replace(report.QUICK, d_max=1000).checked(7, context=8192)
+    assert wide.d_max == 512 and notes == ["d_max 1000 -> 512 (allowed 7..512)"]  # the default lengths follow it
+    with pytest.raises(ValueError, match="at least one temperature"):
+        dataclasses.replace(report.QUICK, temperatures=()).checked(7)
 
 
 def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):

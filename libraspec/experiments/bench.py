@@ -80,7 +80,8 @@ def parse_modes(text: str | Sequence[str]) -> tuple[str, ...]:
 
 def parse_lengths(text: str | Sequence[int] | None, what: str = "static lengths") -> tuple[int, ...] | None:
     """ "4,8,15" -> (4, 8, 15): distinct integers (static lengths, node budgets; their range is
-    `RunSpec.checked`'s to clamp, in `BenchSpec.checked`); None stays None."""
+    `RunSpec.checked`'s to clamp, in `BenchSpec.checked`, where a static length 0 means n, as
+    everywhere); None stays None."""
     if text is None:
         return None
     items = text.split(",") if isinstance(text, str) else list(text)
@@ -454,7 +455,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--temperature", type=float, default=RunSpec.temperature, help="0 = greedy")
     parser.add_argument("--seed", type=int, default=RunSpec.seed, help="prompt i uses seed + i")
     parser.add_argument("--out", required=True, help="OUT.json; rounds go to OUT.records.parquet")
-    parser.add_argument("--static-lengths", default=None, help="comma list, e.g. 4,8,15 (default: n)")
+    parser.add_argument("--static-lengths", default=None, help="comma list, e.g. 4,8,15; 0 means n (default: n)")
     parser.add_argument(
         "--alpha", default=f"{RunSpec.alpha:g}", help="LibraSpec's alpha: a number, or auto (T / (tau c) online)"
     )

@@ -85,14 +85,18 @@ class ReportPlan:
         target's context window; values that became equal are kept once, and each change is said once."""
         from .sweep import checked_grid
 
-        notes: list[str] = []
+        if not self.temperatures:
+            raise ValueError("a report needs at least one temperature")
+        # d_max first: the default static lengths (`static_grid`) are made from it
+        first = RunSpec(d_max=self.d_max).checked(n, context)
+        plan, notes = replace(self, d_max=first.spec.d_max), list(first.notes.values())
         temperatures = []
-        for t in self.temperatures:
-            main, said = self.main_spec(n, t).checked(n, context)
-            trees, more = self.tree_spec(n, t).checked(n, context)
+        for t in plan.temperatures:
+            main, said = plan.main_spec(n, t).checked(n, context)
+            trees, more = plan.tree_spec(n, t).checked(n, context)
             temperatures.append(main.temperature)
             notes += said + more
-        alphas, d_maxes, more = checked_grid(self.alphas, self.d_maxes, n, context)
+        alphas, d_maxes, more = checked_grid(plan.alphas, plan.d_maxes, n, context)
         fixed = dict(
             temperatures=tuple(dict.fromkeys(temperatures)),
             alpha=main.alpha,
@@ -104,7 +108,7 @@ class ReportPlan:
             alphas=alphas,
             d_maxes=d_maxes,
         )
-        return replace(self, **fixed), list(dict.fromkeys(notes + more))
+        return replace(plan, **fixed), list(dict.fromkeys(notes + more))
 
     def main_spec(self, n: int, temperature: float) -> BenchSpec:
         return BenchSpec(
@@ -257,6 +261,9 @@ def run_report(
     the same command later; a job whose code, files, profile, spec or prompts changed is decoded anew.
     """
     n = pair.n
+    plan, notes = plan.checked(n, pair.max_context)  # a no-op for a plan `run` checked already
+    for note in notes:
+        log(f"report: corrected {note}")
     longest = plan.longest(n)
     profile = profile or profile_reaching(pair, longest)
     data = ReportData(plan=plan, profile=profile)
@@ -427,7 +434,7 @@ def add_arguments(parser) -> None:
         help=f"assets/prompts suites or public ones read from {shown_path(PUBLIC_DATA)}: {', '.join(PUBLIC_SUITES)}",
     )
     parser.add_argument("--temperatures", default="0,1")
-    parser.add_argument("--static-lengths", default=None, help="default: 1..n, 2n and d_max")
+    parser.add_argument("--static-lengths", default=None, help="comma list; 0 means n (default: 1..n, 2n and d_max)")
     parser.add_argument(
         "--annotate",
         default=None,
