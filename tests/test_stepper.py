@@ -126,9 +126,10 @@ def test_teach_tab_views_every_source():
     assert text.startswith(f"**Step {index} of {index}.**") and "exhaustive argmax" in text
     source = confidences_for(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=2), None)
     assert (source.n, source.d_max) == (2, 5) and source.notes == (
-        "Corrected: d_max 24 -> 5 (allowed 2..5).",
-        "Only 5 confidences are known: d_max is at most 5.",
+        "Corrected: d_max 24 -> 5 (allowed 2..5): only 5 confidences are known.",
     )
+    raised = confidences_for(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=5, d_max=3), None)
+    assert raised.d_max == 5 and raised.notes == ("Corrected: d_max 3 -> 5 (allowed 5..5).",)  # raised to n
     with pytest.raises(ValueError, match="no race yet"):
         confidences_for(Inputs(source="last race round"), [])
     run = SimpleNamespace(

@@ -112,9 +112,10 @@ def _knobs(inputs: Inputs, n: int, known: int | None = None) -> tuple[float, int
         )
     caps = APP_CAPS if known is None else dataclasses.replace(APP_CAPS, length=min(APP_CAPS.length, known))
     checked = RunSpec(alpha=inputs.alpha, d_max=inputs.d_max).checked(n, caps=caps)
-    notes = [f"Corrected: {checked.notes[name]}." for name in ("alpha", "d_max") if name in checked.notes]
-    if "d_max" in checked.notes and checked.spec.d_max == known:
-        notes.append(f"Only {known} confidences are known: d_max is at most {known}.")
+    said = {name: checked.notes[name] for name in ("alpha", "d_max") if name in checked.notes}
+    if "d_max" in said and known is not None and inputs.d_max > known:  # lowered to the known, not raised to n
+        said["d_max"] += f": only {known} confidences are known"
+    notes = [f"Corrected: {note}." for note in said.values()]
     return checked.spec.alpha, checked.spec.d_max, notes
 
 
