@@ -60,7 +60,9 @@ class Mode:
         """Why each node of `record`'s tree entered (`tree.node_reasons`), for a mode whose tree
         policy rules node by node (ddtree-marginal, ddtree-priced: `MarginalTreePolicy`), its state
         brought to the round by the run's `earlier` rounds; None for every other mode."""
-        policy = self.policy(settings, profile) if self.factory is not None else None
+        if self.kind != "tree":
+            return None
+        policy = self.policy(settings, profile)
         return node_reasons(policy, earlier, record) if isinstance(policy, MarginalTreePolicy) else None
 
 
