@@ -29,6 +29,7 @@ from .modes import AR, get_mode
 from .oracle import oracle_length
 from .policy import Decision, LengthPolicy
 from .records import RoundRecord
+from .spec import RunSpec
 from .tree import TreeView, target_child_probs, text_child_probs, tree_accept, tree_oracle
 from .verify import (
     Randomness,
@@ -48,7 +49,7 @@ class DecodeConfig:
     top_k: int = 0
     top_p: float = 1.0
     seed: int = 0
-    lookahead: int = 24  # drafts the oracle verifies in hindsight (oracle mode and annotation)
+    lookahead: int = RunSpec.d_max  # drafts the oracle verifies in hindsight (oracle mode and annotation)
     annotate_oracle: bool = False  # compute d* for each round of a policy mode, untimed
     # the target's greedy output after the prompt when already known (a finished AR run under this
     # config): greedy look-aheads (the oracle and its annotation) read it instead of a target forward

@@ -446,8 +446,8 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     for mode in ("AR", "static d=4", "LibraSpec", "G4", "FailFast", "oracle"):
         assert f"| {mode}" in text
     assert "**(best)**" in text
-    assert "; G4 G4 initial length 7; FailFast FailFast threshold 0.6, FailFast start and step 4;" in text
-    assert "; FailFast (paper) FailFast threshold 0.45, FailFast start and step 10, d_max 60 (its d* and MAD" in text
+    assert "; G4 initial length 7; FailFast threshold 0.6, start and step 4;" in text
+    assert "; FailFast (paper) threshold 0.45, start and step 10, d_max 60 (its d* and MAD" in text
     links = [line.split("](", 1)[1].rstrip(")") for line in text.splitlines() if "](" in line]
     assert len(links) == 3 and all((tmp_path / link).is_file() for link in links)
     results = tmp_path / "benchmarks" / "results"

@@ -1,7 +1,8 @@
 """Which cell of a tuning grid leads: `best_cell`, the rule the sweep's heatmaps outline a cell by.
 
 A cell is crowned only when it is ahead of every other beyond what the data can tell apart: its
-measured speedup beyond the timing noise of both (records.NOISE_Z standard deviations), and never
+measured speedup ahead of each other cell's by more than their combined timing noise
+(records.NOISE_Z standard deviations), and never
 when another cell made the same decisions (their times differ by noise alone); a metric computed
 from the decisions alone must be strictly ahead.
 """

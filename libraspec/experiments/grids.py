@@ -101,7 +101,7 @@ def replay_rows(traces: Sequence[DraftTrace], config: Config, profile: LatencyPr
     for trace in traces:
         ar_s = ar_text_s(profile, len(trace.prompt), len(trace.output))
         if config.mode == BEST:
-            # hindsight over lengths up to the grid's longest d_max
+            # hindsight over lengths up to the longest d_max any grid tries (D_MAXES)
             schedule = best_schedule(trace, profile, lookahead=min(trace.lookahead, max(D_MAXES)))
             rounds, lengths, digest = len(schedule.lengths), sum(schedule.lengths), ""
             nodes = lengths

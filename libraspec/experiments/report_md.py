@@ -541,17 +541,20 @@ def _head(data, default_plan) -> list[str]:
 
 
 def _knob_phrases(config: dict, d_max: int) -> list[str]:
-    """ "; G4 G4 initial length 7" per label whose policy read a knob the line has not said (bench's
-    config "settings"); a label with its paper's settings (`Mode.published`) says them all."""
+    """ "; FailFast threshold 0.6, start and step 4" per label whose policy read a knob the line has
+    not said (bench's config "settings"), each knob's name without the label's title; a label with
+    its paper's settings (`Mode.published`) says them all."""
     said = {"d_max", "static_length"}  # the setup line's
     phrases = []
     for label, knobs in (config.get("settings") or {}).items():
         paper = label in PUBLISHED
         shown = {k: v for k, v in knobs.items() if paper or k not in said}
         if shown:
+            title = label_title(label)
+            mode = title.split(" (")[0] + " "  # "FailFast (paper)" names its knobs "FailFast ..."
             phrases.append(
-                f"; {label_title(label)} "
-                + ", ".join(f"{NAMES[k]} {v:g}" for k, v in shown.items())
+                f"; {title} "
+                + ", ".join(f"{NAMES[k].removeprefix(mode)} {v:g}" for k, v in shown.items())
                 + (f" (its d* and MAD still look ahead d_max = {d_max} drafts)" if paper else "")
             )
     return phrases

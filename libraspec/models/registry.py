@@ -168,7 +168,8 @@ def tiny_pair(
     )
 
 
-def _drafter_dir() -> Path:
+def drafter_dir() -> Path:
+    """The embedded pair's drafter folder: $LIBRASPEC_DRAFTER when set (and not empty), else assets/drafter."""
     return Path(os.environ.get(DRAFTER_ENV) or ASSETS / "drafter")
 
 
@@ -183,7 +184,7 @@ def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
 
         fast_cpu_path(model)  # prepacked oneDNN linears: measured 5-15% faster, argmax-exact (cpu.py)
     model.to(device)
-    folder = _drafter_dir()
+    folder = drafter_dir()
     if not (folder / "config.json").is_file() or not (folder / "model.safetensors").is_file():
         raise FileNotFoundError(
             f"the embedded drafter is missing from {folder}: restore assets/drafter from the repository "

@@ -240,10 +240,11 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    if args.drafter:
-        os.environ["LIBRASPEC_DRAFTER"] = args.drafter
     from ..experiments.provenance import shown_path
-    from ..models.registry import load_pair
+    from ..models.registry import DRAFTER_ENV, drafter_dir, load_pair
+
+    if args.drafter:
+        os.environ[DRAFTER_ENV] = args.drafter
 
     pair = load_pair()
     suites = (
@@ -259,7 +260,7 @@ def main(argv=None) -> None:
     for note in checked.note_list:  # out of range: clamped, as everywhere, and said
         print(f"evaluate: corrected {note}", file=sys.stderr)
     args.alpha, args.d_max, args.max_new_tokens = checked.spec.alpha, checked.spec.d_max, checked.spec.max_new_tokens
-    drafter = shown_path(os.environ.get("LIBRASPEC_DRAFTER", ASSETS / "drafter"))
+    drafter = shown_path(drafter_dir())
     root = Path(args.out)
     summaries, results = {}, []
     for name, (path, prompts) in suites.items():
