@@ -54,7 +54,8 @@ def monotone(values) -> tuple[float, ...]:
 
 def knot_fit(values) -> tuple[float, ...]:
     """values[k - 1] for k = 1..K smoothed: the least-squares piecewise-linear curve with knots at
-    k = 1, 2, 4, 8, ... and K, then made non-decreasing (`monotone`).
+    k = 1, 2, 4, 8, ... and K, kept within the measured range, then made non-decreasing
+    (`monotone`).
 
     Each knot's value is fitted from the lengths around it, so one noisy median no longer makes
     a step that favours a particular length. The knot at 1 sees only k = 1, so the AR step keeps
@@ -66,7 +67,9 @@ def knot_fit(values) -> tuple[float, ...]:
     k = np.arange(1, last + 1)
     basis = np.stack([np.interp(k, knots, unit) for unit in np.eye(len(knots))], axis=1)  # (K, knots)
     weights, *_ = np.linalg.lstsq(basis, y, rcond=None)
-    return monotone(basis @ weights)
+    # one far median next to a knot (a loaded machine, one repeat) swings its neighbours below the
+    # fastest measured time, even below zero: no fitted time leaves the range the medians span
+    return monotone(np.clip(basis @ weights, y.min(), y.max()))
 
 
 def timed_interleaved(
