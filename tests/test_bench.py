@@ -383,6 +383,8 @@ def test_a_report_plan_is_clamped_as_any_run_and_says_each_change_once():
     assert report.QUICK.checked(7, context=512) == (report.QUICK, [])
     wide, notes = dataclasses.replace(report.QUICK, d_max=1000).checked(7, context=8192)
     assert wide.d_max == 512 and notes == ["d_max 1000 -> 512 (allowed 7..512)"]  # the default lengths follow it
+    # the d_max probe's other fields are RunSpec's defaults: its max-new-tokens note (128 -> 111) is not the plan's
+    assert dataclasses.replace(report.QUICK, d_max=400).checked(7, context=512)[1] == []
     with pytest.raises(ValueError, match="at least one temperature"):
         dataclasses.replace(report.QUICK, temperatures=()).checked(7)
 

@@ -80,5 +80,7 @@ def test_a_trace_caps_the_lengths_once_with_one_note_a_field():
     assert clamp_to_trace(RunSpec(d_max=20), trace) == (RunSpec(d_max=20).checked(7).spec, [])
     capped, _ = clamp_to_trace(RunSpec(d_max=30, static_length=30), trace)
     assert (capped.d_max, capped.g4_initial) == (24, 24)  # G4's first length within the capped d_max
+    one_block = SimpleNamespace(n=7, max_positions=8192, lookahead=7)
+    assert clamp_to_trace(RunSpec(d_max=5), one_block)[1] == ["d_max 5 -> 7 (allowed 7..7)"]  # raised to n
     deep = SimpleNamespace(n=7, max_positions=8192, lookahead=64)  # alpha's cap is 64 too: not a length
     assert clamp_to_trace(RunSpec(alpha=100.0), deep)[1] == ["alpha 100 -> 64 (allowed 0.05..64)"]

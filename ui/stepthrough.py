@@ -19,7 +19,7 @@ from libraspec.cost import BLOCK_DIFFUSION, Drafting, LatencyProfile
 from libraspec.drafters import SOURCE_TITLES, round_drafting
 from libraspec.modes import PAPER
 from libraspec.records import RoundRecord
-from libraspec.spec import RunSpec
+from libraspec.spec import RunSpec, as_number
 from libraspec.views import tuning_plots
 
 from .races import Run
@@ -113,7 +113,8 @@ def _knobs(inputs: Inputs, n: int, known: int | None = None) -> tuple[float, int
     caps = APP_CAPS if known is None else dataclasses.replace(APP_CAPS, length=min(APP_CAPS.length, known))
     checked = RunSpec(alpha=inputs.alpha, d_max=inputs.d_max).checked(n, caps=caps)
     said = {name: checked.notes[name] for name in ("alpha", "d_max") if name in checked.notes}
-    if "d_max" in said and known is not None and inputs.d_max > known:  # lowered to the known, not raised to n
+    lowered = "d_max" in said and as_number(inputs.d_max, "d_max", "d_max") > checked.spec.d_max
+    if lowered and checked.spec.d_max == known:  # to the known confidences (not to the app's cap, not up to n)
         said["d_max"] += f": only {known} confidences are known"
     notes = [f"Corrected: {note}." for note in said.values()]
     return checked.spec.alpha, checked.spec.d_max, notes

@@ -21,7 +21,7 @@ import numpy as np
 from ..cost import LatencyProfile, ar_text_s
 from ..modes import BASELINE, MODES, ORACLE, PAPER
 from ..records import RoundRecord
-from ..spec import LIBRARY_CAPS, RunSpec
+from ..spec import LIBRARY_CAPS, NAMES, RunSpec, as_number
 from .regimes import describe
 from .replay import Schedule, best_schedule, replay
 from .trace import DraftTrace
@@ -180,6 +180,9 @@ def clamp_to_trace(settings: RunSpec, trace: DraftTrace) -> tuple[RunSpec, list[
     merged = dataclasses.replace(settings, **{name: getattr(traced.spec, name) for name in read})
     spec = merged.checked(trace.n, context=trace.max_positions).spec
     notes = [traced.notes[name] for name in read if name in traced.notes]
-    if any(name in traced.notes and getattr(spec, name) == top for name in ("d_max", "static_length")):
+    asked = {
+        name: as_number(getattr(settings, name) or trace.n, NAMES[name], name) for name in ("d_max", "static_length")
+    }
+    if any(getattr(spec, name) == top < asked[name] for name in asked):  # lowered to the trace (not raised to n)
         notes.append(f"the trace holds {top} drafts a position: longer lengths cannot be replayed")
     return spec, notes

@@ -87,9 +87,10 @@ class ReportPlan:
 
         if not self.temperatures:
             raise ValueError("a report needs at least one temperature")
-        # d_max first: the default static lengths (`static_grid`) are made from it
+        # d_max first: the default static lengths (`static_grid`) are made from it (its note only:
+        # the other fields of this probe are RunSpec's defaults, not the plan's)
         first = RunSpec(d_max=self.d_max).checked(n, context)
-        plan, notes = replace(self, d_max=first.spec.d_max), list(first.notes.values())
+        plan, notes = replace(self, d_max=first.spec.d_max), [first.notes[k] for k in ("d_max",) if k in first.notes]
         temperatures = []
         for t in plan.temperatures:
             main, said = plan.main_spec(n, t).checked(n, context)
