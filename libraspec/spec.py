@@ -39,6 +39,7 @@ NAMES = {
     "max_new_tokens": "max new tokens",
     "seed": "seed",
 }
+LENGTHS = ("d_max", "static_length", "g4_initial", "failfast_step", "tree_depth", "node_budget")  # `Caps.length`'s
 N_DEFAULT = ("static_length", "tree_depth")  # None or 0 means n, the drafter's step (not a change)
 
 
@@ -49,6 +50,7 @@ class Caps:
     length: int = 512  # d_max, static length, tree depth, node budget: never useful beyond on these models
     max_new_tokens: int = 1 << 20
     temperature: float = 4.0
+    why: str = ""  # what bounds `length`, said in the note of a length lowered to it
 
 
 LIBRARY_CAPS = Caps()
@@ -87,6 +89,8 @@ class RunSpec:
             fixed = min(max(round(number) if integer else number, low), high)
             if fixed != number:
                 notes[name] = f"{NAMES[name]} {number:g} -> {fixed:g} (allowed {low:g}..{high:g})"
+                if caps.why and name in LENGTHS and fixed == caps.length < number:
+                    notes[name] += f": {caps.why}"
             return int(fixed) if integer else float(fixed)
 
         def or_n(name: str):

@@ -73,9 +73,8 @@ def test_a_trace_caps_the_lengths_once_with_one_note_a_field():
     assert (spec.d_max, spec.static_length, spec.alpha) == (24, 24, 0.05)
     assert notes == [
         "alpha 0.01 -> 0.05 (allowed 0.05..64)",
-        "d_max 1000 -> 24 (allowed 7..24)",
-        "static length 30 -> 24 (allowed 1..24)",
-        "the trace holds 24 drafts a position: longer lengths cannot be replayed",
+        "d_max 1000 -> 24 (allowed 7..24): the trace holds 24 drafts a position",
+        "static length 30 -> 24 (allowed 1..24): the trace holds 24 drafts a position",
     ]
     assert clamp_to_trace(RunSpec(d_max=20), trace) == (RunSpec(d_max=20).checked(7).spec, [])
     capped, _ = clamp_to_trace(RunSpec(d_max=30, static_length=30), trace)

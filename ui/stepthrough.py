@@ -19,7 +19,7 @@ from libraspec.cost import BLOCK_DIFFUSION, Drafting, LatencyProfile
 from libraspec.drafters import SOURCE_TITLES, round_drafting
 from libraspec.modes import PAPER
 from libraspec.records import RoundRecord
-from libraspec.spec import RunSpec, as_number
+from libraspec.spec import RunSpec
 from libraspec.views import tuning_plots
 
 from .races import Run
@@ -110,13 +110,11 @@ def _knobs(inputs: Inputs, n: int, known: int | None = None) -> tuple[float, int
             f"n must be within 1..{APP_CAPS.length}, got {n}: Algorithm 1 starts at d = n, and d_max is at "
             f"most {APP_CAPS.length}"
         )
-    caps = APP_CAPS if known is None else dataclasses.replace(APP_CAPS, length=min(APP_CAPS.length, known))
+    caps = APP_CAPS
+    if known is not None and known < APP_CAPS.length:
+        caps = dataclasses.replace(APP_CAPS, length=known, why=f"only {known} confidences are known")
     checked = RunSpec(alpha=inputs.alpha, d_max=inputs.d_max).checked(n, caps=caps)
-    said = {name: checked.notes[name] for name in ("alpha", "d_max") if name in checked.notes}
-    lowered = "d_max" in said and as_number(inputs.d_max, "d_max", "d_max") > checked.spec.d_max
-    if lowered and checked.spec.d_max == known:  # to the known confidences (not to the app's cap, not up to n)
-        said["d_max"] += f": only {known} confidences are known"
-    notes = [f"Corrected: {note}." for note in said.values()]
+    notes = [f"Corrected: {checked.notes[name]}." for name in ("alpha", "d_max") if name in checked.notes]
     return checked.spec.alpha, checked.spec.d_max, notes
 
 

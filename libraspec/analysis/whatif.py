@@ -21,7 +21,7 @@ import numpy as np
 from ..cost import LatencyProfile, ar_text_s
 from ..modes import BASELINE, MODES, ORACLE, PAPER
 from ..records import RoundRecord
-from ..spec import LIBRARY_CAPS, NAMES, RunSpec, as_number
+from ..spec import LIBRARY_CAPS, RunSpec
 from .regimes import describe
 from .replay import Schedule, best_schedule, replay
 from .trace import DraftTrace
@@ -171,18 +171,15 @@ def plan(trace: DraftTrace, profile: LatencyProfile, settings: RunSpec) -> Plan:
 def clamp_to_trace(settings: RunSpec, trace: DraftTrace) -> tuple[RunSpec, list[str]]:
     """Settings a trace can replay, and a note per change of a knob the what-if reads (the paper's
     and the baseline's modes'): `RunSpec.checked` with every length capped at the drafts the trace
-    recorded a position (its look-ahead), so a field is clamped once, with one note; the knobs it
-    does not read keep the library's check, made from the capped values (G4's first length is
-    resolved within the capped d_max)."""
-    top = min(LIBRARY_CAPS.length, trace.lookahead)
-    traced = settings.checked(trace.n, context=trace.max_positions, caps=dataclasses.replace(LIBRARY_CAPS, length=top))
+    recorded a position (its look-ahead, which the note of a length lowered to it names), so a
+    field is clamped once, with one note; the knobs it does not read keep the library's check,
+    made from the capped values (G4's first length is resolved within the capped d_max)."""
+    caps = LIBRARY_CAPS
+    if trace.lookahead < LIBRARY_CAPS.length:
+        why = f"the trace holds {trace.lookahead} drafts a position"
+        caps = dataclasses.replace(LIBRARY_CAPS, length=trace.lookahead, why=why)
+    traced = settings.checked(trace.n, context=trace.max_positions, caps=caps)
     read = [f.name for f in dataclasses.fields(RunSpec) if f.name in MODES[PAPER].knobs + MODES[BASELINE].knobs]
     merged = dataclasses.replace(settings, **{name: getattr(traced.spec, name) for name in read})
     spec = merged.checked(trace.n, context=trace.max_positions).spec
-    notes = [traced.notes[name] for name in read if name in traced.notes]
-    asked = {
-        name: as_number(getattr(settings, name) or trace.n, NAMES[name], name) for name in ("d_max", "static_length")
-    }
-    if any(getattr(spec, name) == top < asked[name] for name in asked):  # lowered to the trace (not raised to n)
-        notes.append(f"the trace holds {top} drafts a position: longer lengths cannot be replayed")
-    return spec, notes
+    return spec, [traced.notes[name] for name in read if name in traced.notes]

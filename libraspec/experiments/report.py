@@ -90,7 +90,7 @@ class ReportPlan:
         # d_max first: the default static lengths (`static_grid`) are made from it (its note only:
         # the other fields of this probe are RunSpec's defaults, not the plan's)
         first = RunSpec(d_max=self.d_max).checked(n, context)
-        plan, notes = replace(self, d_max=first.spec.d_max), [first.notes[k] for k in ("d_max",) if k in first.notes]
+        plan, notes = replace(self, d_max=first.spec.d_max), [first.notes["d_max"]] if "d_max" in first.notes else []
         temperatures = []
         for t in plan.temperatures:
             main, said = plan.main_spec(n, t).checked(n, context)
