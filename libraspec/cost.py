@@ -13,6 +13,7 @@ nothing here makes numbers up.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from dataclasses import dataclass, field
@@ -60,6 +61,10 @@ def _check_times(values, name: str, minimum: int) -> tuple[float, ...]:
     return times
 
 
+def _falls(values) -> bool:
+    return any(b < a for a, b in zip(values, values[1:]))
+
+
 def _extrapolate(times: tuple[float, ...], x: int, first_x: int) -> float:
     """times[k] is the time at x = first_x + k; beyond the end continue the last segment.
 
@@ -85,10 +90,15 @@ class LatencyProfile:
     its 4-D attention mask; empty in profiles measured before trees were timed (then a tree costs
     a chain forward of as many rows).
 
-    The tables above were timed after a context of `context_len` tokens (c0). A target forward of k
-    rows after a context of c tokens costs context_slope_s(k) more per token of c beyond c0 (less
-    below it): the context term, measured at a few contexts for the rows `context_k` and
-    interpolated between them (`profiling.measure_profile`, its fit in meta["context_fit"]).
+    The tables above were timed after a context of `context_len` tokens (c0), the shortest context
+    timed. A target forward of k rows after c tokens costs `context_s(k, c)` more (the context
+    term, `profiling.context_term`): 0 up to c0 (no slope is extrapolated below the shortest timed
+    context), then linear between the longer contexts timed (`context_points`, with
+    `context_extra_s[i][j]` the extra seconds after context_points[i] for the rows context_k[j]),
+    then the last segment's slope `context_slope_s` beyond the longest (without points: the slope
+    from c0 on). Rows between the measured `context_k` are interpolated, rows beyond them held
+    flat. The extra seconds rise with the rows and with the context, so a forward of more rows or
+    after a longer context never costs less (`__post_init__` refuses a term that would).
     Drafting, look-up and upkeep carry no context term (the drafter's pass took 4.9 ms after
     256 tokens and 5.3 ms after 2,048 on this project's CPU). Without `context_k` (synthetic
     profiles, files written before contexts were timed) a forward costs the same after any context.
@@ -104,7 +114,9 @@ class LatencyProfile:
     tree_verify_s: tuple[float, ...] = ()
     context_len: int = 0  # c0: the context the tables were timed after (0: not recorded)
     context_k: tuple[int, ...] = ()  # rows of the forwards whose context slope was measured
-    context_slope_s: tuple[float, ...] = ()  # seconds per context token beyond c0, at each context_k
+    context_slope_s: tuple[float, ...] = ()  # seconds per context token beyond the longest timed, at each context_k
+    context_points: tuple[int, ...] = ()  # contexts timed beyond c0, rising
+    context_extra_s: tuple[tuple[float, ...], ...] = ()  # [point][row]: seconds over the forward after c0
 
     def __post_init__(self):
         object.__setattr__(self, "verify_s", _check_times(self.verify_s, "verify_s", 2))
@@ -130,22 +142,43 @@ class LatencyProfile:
         ks, slopes = tuple(int(k) for k in self.context_k), tuple(float(s) for s in self.context_slope_s)
         if len(ks) != len(slopes) or (ks and (ks[0] < 1 or any(b <= a for a, b in zip(ks, ks[1:])))):
             raise ValueError(f"context_k must rise from 1 and match context_slope_s in length, got {ks} and {slopes}")
-        if not all(math.isfinite(v) and v >= 0 for v in slopes):
-            raise ValueError(f"context_slope_s must hold finite slopes >= 0, got {slopes}")
+        if not all(math.isfinite(v) and v >= 0 for v in slopes) or _falls(slopes):
+            raise ValueError(f"context_slope_s must hold finite slopes >= 0 that never fall with k, got {slopes}")
         if ks and int(self.context_len) < 1:
             raise ValueError("a context term needs the context_len its tables were timed after")
+        points = tuple(int(c) for c in self.context_points)
+        extra = tuple(tuple(float(v) for v in row) for row in self.context_extra_s)
+        if len(points) != len(extra) or any(len(row) != len(ks) for row in extra) or (points and not ks):
+            raise ValueError("context_extra_s needs one row per context point and one value per context_k")
+        if any(b <= a for a, b in zip((int(self.context_len),) + points, points)):
+            raise ValueError(f"context_points must rise beyond context_len {self.context_len}, got {points}")
+        rows = ((0.0,) * len(ks),) + extra  # c0, then each point
+        if not all(math.isfinite(v) and v >= 0 for row in extra for v in row) or any(map(_falls, extra)):
+            raise ValueError("context_extra_s must hold finite seconds >= 0 that never fall with k")
+        if any(b < a for lower, upper in zip(rows, rows[1:]) for a, b in zip(lower, upper)):
+            raise ValueError("context_extra_s must never fall with the context")
         object.__setattr__(self, "context_len", int(self.context_len))
         object.__setattr__(self, "context_k", ks)
         object.__setattr__(self, "context_slope_s", slopes)
+        object.__setattr__(self, "context_points", points)
+        object.__setattr__(self, "context_extra_s", extra)
 
     def context_s(self, k: int, context: int | None) -> float:
-        """What a forward of k rows costs after `context` tokens beyond what it costs after c0
-        (negative below c0); 0 without a context term or a context. The slope is interpolated
-        between the measured rows and held flat beyond them."""
-        if context is None or not self.context_k:
+        """What a forward of k rows costs after `context` tokens beyond what it costs after c0: 0
+        without a context term, a context, or for a context up to c0; linear between the timed
+        contexts, the last slope beyond them (class docstring). Never negative, never falling in
+        k or in the context."""
+        if context is None or not self.context_k or int(context) <= self.context_len:
             return 0.0
-        slope = float(np.interp(k, self.context_k, self.context_slope_s))
-        return (int(context) - self.context_len) * slope
+        c = int(context)
+        points = (self.context_len,) + self.context_points
+        if c >= points[-1]:
+            last = float(np.interp(k, self.context_k, self.context_extra_s[-1])) if self.context_points else 0.0
+            return last + (c - points[-1]) * float(np.interp(k, self.context_k, self.context_slope_s))
+        i = bisect.bisect_right(points, c)  # points[i - 1] <= c < points[i]
+        lo = float(np.interp(k, self.context_k, self.context_extra_s[i - 2])) if i >= 2 else 0.0
+        hi = float(np.interp(k, self.context_k, self.context_extra_s[i - 1]))
+        return lo + (hi - lo) * (c - points[i - 1]) / (points[i] - points[i - 1])
 
     def verify_time(self, k: int, context: int | None = None) -> float:
         """Target forward with k >= 1 new tokens (after `context` tokens; None: c0); linear beyond
@@ -157,15 +190,17 @@ class LatencyProfile:
     def tree_verify_time(self, k: int, context: int | None = None) -> float:
         """Verifying a tree of k rows (root + k - 1 nodes) in one forward (after `context` tokens;
         None: c0): linear between the measured row counts, the last segment continued beyond them
-        (never falling), and the chain forward `verify_time(k)` below the smallest one or without
-        tree timings."""
+        (never falling), never below the chain forward of one row fewer than the smallest tree, and
+        the chain forward `verify_time(k)` below the smallest one or without tree timings."""
         rows = self.tree_rows
         if not rows or k < rows[0]:
             return self.verify_time(k, context)
         if k >= rows[-1]:
             slope = max((self.tree_verify_s[-1] - self.tree_verify_s[-2]) / (rows[-1] - rows[-2]), 0.0)
-            return self.tree_verify_s[-1] + slope * (k - rows[-1]) + self.context_s(k, context)
-        return float(np.interp(k, rows, self.tree_verify_s)) + self.context_s(k, context)
+            tree = self.tree_verify_s[-1] + slope * (k - rows[-1])
+        else:
+            tree = float(np.interp(k, rows, self.tree_verify_s))
+        return max(tree, _extrapolate(self.verify_s, rows[0] - 1, 1)) + self.context_s(k, context)
 
     def draft_time(self, blocks: int) -> float:
         """Drafting `blocks` blocks in one round (0 blocks cost 0); linear beyond the table."""
@@ -231,6 +266,8 @@ class LatencyProfile:
             "context_len": self.context_len,
             "context_k": list(self.context_k),
             "context_slope_s": list(self.context_slope_s),
+            "context_points": list(self.context_points),
+            "context_extra_s": [list(row) for row in self.context_extra_s],
             "meta": dict(self.meta),
         }
 
@@ -254,6 +291,8 @@ class LatencyProfile:
             int(data.get("context_len", 0)),
             tuple(data.get("context_k", ())),
             tuple(data.get("context_slope_s", ())),
+            tuple(data.get("context_points", ())),
+            tuple(tuple(row) for row in data.get("context_extra_s", ())),
         )
 
     def to_json(self, path: str) -> str:

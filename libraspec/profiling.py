@@ -119,10 +119,16 @@ TREE_ROWS = (2, 9, 17, 33, 65)  # root + 1, 8, 16, 32 and 64 nodes: the node bud
 # a round (pooled), so its median rests on 4x the samples of any other k
 AR_COPIES = 4
 # The context term: forwards of CONTEXT_K rows (those <= max_tokens, and max_tokens) timed after these
-# contexts besides c0, the longest prompts plus outputs a race here takes (ui/settings: 2,048 prompt
-# tokens on a CPU); longer contexts continue the fitted slope
-CONTEXTS = (1024, 2048)
+# contexts besides c0, from short prompts to the longest prompts plus outputs a race here takes
+# (ui/settings: 2,048 prompt tokens on a CPU); longer contexts continue the last segment's slope
+CONTEXTS = (128, 256, 1024, 2048)
 CONTEXT_K = (1, 2, 4, 8, 16)
+# c0, the context the tables are timed after: the shortest the prompts here have (a chat template alone is
+# ~30 tokens), so no context term is ever extrapolated below a timed context
+CONTEXT_LEN = 32
+# lock-step forwards are timed after this context (a typical prompt and half its 128-token answer) and
+# priced there, without a context term
+LOCKSTEP_CONTEXT = 256
 
 
 @torch.inference_mode()
@@ -130,7 +136,7 @@ def measure_profile(
     pair,
     max_tokens: int = 25,
     max_blocks: int = 2,
-    context_len: int = 256,
+    context_len: int = CONTEXT_LEN,
     repeats: int = 7,
     tree_rows: tuple[int, ...] = TREE_ROWS,
     contexts: tuple[int, ...] = CONTEXTS,
@@ -215,7 +221,9 @@ def measure_profile(
     }
     meta["raw_tree_verify_s"] = list(tree_s)
     meta["verify_fit"] = "knot_fit of medians timed interleaved"
-    context_k, slopes, meta["context_fit"] = context_term(target, context_len, contexts, max_tokens, repeats)
+    context_k, slopes, points, extra, meta["context_fit"] = context_term(
+        target, context_len, contexts, max_tokens, repeats
+    )
     return LatencyProfile(
         verify_s=knot_fit(verify_s),
         draft_s=monotone(draft_s),
@@ -228,19 +236,23 @@ def measure_profile(
         context_len=context_len if context_k else 0,
         context_k=context_k,
         context_slope_s=slopes,
+        context_points=points,
+        context_extra_s=extra,
     )
 
 
 @torch.inference_mode()
 def context_term(target, context_len: int, contexts, max_tokens: int, repeats: int = 5):
-    """(rows k, slope per k, fit): forwards of k rows (CONTEXT_K up to max_tokens, and max_tokens)
-    timed interleaved after `context_len` tokens (c0) and after each of `contexts` (those the
-    target's window holds); per k, the least-squares slope of time over context through the c0
-    point, made non-decreasing in k. `fit` holds the medians in ms, the slopes in microseconds per
-    token, and the largest relative error of c0's time plus the slope at the measured points."""
+    """(rows k, slopes, points, extra, fit): forwards of k rows (CONTEXT_K up to max_tokens, and
+    max_tokens) timed interleaved after `context_len` tokens (c0) and after each of `contexts` beyond
+    it (those the target's window holds). Per k, the extra seconds over c0 at each longer context are
+    made non-decreasing in the context (`monotone`, c0's 0 first) and at least 0, then non-decreasing
+    in k; the slope beyond the longest context continues the last segment (`cost.LatencyProfile`'s
+    context term). `fit` holds the medians in ms and the largest relative error of the model at the
+    timed points."""
     cs = [c for c in sorted(set(contexts)) if c > context_len and c + max_tokens < target.max_positions]
     if not cs:
-        return (), (), {"contexts": [context_len], "note": "no longer context fits the target's window"}
+        return (), (), (), (), {"contexts": [context_len], "note": "no longer context fits the target's window"}
     ks = sorted({k for k in CONTEXT_K if k <= max_tokens} | {max_tokens})
     calls = {}
     for c in [context_len] + cs:
@@ -248,23 +260,32 @@ def context_term(target, context_len: int, contexts, max_tokens: int, repeats: i
         calls.update({(c, k): functools.partial(_verify, target, cache, context, k) for k in ks})
     medians = timed_interleaved(calls, repeats, _sync(target))
     del calls
-    dc = np.array([c - context_len for c in cs], dtype=np.float64)
-    raw = [float(np.dot(dc, [medians[c, k] - medians[context_len, k] for c in cs]) / np.dot(dc, dc)) for k in ks]
-    slopes = monotone([max(v, 1e-12) for v in raw])
+    # (contexts, k): extra seconds over c0, rising with the context (c0's zero anchors the fit)
+    by_k = [monotone([0.0] + [medians[c, k] - medians[context_len, k] for c in cs])[1:] for k in ks]
+    extra = np.maximum(np.array(by_k, dtype=np.float64).T, 0.0)  # (len(cs), len(ks))
+    extra = np.maximum.accumulate(extra, axis=1)  # and rising with k
+    below = extra[-2] if len(cs) > 1 else np.zeros(len(ks))
+    last = (cs[-2] if len(cs) > 1 else context_len, cs[-1])
+    slopes = np.maximum.accumulate(np.maximum((extra[-1] - below) / (last[1] - last[0]), 0.0))
     errors = [
-        abs(medians[context_len, k] + (c - context_len) * slope - medians[c, k]) / medians[c, k]
-        for k, slope in zip(ks, slopes)
-        for c in cs
+        abs(medians[context_len, k] + extra[i, j] - medians[c, k]) / medians[c, k]
+        for i, c in enumerate(cs)
+        for j, k in enumerate(ks)
     ]
     fit = {
         "contexts": [context_len] + cs,
         "k": ks,
         "median_ms": {str(c): [round(1000 * medians[c, k], 3) for k in ks] for c in [context_len] + cs},
+        "extra_ms": {str(c): [round(1000 * v, 4) for v in extra[i]] for i, c in enumerate(cs)},
         "slope_us_per_token": [round(1e6 * v, 4) for v in slopes],
         "max_relative_error": round(max(errors), 4),
-        "model": "T(k, c) = T(k, c0) + (c - c0) * slope(k), slope interpolated over k, least squares over c",
+        "model": (
+            "T(k, c) = T(k, c0) + extra(k, c): 0 up to c0 (the shortest context timed), linear between the timed "
+            "contexts, the last slope beyond; rising in k and c"
+        ),
     }
-    return tuple(ks), tuple(slopes), fit
+    points = tuple(cs)
+    return tuple(ks), tuple(float(v) for v in slopes), points, tuple(tuple(map(float, row)) for row in extra), fit
 
 
 @torch.inference_mode()
@@ -331,7 +352,7 @@ def ar_step_now(pair, context_len: int, repeats: int = 15) -> float:
 def profile_path(pair) -> str:
     """One profile file per model pair, drafter weights, device, dtype and machine."""
     key = {
-        "format": 7,  # 7: the context term
+        "format": 8,  # 7: the context term; 8: tables after CONTEXT_LEN, the context term piecewise over CONTEXTS
         "pair": pair.name,
         "drafter": pair.drafter_id,
         "device": str(pair.target.device),
@@ -346,7 +367,7 @@ def cached_profile(
     pair,
     max_tokens: int = 25,
     max_blocks: int = 2,
-    context_len: int = 256,
+    context_len: int = CONTEXT_LEN,
     repeats: int = 7,
     refresh: bool = False,
     check: bool = False,
@@ -394,7 +415,8 @@ def cached_concurrency(
     """{B: the batch-1 profile with verify_s replaced by one forward over B sequences of k new tokens}
     (`measure_concurrency`, knot-fitted like `measure_profile`), cached beside the batch-1 profile.
     Drafting, look-up and upkeep keep their batch-1 times (a batched drafter is not timed here):
-    meta["batch"] and meta["drafting"] say so."""
+    meta["batch"] and meta["drafting"] say so. The forwards are timed after LOCKSTEP_CONTEXT tokens
+    and carry no context term (lock-step rounds are priced at that context)."""
     base = cached_profile(pair)
     path = profile_path(pair).replace(".json", "-concurrency.json")
     data = None
@@ -407,14 +429,23 @@ def cached_concurrency(
         except (ValueError, KeyError, TypeError, json.JSONDecodeError):
             data = None  # a damaged file is measured again
     if data is None:
-        context_len = int(base.meta.get("context_len", 256))
-        data = measure_concurrency(pair.target, batches, max_tokens, context_len, repeats)
+        data = measure_concurrency(pair.target, batches, max_tokens, LOCKSTEP_CONTEXT, repeats)
         atomic_write_text(path, json.dumps({"verify_s": {str(b): v for b, v in data.items()}, "repeats": repeats}))
+    no_context_term = dict(context_k=(), context_slope_s=(), context_points=(), context_extra_s=())
     return {
         B: dataclasses.replace(
             base,
             verify_s=knot_fit(times),
-            meta=base.meta | {"batch": B, "drafting": "batch-1 times", "raw_verify_s": list(times)},
+            context_len=LOCKSTEP_CONTEXT,
+            **no_context_term,
+            meta=base.meta
+            | {
+                "batch": B,
+                "drafting": "batch-1 times",
+                "raw_verify_s": list(times),
+                "context_len": LOCKSTEP_CONTEXT,
+                "context": f"forwards timed after {LOCKSTEP_CONTEXT} tokens each, priced there at every context",
+            },
         )
         for B, times in sorted(data.items())
     }

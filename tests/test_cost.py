@@ -1,11 +1,20 @@
 """Tests for libraspec.cost: the latency profile and the modeled round time."""
 
 import dataclasses
+import json
 import math
+from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from profile_checks import physical
 
-from libraspec.cost import LatencyProfile, ar_text_s
+from libraspec.cost import LatencyProfile, ar_text_s, chain_prices
+from libraspec.oracle import oracle_length
+from libraspec.profiling import knot_fit, monotone
+
+ROOT = Path(__file__).resolve().parents[1]
 
 LAYER = "unit"  # tests/conftest.py
 
@@ -70,7 +79,7 @@ def test_the_context_term_prices_a_forward_after_any_context():
     assert p.ar_token_time(1256) == pytest.approx(p.verify_s[0] + 1000 * 1e-5)
     assert p.verify_time(5, 1256) == pytest.approx(p.verify_time(5) + 1000 * 2e-5)  # slope halfway 1 -> 9
     assert p.verify_time(20, 2256) == pytest.approx(p.verify_time(20) + 2000 * 3e-5)  # flat past k = 9
-    assert p.ar_token_time(56) == pytest.approx(p.verify_s[0] - 200 * 1e-5)  # cheaper below c0
+    assert p.ar_token_time(56) == p.ar_token_time(0) == p.verify_s[0]  # flat below c0: never extrapolated there
     assert p.tree_verify_time(3, 1256) == pytest.approx(p.tree_verify_time(3) + 1000 * 1.5e-5)
     assert profile().verify_time(5, 5000) == profile().verify_time(5)  # no term: every context alike
     assert LatencyProfile.from_dict(p.to_dict()) == p and p != profile()
@@ -85,11 +94,137 @@ def test_the_context_term_prices_a_forward_after_any_context():
         (dict(context_len=256, context_k=(9, 1), context_slope_s=(1e-5, 2e-5)), "rise"),
         (dict(context_len=256, context_k=(1,), context_slope_s=(-1e-5,)), ">= 0"),
         (dict(context_len=0, context_k=(1,), context_slope_s=(1e-5,)), "context_len"),
+        (dict(context_len=256, context_k=(1, 9), context_slope_s=(2e-5, 1e-5)), "never fall"),
+        (dict(context_len=256, context_k=(1, 9), context_slope_s=(1e-5, 2e-5), context_points=(512,)), "one row"),
+        (
+            dict(
+                context_len=256,
+                context_k=(1, 9),
+                context_slope_s=(0, 0),
+                context_points=(128,),
+                context_extra_s=((0, 0),),
+            ),
+            "rise beyond",
+        ),
+        (
+            dict(
+                context_len=32,
+                context_k=(1, 9),
+                context_slope_s=(0, 0),
+                context_points=(128,),
+                context_extra_s=((2e-3, 1e-3),),
+            ),
+            "never fall with k",
+        ),
+        (
+            dict(
+                context_len=32,
+                context_k=(1, 9),
+                context_slope_s=(0, 0),
+                context_points=(128, 256),
+                context_extra_s=((2e-3, 3e-3), (1e-3, 3e-3)),
+            ),
+            "never fall with the context",
+        ),
     ],
 )
 def test_bad_context_terms(changes, message):
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(profile(), **changes)
+
+
+def test_the_context_term_is_piecewise_between_the_timed_contexts():
+    """Timed after 32 (c0), 128 and 1,024 tokens: flat up to c0, linear between the points, the
+    last slope beyond; rows between the measured k interpolated, beyond them flat."""
+    p = dataclasses.replace(
+        profile(),
+        context_len=32,
+        context_k=(1, 9),
+        context_slope_s=(1e-6, 2e-6),
+        context_points=(128, 1024),
+        context_extra_s=((1e-4, 2e-4), (1e-3, 3e-3)),
+    )
+    assert p.verify_time(5, 10) == p.verify_time(5, 32) == p.verify_time(5)
+    assert p.verify_time(1, 80) == pytest.approx(p.verify_s[0] + 0.5e-4)  # halfway from c0 to 128
+    assert p.verify_time(5, 128) == pytest.approx(p.verify_time(5) + 1.5e-4)  # halfway in k
+    assert p.verify_time(9, 576) == pytest.approx(p.verify_time(9) + 2e-4 + 0.5 * 2.8e-3)
+    assert p.verify_time(20, 2024) == pytest.approx(p.verify_time(20) + 3e-3 + 1000 * 2e-6)
+    assert LatencyProfile.from_dict(p.to_dict()) == p
+
+
+def stored_profiles():
+    """Every latency profile the repository stores: profile files and the profiles inside result files."""
+    found = []
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            if {"verify_s", "draft_s"} <= set(node) and ("n" in node or "block_size" in node):
+                found.append(pytest.param(node, id=where))
+                return
+            for key, value in node.items():
+                walk(value, f"{where}:{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{where}:{i}")
+
+    for path in sorted((ROOT / "benchmarks").rglob("*.json")) + sorted((ROOT / "assets").rglob("*.json")):
+        text = path.read_text()
+        if '"verify_s"' in text:
+            walk(json.loads(text), str(path.relative_to(ROOT)))
+    return found
+
+
+@pytest.mark.parametrize("data", stored_profiles())
+def test_every_stored_profile_is_physical(data):
+    physical(LatencyProfile.from_dict(data))
+
+
+def test_profiles_are_physical_where_the_old_context_term_was_not():
+    """The old model extrapolated each row's slope below c0 = 256, steeper for more rows: 4 verified
+    rows came out cheaper than 1 after 30 tokens. Now the term is flat below c0, and every synthetic,
+    linear and noisy profile stays physical."""
+    old_shape = dataclasses.replace(
+        LatencyProfile((0.0458, 0.0459, 0.0459, 0.0459, 0.0459, 0.05), (0.005,), 7),
+        context_len=256,
+        context_k=(1, 5),
+        context_slope_s=(1e-6, 1e-5),
+    )
+    assert old_shape.verify_time(4, 30) >= old_shape.verify_time(1, 30)
+    physical(old_shape)
+    physical(LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 30))
+    rng = np.random.default_rng(0)
+    for _ in range(20):  # medians under noise, fitted as a measurement fits them
+        ks = (1, 2, 4, 8, 16)
+        raw = np.cumsum(rng.uniform(0, 1e-3, size=(3, len(ks))), axis=0) * rng.uniform(0.5, 1.5, size=(3, len(ks)))
+        extra = np.maximum.accumulate(np.maximum.accumulate(np.maximum(raw, 0), axis=0), axis=1)
+        slopes = np.maximum.accumulate(np.maximum((extra[-1] - extra[-2]) / 1024, 0))
+        noisy = LatencyProfile(
+            knot_fit(0.04 + 0.002 * np.arange(1, 26) + rng.normal(0, 0.004, 25)),
+            monotone(0.005 * np.arange(1, 4) + rng.normal(0, 0.001, 3)),
+            7,
+            tree_rows=(2, 9, 17),
+            tree_verify_s=monotone(0.04 + rng.uniform(0, 0.05, 3)),
+            context_len=32,
+            context_k=ks,
+            context_slope_s=tuple(slopes),
+            context_points=(128, 1024, 2048),
+            context_extra_s=tuple(map(tuple, extra)),
+        )
+        physical(noisy)
+
+
+def test_a_round_that_accepted_nothing_has_no_better_length_than_zero():
+    """With nothing accepted, every d commits one token: d* = 0 at every context, for every stored
+    profile and a freshly made one."""
+    buffer = SimpleNamespace(steps_for=lambda d: -(-d // 7), steps_run=lambda steps: ["dflash"] * steps)
+    for data in [p.values[0] for p in stored_profiles()] + [
+        LatencyProfile.from_linear(0.04, 0.0, 0.005, 7, 30).to_dict()
+    ]:
+        p = LatencyProfile.from_dict(data)
+        for context in (10, 30, 60, 256, 1000, 3000):
+            price = chain_prices(p, buffer, needs_features=True, context=context)
+            d_max = min(24, len(p.verify_s) - 1)
+            assert oracle_length([0] * d_max, price, zero_time=price(0)) == 0
 
 
 def test_meta_is_not_compared_and_profile_hashes():

@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from profile_checks import physical
 
 from libraspec import profiling
 from libraspec.cost import LatencyProfile
@@ -103,6 +104,8 @@ def test_measure_profile_on_a_tiny_pair(tmp_path, monkeypatch):
     assert profile.context_len == 32 and profile.context_k == (1, 2, 4, 8, 9) and fit["contexts"] == [32, 128, 256]
     assert all(b >= a >= 0 for a, b in zip(profile.context_slope_s, profile.context_slope_s[1:]))
     assert set(fit["median_ms"]) == {"32", "128", "256"} and fit["max_relative_error"] >= 0
+    assert profile.context_points == (128, 256) and set(fit["extra_ms"]) == {"128", "256"}
+    physical(profile)  # a fresh measurement (two repeats: noisy) never prices more rows or context cheaper
     flat = measure_profile(pair, max_tokens=3, max_blocks=1, context_len=32, repeats=1, contexts=(9999,), tree_rows=())
     assert flat.context_k == () and flat.context_len == 0 and "no longer context" in flat.meta["context_fit"]["note"]
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
