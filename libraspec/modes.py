@@ -10,14 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from .group import Batch, EachAlone, GlobalBudget, GroupPolicy
 from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy
+from .priced import PricedLibraSpecPolicy
+from .serving.sglang import SGLangAdaptivePolicy
+from .serving.transformers_threshold import ConfidenceThresholdPolicy
+from .serving.vllm import BatchSchedulePolicy, VLLMAdaptivePolicy, load_schedule
 from .spec import RunSpec
 from .tree import MarginalTreePolicy, PricedTreePolicy, TreePolicy, node_reasons
 
 ROLES = {
     "paper": "the paper's policy: the subject of reports, the step-through and the alpha advice",
     "baseline": "the fixed-length baseline: benchmarks run several lengths and compare with the best",
+    "engine": "a rule a serving engine ships (libraspec/serving/): reports and the what-if set LibraSpec beside it",
 }
+ENGINE = "engine"
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,10 @@ class Mode:
     role: str = ""  # what comparisons read it as (ROLES); "" for none
     beside: tuple[str, ...] = ()  # the modes reports set it beside: a tree mode, the tree or chain it extends
     published: tuple[tuple[str, float], ...] = ()  # its own paper's settings (RunSpec fields): label MODE-paper
+    # its group form in lock-step (libraspec/group.py): (checked settings, the group's `Batch`: its
+    # concurrency profiles, size B and batching) -> a `GroupPolicy` that chooses every request's d_b
+    # at once; None: in lock-step each request chooses alone with `policy` (analysis.regimes.lockstep)
+    group: Callable[[RunSpec, Batch], GroupPolicy] | None = None
 
     @property
     def published_label(self) -> str:
@@ -96,6 +107,16 @@ MODES: dict[str, Mode] = {
             knobs=("alpha", "d_max"),
             role="paper",
         ),
+        Mode(
+            "libraspec-priced",
+            "LibraSpec priced",
+            "LibraSpec priced",
+            "#994F00",  # a darker vermillion than LibraSpec's: the same rule, alpha from the price list
+            "policy",
+            lambda s, profile: PricedLibraSpecPolicy(profile, s.d_max),
+            priced=True,
+            knobs=("d_max",),
+        ),
         Mode("g4", "G4", "G4", "#CC79A7", "policy", _g4, knobs=("g4_initial", "d_max")),
         Mode(
             "failfast",
@@ -107,6 +128,51 @@ MODES: dict[str, Mode] = {
             knobs=("failfast_threshold", "failfast_step", "d_max"),
             # the FailFast paper's: start at 10 drafts, extend by 10 while every q_i >= 0.45, at most 60
             published=(("failfast_threshold", 0.45), ("failfast_step", 10), ("d_max", 60)),
+        ),
+        # the engines' rules (libraspec/serving/): their own parameters are their sources' defaults
+        Mode(
+            "sglang-adaptive",
+            "SGLang adaptive",
+            "SGLang adaptive steps",
+            "#CC6677",  # Paul Tol muted: rose
+            "policy",
+            lambda s: SGLangAdaptivePolicy(s.d_max),
+            knobs=("d_max",),
+            role=ENGINE,
+        ),
+        Mode(
+            "hf-threshold",
+            "transformers threshold",
+            "transformers confidence threshold",
+            "#999933",  # Paul Tol muted: olive
+            "policy",
+            lambda s: ConfidenceThresholdPolicy(s.d_max),
+            knobs=("d_max",),
+            role=ENGINE,
+        ),
+        Mode(  # vLLM PRs #47808 / #52228, adaptive_verification.py: the global draft budget, one request
+            "vllm-adaptive",
+            "vLLM adaptive",
+            "vLLM adaptive verification",
+            "#117733",  # Paul Tol muted: green
+            "policy",
+            lambda s, profile: VLLMAdaptivePolicy(profile, s.d_max),
+            priced=True,
+            knobs=("d_max",),
+            role=ENGINE,
+            group=lambda s, batch: GlobalBudget(batch, s.d_max),  # in lock-step: the budget over the group
+        ),
+        Mode(  # vLLM PR #32374, num_speculative_tokens_per_batch_size: its table in assets/batch_schedule.json
+            "vllm-schedule",
+            "vLLM schedule",
+            "vLLM batch-size schedule",
+            "#DDCC77",  # Paul Tol muted: sand
+            "policy",
+            lambda s: BatchSchedulePolicy(load_schedule(), 1, s.d_max),
+            knobs=("d_max",),
+            role=ENGINE,
+            # in lock-step: K at the group's size B, for every request
+            group=lambda s, batch: EachAlone([BatchSchedulePolicy(load_schedule(), batch.size, s.d_max)] * batch.size),
         ),
         Mode("oracle", "oracle", "Oracle", "#009E73", "oracle"),
         Mode(

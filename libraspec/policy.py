@@ -76,7 +76,7 @@ class Decision:
     d: int  # drafts submitted for verification
     steps: tuple[PolicyStep, ...] = ()  # Algorithm 1 iterations (LibraSpec only)
     eps_bounds: tuple[int, ...] = ()  # eps_1..eps_d over q_1..q_d at the chosen d (LibraSpec only)
-    alpha: float | None = None  # the alpha the bounds used (LibraSpec only)
+    alpha: float | None = None  # LibraSpec's alpha: the bounds' (Algorithm 1) or a priced rule's V / c
     nodes: int | None = None  # a tree mode's node count, when its policy chooses one (else the node budget)
 
     def capped(self, d: int, confidences) -> "Decision":
@@ -84,7 +84,8 @@ class Decision:
         bounds eps_i over the d drafts that are verified (what a record shows)."""
         if d >= self.d:
             return self
-        bounds = tuple(int(e) for e in epsilon_bounds(confidences[:d], self.alpha)) if d and self.alpha else ()
+        recorded = d and self.alpha and self.eps_bounds  # a rule without Algorithm 1's bounds keeps none
+        bounds = tuple(int(e) for e in epsilon_bounds(confidences[:d], self.alpha)) if recorded else ()
         return dataclasses.replace(self, d=d, eps_bounds=bounds)
 
 

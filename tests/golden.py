@@ -16,6 +16,8 @@ import torch
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.modes import make_policy
+from libraspec.policy import LibraSpecPolicy
+from libraspec.serving.vllm import BatchSchedulePolicy, OnlineCalibration, VLLMAdaptivePolicy
 
 FOLDER = Path(__file__).resolve().parent / "golden"
 TIMING = ("draft_s", "policy_s", "verify_s", "cumulative_s")  # wall clock: never compared
@@ -59,6 +61,22 @@ TREES = {
     "ddtree-marginal": ("ddtree-marginal", {"alpha": 2.2, "d_max": 20, "node_budget": 16}),
     "ddtree-priced": ("ddtree-priced", {"d_max": 20, "node_budget": 16}),
 }
+# added later: LibraSpec with alpha from the price list (libraspec/priced.py), each round's alpha kept
+PRICED = {"libraspec-priced": ("libraspec-priced", {"d_max": 20})}
+PRICED_FIELDS = FIELDS + TREE_FIELDS + ("alpha",)
+# added later: the serving engines' rules (libraspec/serving/) at their sources' defaults (`serving_runs`)
+SERVING = {
+    "sglang-adaptive": ("sglang-adaptive", {"d_max": 20}),
+    "hf-threshold": ("hf-threshold", {"d_max": 20}),
+}
+
+# added later: vLLM's rules, each built here (mode, policy maker)
+VLLM_SCHEDULE = {"ranges": [[1, 1, 5], [2, 8, 3]]}
+VLLM = {
+    "vllm-adaptive": ("vllm-adaptive", lambda: VLLMAdaptivePolicy(PROFILE, 20)),
+    "vllm-schedule": ("vllm-schedule", lambda: BatchSchedulePolicy(VLLM_SCHEDULE, 1, 20)),
+    "libraspec-calibrated": ("libraspec", lambda: OnlineCalibration(LibraSpecPolicy(2.2, 20), refit_every=8)),
+}
 
 
 def record_dict(record, fields=FIELDS) -> dict:
@@ -72,11 +90,17 @@ def record_dict(record, fields=FIELDS) -> dict:
     row["eps_bounds"] = list(row["eps_bounds"])
     for key in ("modeled_s", "cumulative_modeled_s"):
         row[key] = round(row[key], 9)
+    if row.get("alpha") is not None:
+        row["alpha"] = round(row["alpha"], 9)
     return row
 
 
+def decode_with(decoder, prompt, mode, policy, config, fields=FIELDS + TREE_FIELDS) -> list[dict]:
+    return [record_dict(r, fields) for r in decoder.run(prompt, mode, policy, config)]
+
+
 def decode(decoder, prompt, label, config, fields=FIELDS) -> list[dict]:
-    mode, settings = {**MODES, **TREES}[label]
+    mode, settings = {**MODES, **TREES, **PRICED, **SERVING}[label]
     policy = None if settings is None else make_policy(mode, decoder.n, profile=decoder.profile, **settings)
     return [record_dict(r, fields) for r in decoder.run(prompt, mode, policy, config)]
 
@@ -121,6 +145,55 @@ def tiny_runs() -> dict:
             decoder = SpeculativeDecoder(pair, PROFILE, drafter=name)
             for label in MODES:
                 out[f"{name}/T{temperature:g}/repeat/{label}"] = decode(decoder, repeating, label, config, fields)
+    # added later still: libraspec-priced on the random, the partly right and the right drafter and on
+    # look-up and hybrid drafting, greedy and sampled, with the alpha each round derived
+    for temperature in (0.0, 1.0):
+        config = DecodeConfig(max_new_tokens=24, temperature=temperature, seed=4, lookahead=20, annotate_oracle=True)
+        for name in ("random", "right2", "right"):
+            decoder = SpeculativeDecoder(dc.replace(pair, drafter=drafters[name]), PROFILE)
+            for label in PRICED:
+                out[f"{name}/T{temperature:g}/p0/{label}"] = decode(decoder, prompts[0], label, config, PRICED_FIELDS)
+        for name in ("lookup", "hybrid"):
+            decoder = SpeculativeDecoder(pair, PROFILE, drafter=name)
+            for label in PRICED:
+                key = f"{name}/T{temperature:g}/repeat/{label}"
+                out[key] = decode(decoder, repeating, label, config, PRICED_FIELDS)
+    # added later still: vLLM's rules (libraspec/serving/vllm.py) on the same drafters and prompts: the
+    # per-request adaptive verification, the schedule with a table of its own (VLLM_SCHEDULE: the
+    # shipped table is chosen again by benchmarks/batch_schedule.py) and LibraSpec with vLLM's online
+    # calibration refitted every 8 pairs
+    for temperature in (0.0, 1.0):
+        config = DecodeConfig(max_new_tokens=24, temperature=temperature, seed=4, lookahead=20, annotate_oracle=True)
+        for name in ("random", "right2", "right"):
+            decoder = SpeculativeDecoder(dc.replace(pair, drafter=drafters[name]), PROFILE)
+            for label, (mode, make) in VLLM.items():
+                out[f"{name}/T{temperature:g}/p0/{label}"] = decode_with(decoder, prompts[0], mode, make(), config)
+        for name in ("lookup", "hybrid"):
+            decoder = SpeculativeDecoder(pair, PROFILE, drafter=name)
+            for label, (mode, make) in VLLM.items():
+                out[f"{name}/T{temperature:g}/repeat/{label}"] = decode_with(decoder, repeating, mode, make(), config)
+    out.update(serving_runs(pair, drafters, prompts[0], repeating))
+    return out
+
+
+def serving_runs(pair, drafters: dict, prompt: list[int], repeating: list[int]) -> dict:
+    """SGLang's adaptive steps and transformers' threshold, greedy and sampled: on the random drafter
+    (SGLang's tier falls from 3 to 1 after its warm-up), the right one (sampled, transformers' threshold
+    is re-fitted from its ROC) and look-up; 80 greedy tokens on the right drafter take SGLang's tier to 7."""
+    fields = FIELDS + TREE_FIELDS
+    out = {}
+    for temperature in (0.0, 1.0):
+        config = DecodeConfig(max_new_tokens=24, temperature=temperature, seed=4, lookahead=20, annotate_oracle=True)
+        for name in ("random", "right"):
+            decoder = SpeculativeDecoder(dataclasses.replace(pair, drafter=drafters[name]), PROFILE)
+            for label in SERVING:
+                out[f"{name}/T{temperature:g}/p0/{label}"] = decode(decoder, prompt, label, config, fields)
+        decoder = SpeculativeDecoder(pair, PROFILE, drafter="lookup")
+        for label in SERVING:
+            out[f"lookup/T{temperature:g}/repeat/{label}"] = decode(decoder, repeating, label, config, fields)
+    decoder = SpeculativeDecoder(dataclasses.replace(pair, drafter=drafters["right"]), PROFILE)
+    config = DecodeConfig(max_new_tokens=80, temperature=0.0, seed=4, lookahead=20, annotate_oracle=True)
+    out["right/T0/p0-80/sglang-adaptive"] = decode(decoder, prompt, "sglang-adaptive", config, fields)
     return out
 
 

@@ -31,6 +31,9 @@ from libraspec.cost import LatencyProfile
 from libraspec.drafters.block import BlockDiffusionDrafter, BlockDraft
 from libraspec.engine import SpeculativeDecoder
 from libraspec.modes import get_mode, make_policy
+from libraspec.priced import PricedLibraSpecPolicy
+from libraspec.serving.sglang import SGLangAdaptivePolicy
+from libraspec.serving.transformers_threshold import ConfidenceThresholdPolicy
 from libraspec.tree import PricedTreePolicy
 from libraspec.verify import probabilities
 
@@ -50,13 +53,30 @@ SETTINGS = {  # knobs under which each mode makes its decisions on this pair
     "ddtree-libraspec": dict(alpha=1.0, d_max=6, node_budget=8),
     "ddtree-marginal": dict(alpha=3.0, d_max=6, node_budget=8),
     "ddtree-priced": dict(d_max=6, node_budget=8),
+    "libraspec-priced": dict(d_max=6),
+    "vllm-adaptive": dict(d_max=6),  # priced by PROFILE: d from the chain's survivals
+    "vllm-schedule": dict(d_max=6),  # K(1) of assets/batch_schedule.json, capped at 6
+}
+# the engines' rules (libraspec/serving/), made to adapt from the first round on so that the cells
+# enumerate decisions taken from earlier rounds: SGLang from tier 1 with no warm-up, a recomputation
+# every round and an EMA that is the last round's accepted drafts, transformers re-fitting its
+# threshold from 2 pairs (their sources start at tier 3, wait 10 rounds and 6 pairs, and SGLang's
+# EMA weighs a round 0.2); test_serving_rules_that_adapt_sample_the_target_exactly sees them adapt
+SERVING = {
+    "sglang-adaptive": lambda: SGLangAdaptivePolicy(6, initial=1, ema_alpha=1.0, warmup=0, interval=1),
+    "hf-threshold": lambda: ConfidenceThresholdPolicy(6, min_pairs=2),
 }
 MODES = (
     "static",
     "libraspec",
+    "libraspec-priced",
     "g4",
     "failfast",
     "failfast-paper",
+    "sglang-adaptive",
+    "hf-threshold",
+    "vllm-adaptive",
+    "vllm-schedule",
     "oracle",
     "ddtree",
     "ddtree-libraspec",
@@ -94,6 +114,8 @@ def policy_maker(pair, mode: str):
     if get_mode(mode.removesuffix("-paper")).factory is None:
         return (lambda state: None), (lambda policy: None)
     name = mode.removesuffix("-paper")
+    if name in SERVING:  # their state (tier and EMA; threshold and pairs) carries across rounds
+        return (lambda state: Resumed(SERVING[name](), state)), (lambda policy: policy.policy.snapshot())
     settings = SETTINGS[mode]
     if name == "g4":
         return (
@@ -105,7 +127,35 @@ def policy_maker(pair, mode: str):
             lambda state: PricedTreePolicy(PROFILE, settings["d_max"], settings["node_budget"], *(state or ())),
             lambda policy: policy.prior_now(),
         )
-    return (lambda state: make_policy(name, pair.n, **settings)), (lambda policy: None)
+    if name == "libraspec-priced":  # V, the length, context and drafter c is priced at carry across rounds
+        return (
+            lambda state: PricedLibraSpecPolicy(PROFILE, settings["d_max"], *(state or ())),
+            lambda policy: policy.prior_now(),
+        )
+    return (lambda state: make_policy(name, pair.n, PROFILE, **settings)), (lambda policy: None)  # priced: PROFILE
+
+
+class Resumed:
+    """A serving rule whose reset() brings back the state an earlier round left (each round of the
+    enumeration is a new run, which resets its policy first)."""
+
+    def __init__(self, policy, state, chosen: list | None = None):
+        self.policy, self.state, self.chosen = policy, state, chosen
+        self.name, self.d_max = policy.name, policy.d_max
+
+    def choose_length(self, buffer):
+        decision = self.policy.choose_length(buffer)
+        if self.chosen is not None:  # (state, d) of every decision, before the engine cuts d to the room
+            self.chosen.append((self.policy.snapshot(), decision.d))
+        return decision
+
+    def update(self, record):
+        self.policy.update(record)
+
+    def reset(self):
+        self.policy.reset()
+        if self.state is not None:
+            self.policy.restore(self.state)
 
 
 def exact(pair, mode: str, drafter, observe=None, new: int = NEW, **sampling) -> dict:
@@ -274,3 +324,29 @@ def test_rounds_that_verify_second_block_drafts_sample_the_target_exactly(v6_pai
     if mode != "oracle":  # the oracle draws D = 4 drafts for its look-ahead, verifying a(D) + 1 <= 2 of them here
         assert any(r.blocks_drafted >= 2 for r in records)
         assert max(r.chosen_length for r in records) > v6_pair.n  # drafts of a second block were verified
+
+
+@pytest.mark.parametrize("drafter", ["dflash", "hybrid"])
+@pytest.mark.parametrize("mode", list(SERVING))
+def test_serving_rules_that_adapt_sample_the_target_exactly(v6_pair, mode, drafter):  # noqa: F811
+    """5 new tokens with top-k 2, the rule's state carried from round to round: later rounds choose
+    a d from what earlier rounds' outcomes left (SGLang's tier rising from 1 after an accepted draft,
+    transformers' threshold re-fitted from the pairs), and the output is the target's exactly."""
+    chosen = []
+    decoder = SpeculativeDecoder(v6_pair, PROFILE, drafter=drafter)
+    sampling = dict(temperature=1.0, top_k=2, lookahead=6)
+    dist = output_distribution(
+        decoder,
+        PROMPT,
+        mode,
+        lambda state: Resumed(SERVING[mode](), state, chosen),
+        DEEP,
+        sampling,
+        lambda policy: policy.policy.snapshot(),
+    )
+    tv = total_variation(dist, topk_target(v6_pair, PROMPT, DEEP, 2))
+    assert tv < 1e-9, f"{mode} / {drafter}: total variation {tv:.3g}"
+    if mode == "sglang-adaptive":  # tier 1 first; tier 3 once a round accepted its draft
+        assert {d for _, d in chosen} == {1, 3}
+    else:  # the first threshold 0.4 and re-fitted ones chose lengths
+        assert len({threshold for (threshold, _, _), _ in chosen}) > 1 and len({d for _, d in chosen}) > 1

@@ -93,6 +93,9 @@ LAYERS = (
         "libraspec.cost",
         "libraspec.records",
         "libraspec.policy",
+        "libraspec.priced",  # LibraSpec with alpha from the price list (cost, policy, records)
+        "libraspec.serving",  # the serving engines' length rules, policies beside policy.py
+        "libraspec.group",  # group decisions of a lock-step group, and its forward's prices
         "libraspec.tree",
         "libraspec.oracle",
         "libraspec.modes",

@@ -102,6 +102,7 @@ def test_mode_colours_are_distinct_and_cover_every_mode():
         "ar",
         "static",
         "libraspec",
+        "libraspec-priced",
         "oracle",
         "g4",
         "failfast",
@@ -109,6 +110,10 @@ def test_mode_colours_are_distinct_and_cover_every_mode():
         "ddtree-libraspec",
         "ddtree-marginal",
         "ddtree-priced",
+        "sglang-adaptive",
+        "hf-threshold",
+        "vllm-adaptive",
+        "vllm-schedule",
     }
     assert len(set(plots.MODE_COLORS.values())) == len(plots.MODE_COLORS)
 

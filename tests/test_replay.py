@@ -38,10 +38,11 @@ def test_replay_makes_the_engines_rounds(pair, mode, lookahead):  # noqa: F811
     for prompt in repetitive_prompts():
         output = generated(decoder.run(prompt, "ar", None, DecodeConfig(max_new_tokens=40)))
         settings = dict(d_max=30, static_length=5, alpha=2.2)
-        engine_rounds = list(decoder.run(prompt, mode, make_policy(mode, pair.n, **settings), config))
+        # a priced mode prices its choices with the decoder's profile (the others ignore it)
+        engine_rounds = list(decoder.run(prompt, mode, make_policy(mode, pair.n, PROFILE, **settings), config))
         replayed = replay_greedy(
             make_drafter("lookup", pair),
-            make_policy(mode, pair.n, **settings),
+            make_policy(mode, pair.n, PROFILE, **settings),
             prompt,
             output,
             40,

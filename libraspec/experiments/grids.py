@@ -23,8 +23,10 @@ from ..analysis.replay import ReplayDecoder, best_schedule
 from ..analysis.trace import DraftTrace
 from ..cost import LatencyProfile, ar_text_s
 from ..engine import DecodeConfig
+from ..group import PADDED
 from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, POLICY_MODES, TREE_MODES
 from ..records import RoundRecord
+from ..serving.vllm import OnlineCalibration
 from ..spec import RunSpec
 from .bench import PUBLISHED, label_title
 from .driver import AUTO, alpha_policy
@@ -39,18 +41,30 @@ NODE_BUDGETS = (16, 32, 64)
 @dataclass(frozen=True)
 class Config:
     """One row of a grid: `mode` with `settings`; mode BEST is the hindsight schedule, "auto" in
-    `alpha_auto` sets the mode's LibraSpec alpha online (`driver.alpha_policy`)."""
+    `alpha_auto` sets the mode's LibraSpec alpha online (`driver.alpha_policy`), `online_q` hands
+    the mode's policy q_i calibrated online (`serving.vllm.OnlineCalibration`)."""
 
     label: str
     mode: str
     settings: RunSpec = RunSpec()
     alpha_auto: bool = False
+    online_q: bool = False
+
+
+ONLINE_Q = " + online q"  # a row label's suffix: the same rule with q_i calibrated online
+
+
+def online_q_modes() -> tuple[str, ...]:
+    """The chain modes whose rows also run with q_i calibrated online: the paper's, its priced form and
+    the serving rules that read q_i (vLLM's calibration is meant for its own rule and LibraSpec)."""
+    return tuple(m for m in POLICY_MODES if m == PAPER or (MODES[m].priced and MODES[m].kind == "policy"))
 
 
 def chain_grid(n: int, d_max: int = RunSpec.d_max) -> list[Config]:
     """Static 1..2n and d_max, LibraSpec over alpha (and automatic) at d_max and over d_max at the
-    default alpha, G4, FailFast with this project's and the FailFast paper's settings, the oracle
-    and the best schedule."""
+    default alpha, every other chain policy of the registry (G4, FailFast, LibraSpec priced, the
+    serving engines' rules), FailFast with the FailFast paper's settings, the q-reading rules with q
+    calibrated online, the oracle and the best schedule."""
     base = RunSpec(d_max=d_max)
     rows = [Config("AR", AR)]
     rows += [Config(f"static d={d}", BASELINE, dataclasses.replace(base, static_length=d)) for d in range(1, 2 * n + 1)]
@@ -65,9 +79,28 @@ def chain_grid(n: int, d_max: int = RunSpec.d_max) -> list[Config]:
         Config(label_title(label), mode, dataclasses.replace(base, **dict(MODES[mode].published)))
         for label, mode in PUBLISHED.items()
     ]
+    rows += [Config(rule_label(mode) + ONLINE_Q, mode, base, online_q=True) for mode in online_q_modes()]
     rows.append(Config("oracle d* per round", ORACLE, base))
     rows.append(Config(BEST, BEST, base))
     return rows
+
+
+def rule_label(mode: str) -> str:
+    """A chain rule's row label in every grid: the paper's at the default alpha, every other mode its label."""
+    return f"{MODES[PAPER].label} alpha={RunSpec.alpha:g}" if mode == PAPER else MODES[mode].label
+
+
+def engine_grid(n: int, d_max: int = RunSpec.d_max) -> list[Config]:
+    """The rows "LibraSpec against the engines' rules" replays in every regime, lock-step groups
+    included: the static lengths (for the best of them), LibraSpec at the default alpha and priced,
+    every other chain policy (the serving engines' rules, G4, FailFast) and the online-q rows."""
+    return [
+        c
+        for c in chain_grid(n, d_max)
+        if c.mode not in (AR, ORACLE, BEST)
+        and not c.alpha_auto
+        and (c.mode != PAPER or c.settings == RunSpec(d_max=d_max))
+    ]
 
 
 def tree_grid(d_max: int = RunSpec.d_max) -> list[Config]:
@@ -86,6 +119,8 @@ def replay_config(trace: DraftTrace, config: Config, profile: LatencyProfile) ->
     decoder = ReplayDecoder.from_trace(trace, profile)
     cfg = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=min(trace.lookahead, settings.d_max))
     policy = alpha_policy(config.mode, settings, AUTO if config.alpha_auto else settings.alpha, profile)
+    if config.online_q:
+        policy = OnlineCalibration(policy)
     return list(decoder.run(list(trace.prompt), config.mode, policy, cfg))
 
 
@@ -127,12 +162,18 @@ def replay_rows(traces: Sequence[DraftTrace], config: Config, profile: LatencyPr
 
 
 def lockstep_rows(
-    groups: Sequence[Sequence[DraftTrace]], config: Config, profiles: dict[int, LatencyProfile]
+    groups: Sequence[Sequence[DraftTrace]],
+    config: Config,
+    profiles: dict[int, LatencyProfile],
+    batching: str = PADDED,
 ) -> list[dict]:
-    """One row per group of requests decoded in lock-step (`regimes.lockstep`)."""
+    """One row per group of requests decoded in lock-step (`regimes.lockstep`), each round's forward
+    priced `batching`: "padded" (every request pays the longest) or "ragged" (the group's tokens)."""
     rows = []
     for group in groups:
-        result = lockstep(list(group), config.mode, profiles, config.settings)
+        result = lockstep(
+            list(group), config.mode, profiles, config.settings, batching=batching, online_q=config.online_q
+        )
         tokens = sum(len(t.output) for t in group)
         rows.append(
             {
@@ -184,6 +225,22 @@ def ties(summaries: dict[str, dict]) -> dict[str, str]:
         else:
             first[digest] = label
     return out
+
+
+def paired_ratio(rows_a: Sequence[dict], rows_b: Sequence[dict], strata: Sequence | None = None) -> dict:
+    """A's modeled speed over B's on the same prompts (or lock-step groups), as a ratio of sums
+    (B's seconds per token over A's) with its 95% bootstrap interval, prompts resampled in pairs
+    (`stats.speedup_interval` with B in AR's place); a ratio above 1 means A is faster."""
+    if len(rows_a) != len(rows_b):
+        raise ValueError(f"a paired ratio needs the same prompts: {len(rows_a)} and {len(rows_b)} rows")
+    paired = [
+        {"tokens": a["tokens"], "modeled_s": a["modeled_s"], "ar_tokens": b["tokens"], "ar_modeled_s": b["modeled_s"]}
+        for a, b in zip(rows_a, rows_b)
+    ]
+    rate_a = sum(r["modeled_s"] for r in paired) / sum(r["tokens"] for r in paired)
+    rate_b = sum(r["ar_modeled_s"] for r in paired) / sum(r["ar_tokens"] for r in paired)
+    interval = speedup_interval(paired, "modeled_s", strata=strata)
+    return {"ratio": rate_b / rate_a, "interval": list(interval) if interval else None}
 
 
 def share(a: dict, b: dict) -> float:
