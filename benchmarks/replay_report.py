@@ -14,8 +14,13 @@
    profiles: (a) this machine at batch 1, measured; (b) groups of 8 requests of a suite in
    lock-step (all of a suite's when --limit is smaller), forwards measured at that batch; (d) a
    synthetic steep profile (a verified token costs 1/8 of an AR step). Modeled, never timed.
+   LibraSpec against the engines' rules (`grids.engine_grid`: every chain rule of the registry, the
+   online-q rows, the static lengths): batch 1 and steep from the grids above, and lock-step groups
+   of 2, 4 and 8 requests priced padded and ragged; paired ratios of LibraSpec (the paper's alpha and
+   priced) over each engine rule and the best static length; the issue's goal checked cell by cell.
 3. Measured check: the first --measured prompts of each suite decoded for real with the block
-   drafter (AR, the best static length of grid (a), LibraSpec, the oracle) at temperature 0 and 1;
+   drafter (AR, the best static length of grid (a), LibraSpec, the oracle) at temperature 0 and 1,
+   and every serving engine's rule and LibraSpec priced at temperature 0;
    measured against modeled speedup with intervals, and at temperature 0 the share of rounds the
    replay reproduced exactly. Cached per prompt too.
 """
@@ -50,13 +55,15 @@ from libraspec.experiments.provenance import (  # noqa: E402
     versions,
 )
 from libraspec.experiments.stats import distinguishable, per_prompt, speedup_interval  # noqa: E402
+from libraspec.group import BATCHINGS, PADDED  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.modes import MODES  # noqa: E402
+from libraspec.modes import ENGINE, MODES, PAPER  # noqa: E402
 from libraspec.paths import (
     cache_root,  # noqa: E402
     read_prompts,  # noqa: E402
 )
 from libraspec.profiling import cached_concurrency, cached_profile, machine_description  # noqa: E402
+from libraspec.serving.vllm import load_schedule  # noqa: E402
 from libraspec.spec import RunSpec
 
 SUITES = {
@@ -127,27 +134,102 @@ def group_size(args) -> int:
     return min(args.limit, LOCKSTEP_B)
 
 
-def grid_results(traces, profiles, concurrency, n: int, B: int) -> dict:
-    """drafter -> profile key -> label -> summary (plus each config's mode); lock-step groups of B."""
-    results = {}
+def suite_groups(items, B: int) -> list[list[DraftTrace]]:
+    """Each suite's traces in lock-step groups of up to B requests, in suite order."""
+    strata = [suite for suite, _ in items]
+    groups = []
+    for suite in dict.fromkeys(strata):
+        mine = [t for s, t in items if s == suite]
+        groups += [mine[k : k + B] for k in range(0, len(mine), B)]
+    return groups
+
+
+def grid_results(traces, profiles, concurrency, n: int, B: int) -> tuple[dict, dict]:
+    """(drafter -> profile key -> label -> summary (plus each config's mode); lock-step groups of B,
+    drafter -> profile key -> label -> the per-prompt (per-group) rows, kept for paired ratios)."""
+    results, kept = {}, {}
     for drafter, items in traces.items():
         strata = [suite for suite, _ in items]
         just = [t for _, t in items]
-        groups = []
-        for suite in dict.fromkeys(strata):
-            mine = [t for s, t in items if s == suite]
-            groups += [mine[k : k + B] for k in range(0, len(mine), B)]
+        groups = suite_groups(items, B)
         configs = grids.chain_grid(n) + (grids.tree_grid() if drafter == "dflash" else [])
         results[drafter] = {key: {} for key in PROFILE_KEYS}
+        kept[drafter] = {key: {} for key in PROFILE_KEYS}
         for config in configs:
             for key in ("a", "d"):
-                rows = grids.replay_rows(just, config, profiles[key])
+                rows = kept[drafter][key][config.label] = grids.replay_rows(just, config, profiles[key])
                 results[drafter][key][config.label] = grids.summarize(rows, strata) | {"mode": config.mode}
             if config.mode not in (grids.BEST,) and not config.alpha_auto:
-                rows = grids.lockstep_rows(groups, config, concurrency)
+                rows = kept[drafter]["b"][config.label] = grids.lockstep_rows(groups, config, concurrency)
                 results[drafter]["b"][config.label] = grids.summarize(rows) | {"mode": config.mode, "groups": len(rows)}
         print(f"grids {drafter}: {len(configs)} configurations", flush=True)
-    return results
+    return results, kept
+
+
+# ---- LibraSpec against the engines' rules -------------------------------------------------------
+
+ENGINE_B = (2, 4, LOCKSTEP_B)  # lock-step group sizes
+BEST_STATIC = "best static"
+PRICED = "libraspec-priced"  # the registry's name of LibraSpec priced (the subject beside the paper's alpha)
+
+
+def regimes(limit: int = 16) -> list[tuple[str, str]]:
+    """(key, words) of every regime the engines' section replays: batch 1, lock-step padded and ragged
+    at each group size of ENGINE_B that `limit` prompts per suite can fill, steep."""
+    B_values = sorted({min(B, limit) for B in ENGINE_B})
+    out = [("a", "(a) batch 1")]
+    out += [(f"b{B} {batching}", f"B={B} {batching}") for B in B_values for batching in BATCHINGS]
+    return out + [("d", "(d) steep")]
+
+
+def engine_results(traces, kept, concurrency, n: int, main_B: int, limit: int) -> tuple[dict, dict]:
+    """Every row of `grids.engine_grid` in lock-step groups of each ENGINE_B, padded and ragged (batch 1
+    and steep are the chain grid's, and so is padded at the chain grid's group size main_B); returns
+    (drafter -> regime -> label -> summary, drafter -> regime -> label -> rows)."""
+    results, rows_by = {}, {}
+    for drafter, items in traces.items():
+        strata = [suite for suite, _ in items]
+        configs = grids.engine_grid(n)
+        results[drafter], rows_by[drafter] = {}, {}
+        for key, _ in regimes(limit):
+            results[drafter][key], rows_by[drafter][key] = {}, {}
+            if key in ("a", "d"):
+                for config in configs + [grids.Config(grids.BEST, grids.BEST)]:
+                    rows = kept[drafter][key][config.label]
+                    rows_by[drafter][key][config.label] = rows
+                    results[drafter][key][config.label] = grids.summarize(rows, strata) | {"mode": config.mode}
+                continue
+            B, batching = int(key.split()[0][1:]), key.split()[1]
+            groups = suite_groups(items, B)
+            for config in configs:
+                if B == main_B and batching == PADDED and config.label in kept[drafter]["b"]:
+                    rows = kept[drafter]["b"][config.label]  # the chain grid's (b): the same replay
+                else:
+                    rows = grids.lockstep_rows(groups, config, concurrency, batching)
+                rows_by[drafter][key][config.label] = rows
+                results[drafter][key][config.label] = grids.summarize(rows) | {"mode": config.mode, "groups": len(rows)}
+        print(f"engines {drafter}: {len(configs)} configurations x {len(regimes(limit))} regimes", flush=True)
+    return results, rows_by
+
+
+def engine_ratios(results, rows_by, traces) -> dict:
+    """drafter -> regime -> "A / B" -> paired ratio of A's modeled speed over B's [95%], A being LibraSpec
+    at the paper's alpha and priced, B each engine rule and the regime's best static length."""
+    out = {}
+    for drafter, by_regime in results.items():
+        strata = [suite for suite, _ in traces[drafter]]
+        out[drafter] = {}
+        for key, summaries in by_regime.items():
+            rows = rows_by[drafter][key]
+            others = {grids.rule_label(m): grids.rule_label(m) for m in MODES if MODES[m].role == ENGINE}
+            others[BEST_STATIC] = best_static(summaries)  # each regime against its own best static length
+            ratios = {}
+            paired = strata if key in ("a", "d") else None  # lock-step groups: over the groups, as (b)
+            for subject in (grids.rule_label(PAPER), grids.rule_label(PRICED)):
+                for name, other in others.items():
+                    ratios[f"{subject} / {name}"] = grids.paired_ratio(rows[subject], rows[other], paired)
+            out[drafter][key] = ratios
+    return out
 
 
 def best_static(summaries: dict) -> str:
@@ -162,11 +244,13 @@ def measured_check(args, pair, cache: Path, static_d: int) -> list[dict]:
     profile = decoder.profile
     settings, _ = RunSpec(static_length=static_d).checked(pair.n)
     modes = {"static": f"static d={static_d}", "libraspec": "LibraSpec", "oracle": "oracle"}
+    # the serving engines' rules and LibraSpec priced: at temperature 0, where replay must match round for round
+    greedy_only = {m: MODES[m].label for m in MODES if MODES[m].role == ENGINE or m == PRICED}
     out = []
     for suite, file in SUITES.items():
         for i, text in enumerate(read_prompts(Path(args.data) / file)[: args.measured]):
             for temperature in (0.0, 1.0):
-                path = cache / f"measured-{suite}-{i:02d}-T{temperature:g}-d{static_d}.json"
+                path = cache / f"measured-{suite}-{i:02d}-T{temperature:g}-d{static_d}-v2.json"  # v2: engine rules
                 if path.exists():
                     out.append(json.loads(path.read_text()))
                     continue
@@ -175,7 +259,7 @@ def measured_check(args, pair, cache: Path, static_d: int) -> list[dict]:
                 ar = list(decoder.run(prompt, "ar", None, config))
                 row = {"suite": suite, "prompt": i, "temperature": temperature, "modes": {}}
                 trace = DraftTrace.load(cache / f"{suite}-{i:02d}-dflash.npz") if temperature == 0 else None
-                for mode, label in modes.items():
+                for mode, label in (modes | greedy_only if temperature == 0 else modes).items():
                     records = list(decoder.run(prompt, mode, MODES[mode].policy(settings, profile), config))
                     entry = per_prompt([records], [ar])[0]
                     if trace is not None:
@@ -233,7 +317,7 @@ def _ci(summary: dict) -> str:
     return _x(summary["speedup"]) + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
 
 
-def render(args, pair, profiles, concurrency, results, measured, meta) -> str:
+def render(args, pair, profiles, concurrency, results, engines, ratios, measured, meta) -> str:
     n, B = pair.n, group_size(args)
     words = {
         "a": describe(profiles["a"]),
@@ -297,6 +381,7 @@ def render(args, pair, profiles, concurrency, results, measured, meta) -> str:
                 f"{f'{grids.share(lib, best):.1%}' if best else '-'} |"
             )
     lines += ["", *takeaways(results), ""]
+    lines += engines_section(engines, ratios, args, meta["schedule"])
     if "dflash" in results:
         lines += trees_table(results["dflash"], B)
     for drafter, by_profile in results.items():
@@ -317,6 +402,100 @@ def render(args, pair, profiles, concurrency, results, measured, meta) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+ENGINE_ROWS_NOTE = (
+    "vLLM adaptive: the global draft budget of vLLM's adaptive verification (PRs #47808, #52228) for one "
+    "request at batch 1 and over the whole group in lock-step; vLLM schedule: one K per batch-size range "
+    "(PR #32374; its table chosen on held-apart prompts, assets/batch_schedule.json); SGLang adaptive: the "
+    "EMA of accepted lengths picking the next step count from SGLang's tiers; transformers threshold: "
+    "drafting stops at the first q_i below the threshold, re-fitted from the ROC of earlier rounds; "
+    "+ online q: the rule reads q_i through vLLM's online logistic calibration "
+    '(docs/ARCHITECTURE.md, "The engines\' rules").'
+)
+
+
+def goal_lines(engines, ratios, args) -> list[str]:
+    """The issue's goal, checked cell by cell: LibraSpec priced not distinguishably slower than vLLM
+    adaptive and the best static length (paired ratio interval reaching 1 or above), and at least 90% of
+    the best schedule at batch 1 and steep."""
+    priced = grids.rule_label(PRICED)
+    short, cells = [], 0
+    for drafter, by_regime in ratios.items():
+        for key, words in regimes(args.limit):
+            pairs = by_regime[key]
+            for other in (MODES["vllm-adaptive"].label, BEST_STATIC):
+                cells += 1
+                r = pairs[f"{priced} / {other}"]
+                high = r["interval"][1] if r["interval"] else r["ratio"]
+                if high < 1:
+                    short.append(f"{drafter} {words}: {r['ratio']:.2f}x of {other} [{_interval(r)}]")
+            best = engines[drafter][key].get(grids.BEST)
+            if best is not None:
+                cells += 1
+                share = grids.share(engines[drafter][key][priced], best)
+                if share < 0.9:
+                    short.append(f"{drafter} {words}: {share:.1%} of the best schedule")
+    head = "- Goal (LibraSpec priced at least as fast as vLLM adaptive and the best static length in every regime, "
+    head += f">= 90% of the best schedule at (a) and (d)): {cells - len(short)} of {cells} cells hold."
+    return [head] + ([f"  Falls short: {'; '.join(short)}."] if short else [])
+
+
+def _interval(r: dict) -> str:
+    return f"{r['interval'][0]:.2f}-{r['interval'][1]:.2f}" if r["interval"] else "no interval"
+
+
+def engines_section(engines, ratios, args, schedule: dict) -> list[str]:
+    """Every engine rule x drafter x regime: modeled speedup [95%], share of the best schedule where
+    it exists, and paired ratios of LibraSpec (paper alpha, priced) over each engine rule."""
+    keys = regimes(args.limit)
+    lines = [
+        "## LibraSpec against the engines' rules",
+        "",
+        "Modeled replay: every rule decides on the same drafts and is priced by the same profiles. Regimes: "
+        "(a) batch 1; lock-step groups of B requests of a suite (B = "
+        + ", ".join(key.split()[0][1:] for key, _ in keys if key.endswith(PADDED))
+        + "), "
+        "their forward priced **padded** (every request pays the longest request's rows) or **ragged** (the "
+        "group's total verified tokens, as engines that flatten the batch do), both from forwards measured "
+        "here at those batch sizes (intervals over the groups); (d) steep. " + ENGINE_ROWS_NOTE,
+        "",
+        f"vLLM schedule's table: {json.dumps(schedule['ranges'])} ([first B, last B, K]), {schedule['chosen_on']}",
+        "",
+    ]
+    head = "| rule | " + " | ".join(words for _, words in keys) + " | share of best (a) | share of best (d) |"
+    for drafter, by_regime in engines.items():
+        lines += [f"**{drafter} drafter**: modeled speedup over AR [95%]", "", head]
+        lines.append("|---" * (len(keys) + 3) + "|")
+        labels = [
+            label for label in by_regime["a"] if label != grids.BEST and by_regime["a"][label]["mode"] != "static"
+        ]
+        statics = {key: best_static(by_regime[key]) for key, _ in keys}
+        rows = [
+            ("best static (" + ", ".join(sorted({statics[k].split("=")[1] for k, _ in keys}, key=int)) + ")", statics)
+        ]
+        rows += [(label, {key: label for key, _ in keys}) for label in labels]
+        for name, per_key in rows:
+            cells = [_ci(by_regime[key][per_key[key]]) for key, _ in keys]
+            shares = []
+            for key in ("a", "d"):
+                best = by_regime[key].get(grids.BEST)
+                shares.append(f"{grids.share(by_regime[key][per_key[key]], best):.1%}" if best else "-")
+            lines.append(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(shares) + " |")
+        best_cells = [_ci(by_regime[key][grids.BEST]) if grids.BEST in by_regime[key] else "-" for key, _ in keys]
+        lines += ["| best schedule (hindsight) | " + " | ".join(best_cells) + " | 100% | 100% |", ""]
+        lines += [
+            f"**{drafter} drafter**: paired ratio of modeled speed [95%] (above 1: the first is faster)",
+            "",
+            "| ratio | " + " | ".join(words for _, words in keys) + " |",
+            "|---" * (len(keys) + 1) + "|",
+        ]
+        for name in ratios[drafter]["a"]:
+            cells = [ratios[drafter][key][name] for key, _ in keys]
+            lines.append(f"| {name} | " + " | ".join(f"{r['ratio']:.2f} [{_interval(r)}]" for r in cells) + " |")
+        lines.append("")
+    lines += goal_lines(engines, ratios, args)
+    return lines + [""]
 
 
 def takeaways(results) -> list[str]:
@@ -435,10 +614,15 @@ def main() -> None:
     args = arguments()
     torch.set_num_threads(args.threads)
     started, load_before, clock_before = time.perf_counter(), load_average(), cpu_clock()
+    schedule = load_schedule()
+    if schedule.get("chosen_on", "").startswith("QUICK PROVISIONAL") and not args.quick:
+        raise SystemExit(
+            "assets/batch_schedule.json holds a provisional quick table: run python benchmarks/batch_schedule.py first"
+        )
     pair = load_pair()
     cache = folder(args, pair)
     profile = cached_profile(pair, max_tokens=args.lookahead + 2, max_blocks=-(-args.lookahead // pair.n))
-    concurrency = cached_concurrency(pair, batches=(1, 2, 4, LOCKSTEP_B))
+    concurrency = cached_concurrency(pair, batches=(1,) + ENGINE_B)
     t0 = profile.ar_token_time()
     steep = dataclasses.replace(
         synthetic_profile(t0, t0 / 8, profile.draft_s[0], pair.n, args.lookahead + 2),
@@ -447,7 +631,10 @@ def main() -> None:
     )
     profiles = {"a": profile, "d": steep}
     traces = traces_for(args, pair, cache)
-    results = grid_results(traces, profiles, concurrency, pair.n, group_size(args))
+    results, kept = grid_results(traces, profiles, concurrency, pair.n, group_size(args))
+    engines, rows_by = engine_results(traces, kept, concurrency, pair.n, group_size(args), args.limit)
+    ratios = engine_ratios(engines, rows_by, traces)
+    del kept, rows_by
     static_d = int(best_static(results["dflash"]["a"]).split("=")[1]) if "dflash" in results else pair.n
     measured = measured_summary(measured_check(args, pair, cache, static_d))
     trace_cost = {}
@@ -466,13 +653,25 @@ def main() -> None:
         "git": git_state(),
         "files": model_files(pair, "dflash"),
         "trace_cost": trace_cost,
+        "schedule": {key: schedule[key] for key in ("ranges", "chosen_on")},
         "versions": versions(),
     }
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
-    payload = {"meta": meta, "grids": results, "measured": measured, "args": vars(args)}
+    payload = {
+        "meta": meta,
+        "grids": results,
+        "engines": engines,
+        "engine_ratios": ratios,
+        "measured": measured,
+        "args": vars(args),
+    }
     (out / "grids.json").write_text(json.dumps(payload, indent=1, default=float) + "\n")
-    Path(args.out).write_text(render(args, pair, profiles, concurrency, results, measured, meta))
+    # the profiles every modeled figure came from (tests/test_cost.py checks every stored profile)
+    profile.to_json(str(out / "profile.json"))
+    lockstep = {str(B): p.to_dict() for B, p in concurrency.items()}
+    (out / "concurrency.json").write_text(json.dumps(lockstep, indent=1) + "\n")
+    Path(args.out).write_text(render(args, pair, profiles, concurrency, results, engines, ratios, measured, meta))
     print(f"wrote {args.out} in {meta['minutes']:.1f} min", flush=True)
 
 

@@ -50,7 +50,7 @@ import numpy as np
 from .cost import LatencyProfile, drafting_s, upkeep_s
 from .policy import Decision, LengthPolicy, _check_int, _ensure_drafted
 from .records import RoundRecord
-from .serving.vllm import CalibratedView, OnlineCalibration, global_budget, survival
+from .serving.vllm import CalibratedView, OnlineCalibration, checked_ranges, global_budget, schedule_length, survival
 
 PADDED, RAGGED = "padded", "ragged"
 BATCHINGS = (PADDED, RAGGED)
@@ -267,6 +267,29 @@ class EachAlone:
     def reset(self) -> None:
         for policy in self.policies:
             policy.reset()
+
+
+class LiveSchedule:
+    """vLLM's batch-size schedule over a lock-step group (mode vllm-schedule's group form; PR #32374):
+    each round every unfinished request verifies K(B'), B' the requests still running (vLLM looks K
+    up for the batch it is about to run), K from the schedule's `ranges` (`serving.vllm`), at most
+    d_max; an empty chain takes its AR step."""
+
+    name = "vllm-schedule"
+
+    def __init__(self, ranges, d_max: int):
+        self.ranges = checked_ranges(ranges)
+        self.d_max = _check_int(d_max, "d_max")
+
+    def choose_lengths(self, chains: Sequence[ChainLike | None]) -> list[int]:
+        K = min(schedule_length(self.ranges, max(1, sum(c is not None for c in chains))), self.d_max)
+        return [0 if chain is None or chain.empty else K for chain in chains]
+
+    def update(self, records: Sequence[RoundRecord | None]) -> None:
+        """One K per batch size: nothing to learn."""
+
+    def reset(self) -> None:
+        """One K per batch size: nothing to forget."""
 
 
 class GlobalBudget:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .group import Batch, EachAlone, GlobalBudget, GroupPolicy
+from .group import Batch, GlobalBudget, GroupPolicy, LiveSchedule
 from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy
 from .priced import PricedLibraSpecPolicy
 from .serving.sglang import SGLangAdaptivePolicy
@@ -171,8 +171,8 @@ MODES: dict[str, Mode] = {
             lambda s: BatchSchedulePolicy(load_schedule(), 1, s.d_max),
             knobs=("d_max",),
             role=ENGINE,
-            # in lock-step: K at the group's size B, for every request
-            group=lambda s, batch: EachAlone([BatchSchedulePolicy(load_schedule(), batch.size, s.d_max)] * batch.size),
+            # in lock-step: K at the number of requests still running, for every request
+            group=lambda s, batch: LiveSchedule(load_schedule()["ranges"], s.d_max),
         ),
         Mode("oracle", "oracle", "Oracle", "#009E73", "oracle"),
         Mode(

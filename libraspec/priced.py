@@ -28,9 +28,11 @@ node by node:
   block-diffusion pass before any round): a look-up step costs `lookup_s`, a pass what the next
   pass costs in `draft_time`.
 
-alpha = V / c is set before each round from earlier records only (never from a draft, so sampling
-stays lossless) and recorded in `Decision.alpha`: section 3.4's T / (tau c), read off the price
-list. On a linear profile t0 + c k with look-up drafting (lookup_s = 0) it is exactly that.
+alpha = V / c is computed before each round from earlier records only and recorded in
+`Decision.alpha`: section 3.4's T / (tau c), read off the price list (on a linear profile t0 + c k
+with look-up drafting, lookup_s = 0, exactly that). It is reported, not used: the rule below reads
+V and the price list's own marginal prices directly, which is the marginal criterion at that alpha
+without averaging c over d.
 
 **The rule is the marginal criterion at that price, not Algorithm 1's bound.** Algorithm 1's
 eps_i = floor(alpha S_i + i) lets the conditional segment sum S_i (every draft before i assumed
@@ -44,8 +46,9 @@ applies the marginal criterion with the price list's own marginal prices: it ver
     d = argmax_{1 <= d <= d_max} ( V * sum_{j <= d} P_j  -  R(d) ),   P_j = q_1 ... q_j,
 
 the expected value of the round's accepted drafts, each worth V seconds, less the round's modeled
-seconds R(d) (the drafting steps d needs, verify_time(d + 1, L), the upkeep); ties go to the
-shorter d. On a linear price list without drafting costs that is Theorem 3.5's rule (extend while
+seconds R(d) (every drafting step the round ran, at least those d needs: a drafted block is paid
+whatever d, as the engine prices it; verify_time(d + 1, L); the upkeep); ties go to the shorter
+d. On a linear price list without drafting costs that is Theorem 3.5's rule (extend while
 P_{d+1} V >= c, P falling), and the pass a block crossing costs is paid only where the block's
 drafts earn it. A further block is drafted only while it could still win: with every later P at
 most the last drafted one, some m = 1..n more drafts must be worth more than they cost. A hybrid
@@ -55,6 +58,8 @@ round's later steps are priced as its last one.
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from .cost import DIFFUSION, LatencyProfile, chain_round_s
 from .policy import Decision, DraftBufferLike, LibraSpecPolicy, _check_buffer, _check_int, _checked_list
@@ -109,37 +114,32 @@ class PricedLibraSpecPolicy(LibraSpecPolicy):
     def draft_price_s(self) -> float:
         """c: (R(d + n) - R(d)) / n at the current length d and context (module docstring)."""
         d, n = self._length, self.profile.n
+        return (self.round_s(d + n) - self.round_s(d)) / n
 
-        def round_s(length: int) -> float:
-            steps = [self._source] * max(1, -(-length // n))
-            return chain_round_s(self.profile, steps, length, self.needs_features, self._context)
-
-        return (round_s(d + n) - round_s(d)) / n
-
-    def round_s(self, d: int) -> float:
-        """R(d): this round's modeled seconds verifying d drafts, its steps priced as the last drafter's."""
-        steps = [self._source] * max(1, -(-int(d) // self.profile.n))
+    def round_s(self, d: int, blocks: int = 0) -> float:
+        """R(d): this round's modeled seconds verifying d drafts after drafting `blocks` blocks (at
+        least those d needs), its steps priced as the last drafter's."""
+        steps = [self._source] * max(1, int(blocks), -(-int(d) // self.profile.n))
         return chain_round_s(self.profile, steps, int(d), self.needs_features, self._context)
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
         n, _ = _check_buffer(buffer)
         value = self.value_s()
-        rounds = [0.0] + [self.round_s(d) for d in range(1, self.d_max + 1)]  # R(d), d = 0..d_max
-        best_d, best_net, gain, survival, d = 0, -math.inf, 0.0, 1.0, 0
         while True:
-            q = _checked_list(buffer.confidences)
-            for d in range(d + 1, min(len(q), self.d_max) + 1):
-                survival *= q[d - 1]
-                gain += survival
-                net = value * gain - rounds[d]
-                if net > best_net:
-                    best_d, best_net = d, net
-            if d >= self.d_max:
+            # every drafted block is paid, whatever d: the best d over the drafted confidences
+            q = _checked_list(buffer.confidences)[: self.d_max]
+            blocks = len(buffer.confidences) // n
+            P = np.cumprod(q)  # (drafted,) survivals P_1..P_D
+            net = value * np.cumsum(P) - [self.round_s(d, blocks) for d in range(1, len(q) + 1)]
+            best_d = int(np.argmax(net)) + 1  # the first of equal values: ties to the shorter d
+            D = len(q)
+            if D >= self.d_max:
                 break
-            # one block more only while some m of its drafts, each surviving at most `survival`,
-            # could be worth more than they cost
-            room = min(n, self.d_max - d)
-            if max(value * (gain + m * survival) - rounds[d + m] for m in range(1, room + 1)) <= best_net:
+            # one block more only while some m of its drafts, each surviving at most P_D, could make
+            # a round worth more than the best one drafted now (every d then pays the new pass)
+            room = min(n, self.d_max - D)
+            bound = max(value * (P.sum() + m * P[-1]) - self.round_s(D + m, blocks + 1) for m in range(1, room + 1))
+            if bound <= net[best_d - 1]:
                 break
             buffer.extend(1)
         return Decision(best_d, alpha=self.alpha)

@@ -260,6 +260,16 @@ def context_term(target, context_len: int, contexts, max_tokens: int, repeats: i
         calls.update({(c, k): functools.partial(_verify, target, cache, context, k) for k in ks})
     medians = timed_interleaved(calls, repeats, _sync(target))
     del calls
+    return fit_context_term(context_len, cs, ks, medians)
+
+
+def fit_context_term(context_len: int, contexts, ks, medians: dict):
+    """`context_term`'s fit of the medians {(c, k): seconds} timed after c0 = `context_len` and each of
+    `contexts` (rising, beyond c0) for the rows `ks`: per k the extra seconds over c0, made
+    non-decreasing in the context (`monotone`, c0's 0 first) and at least 0, then non-decreasing in
+    k; the slope beyond the longest context continues the last segment, made non-decreasing in k.
+    Returns (ks, slopes, points, extra, fit) as `cost.LatencyProfile` takes them."""
+    cs, ks = list(contexts), list(ks)
     # (contexts, k): extra seconds over c0, rising with the context (c0's zero anchors the fit)
     by_k = [monotone([0.0] + [medians[c, k] - medians[context_len, k] for c in cs])[1:] for k in ks]
     extra = np.maximum(np.array(by_k, dtype=np.float64).T, 0.0)  # (len(cs), len(ks))

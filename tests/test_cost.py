@@ -12,7 +12,7 @@ from profile_checks import physical
 
 from libraspec.cost import LatencyProfile, ar_text_s, chain_prices
 from libraspec.oracle import oracle_length
-from libraspec.profiling import knot_fit, monotone
+from libraspec.profiling import fit_context_term, knot_fit, monotone
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -179,38 +179,53 @@ def test_every_stored_profile_is_physical(data):
     physical(LatencyProfile.from_dict(data))
 
 
+OLD_SHAPE = dataclasses.replace(  # this machine's shape timed after 256 tokens, one slope per k through c0
+    LatencyProfile((0.0458, 0.0459, 0.0459, 0.0459, 0.0459, 0.05), (0.005,), 7),
+    context_len=256,
+    context_k=(1, 5),
+    context_slope_s=(1e-6, 1e-5),
+)
+
+
 def test_profiles_are_physical_where_the_old_context_term_was_not():
     """The old model extrapolated each row's slope below c0 = 256, steeper for more rows: 4 verified
     rows came out cheaper than 1 after 30 tokens. Now the term is flat below c0, and every synthetic,
     linear and noisy profile stays physical."""
-    old_shape = dataclasses.replace(
-        LatencyProfile((0.0458, 0.0459, 0.0459, 0.0459, 0.0459, 0.05), (0.005,), 7),
-        context_len=256,
-        context_k=(1, 5),
-        context_slope_s=(1e-6, 1e-5),
-    )
-    assert old_shape.verify_time(4, 30) >= old_shape.verify_time(1, 30)
-    physical(old_shape)
+    assert OLD_SHAPE.verify_time(4, 30) >= OLD_SHAPE.verify_time(1, 30)
+    physical(OLD_SHAPE)
     physical(LatencyProfile.from_linear(0.02, 0.001, 0.005, 7, 30))
-    rng = np.random.default_rng(0)
-    for _ in range(20):  # medians under noise, fitted as a measurement fits them
-        ks = (1, 2, 4, 8, 16)
-        raw = np.cumsum(rng.uniform(0, 1e-3, size=(3, len(ks))), axis=0) * rng.uniform(0.5, 1.5, size=(3, len(ks)))
-        extra = np.maximum.accumulate(np.maximum.accumulate(np.maximum(raw, 0), axis=0), axis=1)
-        slopes = np.maximum.accumulate(np.maximum((extra[-1] - extra[-2]) / 1024, 0))
-        noisy = LatencyProfile(
-            knot_fit(0.04 + 0.002 * np.arange(1, 26) + rng.normal(0, 0.004, 25)),
-            monotone(0.005 * np.arange(1, 4) + rng.normal(0, 0.001, 3)),
-            7,
-            tree_rows=(2, 9, 17),
-            tree_verify_s=monotone(0.04 + rng.uniform(0, 0.05, 3)),
-            context_len=32,
-            context_k=ks,
-            context_slope_s=tuple(slopes),
-            context_points=(128, 1024, 2048),
-            context_extra_s=tuple(map(tuple, extra)),
-        )
+    for noisy in noisy_profiles():
         physical(noisy)
+
+
+def noisy_profiles(count: int = 20) -> list[LatencyProfile]:
+    """Profiles fitted as a measurement fits them (`knot_fit`, `monotone`, `profiling.fit_context_term`)
+    from medians under heavy noise: forwards after 32 tokens (c0), 128, 256, 1,024 and 2,048, whose
+    extra seconds rise with the context and the rows only on average."""
+    rng = np.random.default_rng(0)
+    contexts, ks, out = (128, 256, 1024, 2048), (1, 2, 4, 8, 16, 25), []
+    for _ in range(count):
+        medians = {
+            (c, k): 0.04 + 0.002 * k + 2e-5 * k**0.5 * (c - 32) + rng.normal(0, 0.006)
+            for c in (32,) + contexts
+            for k in ks
+        }
+        term_k, slopes, points, extra, _ = fit_context_term(32, contexts, ks, medians)
+        out.append(
+            LatencyProfile(
+                knot_fit(0.04 + 0.002 * np.arange(1, 26) + rng.normal(0, 0.004, 25)),
+                monotone(0.005 * np.arange(1, 4) + rng.normal(0, 0.001, 3)),
+                7,
+                tree_rows=(2, 9, 17),
+                tree_verify_s=monotone(0.04 + rng.uniform(0, 0.05, 3)),
+                context_len=32,
+                context_k=term_k,
+                context_slope_s=slopes,
+                context_points=points,
+                context_extra_s=extra,
+            )
+        )
+    return out
 
 
 def test_a_round_that_accepted_nothing_has_no_better_length_than_zero():

@@ -457,22 +457,29 @@ def test_the_global_budget_of_one_request_is_vllm_adaptive_alone(drafter):
         assert any(r.blocks_drafted > 1 for r in alone) or drafter == "lookup"
 
 
-def test_the_batch_schedule_in_lock_step_reads_the_groups_size():
-    """vllm-schedule's group form verifies K at the group's size B for every request (at batch 1 its
-    per-request policy reads K(1)), cut by each round's room."""
-    from libraspec.serving.vllm import load_schedule, schedule_length
+def test_the_batch_schedule_in_lock_step_reads_the_requests_still_running(monkeypatch):
+    """vllm-schedule's group form verifies K(B') in every round, B' the requests still running (three,
+    then two, then one as the texts end), cut by each round's room; at batch 1 its per-request
+    policy reads K(1)."""
+    import libraspec.modes as modes
+    from libraspec.serving.vllm import schedule_length
 
-    ranges = load_schedule()["ranges"]
+    ranges = [[1, 1, 5], [2, 2, 3], [3, 8, 2]]
+    monkeypatch.setattr(modes, "load_schedule", lambda: {"ranges": ranges})
     traces = hand_traces("dflash")
-    K = min(schedule_length(ranges, len(traces)), SETTINGS.d_max)
     run = lockstep(traces, "vllm-schedule", hand_profiles(), SETTINGS)
     assert run.group == "vllm-schedule"
-    for trace, history in zip(traces, run.records):
-        for record in history:
+    seen = set()
+    for r in range(max(len(h) for h in run.records)):
+        live = [(trace, h[r]) for trace, h in zip(traces, run.records) if len(h) > r]
+        K = schedule_length(ranges, len(live))
+        seen.add(K)
+        for trace, record in live:
             cap = trace.max_new_tokens - (record.start_position - len(trace.prompt)) - 1
-            assert record.chosen_length == min(K, cap)
+            assert record.chosen_length == min(K, cap, SETTINGS.d_max), (r, len(live))
+    assert seen == {2, 3, 5}  # every range was read as requests finished
     alone = lockstep(traces[:1], "vllm-schedule", hand_profiles(), SETTINGS)
-    assert alone.records[0][0].chosen_length == min(schedule_length(ranges, 1), SETTINGS.d_max)
+    assert alone.records[0][0].chosen_length == 5
 
 
 def test_lockstep_rows_price_both_ways():

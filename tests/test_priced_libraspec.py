@@ -111,15 +111,21 @@ def test_c_is_priced_after_the_context_the_round_starts_from():
     assert policy.draft_price_s() > flat.draft_price_s() + 1e-6  # the term's slope grows with k: it mattered
 
 
-def brute_force(policy: PricedLibraSpecPolicy, q) -> int:
-    """argmax_d V * sum_{j<=d} q_1...q_j - R(d) over every d the confidences reach, ties to the shorter."""
-    value, best, net = policy.value_s(), None, None
-    for d in range(1, min(len(q), policy.d_max) + 1):
+def brute_force(policy: PricedLibraSpecPolicy, q, blocks: int, net: bool = False):
+    """argmax_d V * sum_{j<=d} q_1...q_j - R(d) over the d the `blocks` drafted blocks reach, each d
+    paying every drafted block; ties to the shorter d (`net`: the best value instead)."""
+    value, best, top = policy.value_s(), None, None
+    for d in range(1, min(blocks * 4, policy.d_max) + 1):
         gain = sum(float(torch.tensor(q[:j]).prod()) for j in range(1, d + 1))
-        mine = value * gain - policy.round_s(d)
-        if net is None or mine > net + 1e-12:
-            best, net = d, mine
-    return best
+        mine = value * gain - policy.round_s(d, blocks)
+        if top is None or mine > top + 1e-12:
+            best, top = d, mine
+    return top if net else best
+
+
+def decide(policy, q):
+    buffer = ArrayBuffer.revealing(q, 4)
+    return policy.choose_length(buffer), 1 + buffer.blocks_extended
 
 
 def test_steeper_verification_gives_a_smaller_alpha_and_a_shorter_d():
@@ -129,10 +135,10 @@ def test_steeper_verification_gives_a_smaller_alpha_and_a_shorter_d():
     assert steep.alpha == pytest.approx(0.07 / 0.0185)
     assert steep.alpha < cheap.alpha
     sure = [0.8] * 16
-    d_cheap = cheap.choose_length(ArrayBuffer.revealing(sure, 4)).d
-    d_steep = steep.choose_length(ArrayBuffer.revealing(sure, 4)).d
-    assert (d_cheap, d_steep) == (brute_force(cheap, sure), brute_force(steep, sure))
-    assert d_steep < d_cheap
+    (cheap_decision, cheap_blocks), (steep_decision, steep_blocks) = decide(cheap, sure), decide(steep, sure)
+    assert cheap_decision.d == brute_force(cheap, sure, cheap_blocks)
+    assert steep_decision.d == brute_force(steep, sure, steep_blocks)
+    assert steep_decision.d < cheap_decision.d
 
 
 def test_the_marginal_rule_worked_by_hand():
@@ -158,9 +164,20 @@ def test_the_decision_is_the_argmax_of_the_priced_net_value(profile):
     for past in (None, record(chosen=5, tau=3, modeled_s=0.1, start=20, sources="dflash")):
         if past is not None:
             policy.update(past)
-        for q in (Q, [0.8] * 16, [0.99] * 8 + [0.2] * 8, [0.05] * 16):
-            ours = policy.choose_length(ArrayBuffer.revealing(q, 4))
-            assert ours.d == brute_force(policy, q) and ours.alpha == policy.alpha, q
+        for q in (Q, [0.8] * 16, [0.99] * 8 + [0.2] * 8, [0.05] * 16, [0.9] * 4 + [0.2] * 12):
+            ours, blocks = decide(policy, q)
+            assert ours.d == brute_force(policy, q, blocks) and ours.alpha == policy.alpha, q
+            if blocks < 4:  # where it stopped drafting, one block more could not have paid
+                assert brute_force(policy, q, blocks + 1, net=True) <= brute_force(policy, q, blocks, net=True) + 1e-12
+
+
+def test_a_drafted_block_is_paid_whatever_d():
+    """LINEAR, q = 0.9 x 4 then 0.2: the second block could pay (four drafts at P_4 = 0.6561 would be
+    worth 0.04 x 4 x 0.6561 more than their 0.016 + 0.01), so it is drafted; then both blocks are paid
+    whatever d, and a fifth draft (P_5 = 0.131, worth 0.0052) beats its 0.004 row: d = 5. Priced as if
+    d = 4 saved the second pass, the rule would stop at 4."""
+    decision, blocks = decide(PricedLibraSpecPolicy(LINEAR, 24), [0.9] * 4 + [0.2] * 12)
+    assert (decision.d, blocks) == (5, 2)
 
 
 def test_reset_restores_the_prior_and_prior_now_continues_a_run():

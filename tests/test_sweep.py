@@ -14,14 +14,18 @@ from libraspec import profiling
 from libraspec.__main__ import main
 from libraspec.analysis.autoalpha import AutoAlphaLibraSpecPolicy
 from libraspec.analysis.best_cell import best_cell
+from libraspec.analysis.replay import replay
 from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.analysis.theory import auto_alpha
+from libraspec.analysis.trace import record_trace
+from libraspec.analysis.whatif import RULES
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.experiments.sweep import COLUMNS, parse_alphas, parse_d_maxes, run_sweep
 from libraspec.models.registry import tiny_pair
-from libraspec.records import RoundRecord
-from libraspec.spec import ALPHA_RANGE
+from libraspec.modes import AR, PAPER
+from libraspec.records import RoundRecord, committed_text
+from libraspec.spec import ALPHA_RANGE, RunSpec
 from libraspec.views import tuning_plots
 
 LAYER = "unit"  # tests/conftest.py
@@ -67,8 +71,10 @@ def test_a_greedy_sweep_replays_its_grid_then_decodes_the_best_cells():
     grid, config = ("1, 2.2, 8, auto", [7, 10, 14]), DecodeConfig(max_new_tokens=16)
     full = run_sweep(decoder, PROMPTS, *grid, config, decode=None)
     calls = []
-    quick = run_sweep(decoder, PROMPTS, *grid, config, lambda done, total, label: calls.append((done, total)), decode=2)
-    assert list(quick.columns) == COLUMNS and len(quick) == len(full) == 12
+    every = run_sweep(decoder, PROMPTS, *grid, config, lambda done, total, label: calls.append((done, total)), decode=2)
+    assert list(every.columns) == COLUMNS and len(every) == 12 + 3 * len(RULES) and len(full) == 12
+    quick = every[every["mode"] == PAPER]  # the rules' rows come after the cells
+    assert quick.index.tolist() == list(range(12)) and set(full["mode"]) == {PAPER}
     for column in ("tokens", "rounds", "decisions", "alpha_used"):
         assert quick[column].tolist() == full[column].tolist(), column
     for column in ("tau", "mean_d", "modeled_s", "speedup_modeled", "mad_vs_oracle"):
@@ -81,6 +87,65 @@ def test_a_greedy_sweep_replays_its_grid_then_decodes_the_best_cells():
     firsts = quick.sort_values("speedup_modeled", ascending=False, kind="stable").drop_duplicates("decisions")
     assert set(decoded.index) == set(firsts.index[:2])  # the two best distinct decisions
     assert calls[-1] == (2 * (1 + 2), 2 * (1 + 2))  # AR and two cells per prompt decoded, nothing else
+
+
+def test_a_greedy_sweep_replays_every_other_rule_at_each_d_max_from_the_same_traces(decoder):
+    """Issue 43 item 4: one row per rule of `whatif.RULES` x d_max after the cells, each the rounds
+    `analysis.replay.replay` gives that mode on the same traces (its modeled seconds and rounds),
+    alpha NaN (no rule reads it), modeled only; the decoded best cell stays a LibraSpec cell."""
+    d_maxes, config = [7, 12], DecodeConfig(max_new_tokens=10)
+    frame = run_sweep(decoder, PROMPTS, "2.2", d_maxes, config, decode=1)
+    cells, rules = frame[frame["mode"] == PAPER], frame[frame["mode"] != PAPER]
+    assert len(cells) == 2 and cells.index.tolist() == [0, 1]
+    assert list(zip(rules["mode"], rules["d_max"])) == [(m, d) for m in RULES for d in d_maxes]
+    assert rules["alpha"].isna().all() and set(rules["check"]) == {"replay"} and rules["wall_s"].isna().all()
+    assert set(frame.loc[frame["check"] != "replay", "mode"]) == {PAPER}  # the one decoded cell
+    assert rules["decisions"].nunique() > 1  # the rules decided differently: the comparison below bites
+    traces = []
+    for prompt in PROMPTS:
+        text = committed_text(decoder.run(prompt, AR, None, config))
+        traces.append(record_trace(decoder.pair, decoder.drafter.name, prompt, text, 10, max(d_maxes)))
+    for row in rules.itertuples():
+        runs = [replay(t, row.mode, PROFILE, RunSpec(d_max=row.d_max), lookahead=row.d_max) for t in traces]
+        assert row.rounds == sum(map(len, runs)) and row.tokens == 2 * 10, (row.mode, row.d_max)
+        assert row.modeled_s == pytest.approx(sum(run[-1].cumulative_modeled_s for run in runs), rel=1e-12)
+        assert row.speedup_modeled == pytest.approx(
+            cells["speedup_modeled"].iloc[0] * cells["modeled_s"].iloc[0] / row.modeled_s
+        )
+    assert len(run_sweep(decoder, PROMPTS, "2.2", d_maxes, config, decode=0, rules=False)) == 2
+    sampled = run_sweep(decoder, PROMPTS, "2.2", [7], DecodeConfig(max_new_tokens=4, temperature=1.0), decode=0)
+    assert set(sampled["mode"]) == {PAPER} and len(sampled) == 1  # sampling: every cell decoded, no rule
+
+
+def test_rule_rows_are_neither_drawn_nor_crowned_in_the_heat_maps():
+    """A rule row faster than every cell, at a d_max of the grid, changes no heat map and no best cell."""
+    cells = pd.DataFrame(
+        {
+            "mode": [PAPER] * 2,
+            "alpha": ["1.6", "2.2"],
+            "d_max": [16, 16],
+            "speedup_modeled": [1.1, 1.3],
+            "tau": [2.0, 2.5],
+            "mad_vs_oracle": [3.0, 1.0],
+        }
+    )
+    rule = pd.DataFrame(
+        {
+            "mode": ["g4"],
+            "alpha": [float("nan")],
+            "d_max": [16],
+            "speedup_modeled": [9.0],
+            "tau": [9.0],
+            "mad_vs_oracle": [0.0],
+        }
+    )
+    both, alone = (
+        tuning_plots.sweep_figure(pd.concat([cells, rule], ignore_index=True)),
+        tuning_plots.sweep_figure(cells),
+    )
+    assert both.to_json() == alone.to_json()
+    assert [t.y[0] for t in both.data if t.type == "scatter"] == ["2.2"] * 3  # the 1.3x cell, not the 9x rule
+    assert list(both.data[0].y) == ["1.6", "2.2"]  # no NaN alpha row
 
 
 def test_cancel_stops_between_runs(decoder):
@@ -258,27 +323,31 @@ def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "Hi"}\n{"question": "Why?"}\n')
     out = tmp_path / "sweep.csv"
-    code = main(
-        [
-            "sweep",
-            "--prompts",
-            str(prompts),
-            "--alphas",
-            "1.6,auto",
-            "--d-max",
-            "7,9",
-            "--max-new-tokens",
-            "6",
-            "--model",
-            "tiny-llama",
-            "--quiet",
-            "--out",
-            str(out),
-        ]
-    )
+    args = [
+        "sweep",
+        "--prompts",
+        str(prompts),
+        "--alphas",
+        "1.6,auto",
+        "--d-max",
+        "7,9",
+        "--max-new-tokens",
+        "6",
+        "--model",
+        "tiny-llama",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
+    code = main(args)
     frame = pd.read_csv(out)
-    assert code == 0 and len(frame) == 4 and list(frame.columns) == COLUMNS
+    assert code == 0 and len(frame) == 4 + 2 * len(RULES) and list(frame.columns) == COLUMNS
     assert math.isfinite(frame["speedup_modeled"].sum())
+    cells, rules = frame[frame["mode"] == PAPER], frame[frame["mode"] != PAPER]
+    assert set(zip(cells["alpha"], cells["d_max"])) == {("1.6", 7), ("1.6", 9), ("auto", 7), ("auto", 9)}
+    assert list(zip(rules["mode"], rules["d_max"])) == [(m, d) for m in RULES for d in (7, 9)]
+    assert rules["alpha"].isna().all() and set(rules["check"]) == {"replay"}
+    assert main([*args, "--no-rules"]) == 0 and len(pd.read_csv(out)) == 4
     with pytest.raises(SystemExit):
         main(["sweep", "--prompts", str(prompts), "--alphas", "x", "--out", str(out)])
 
@@ -292,7 +361,7 @@ def test_cli_clamps_the_decoding_knobs_as_any_run_and_says_so(tmp_path, monkeypa
     out = tmp_path / "sweep.csv"
     args = ["sweep", "--prompts", str(prompts), "--alphas", "2", "--d-max", "7", "--model", "tiny-llama"]
     args += ["--max-new-tokens", "0", "--temperature", "-1", "--seed", "-5", "--quiet", "--out", str(out)]
-    assert main(args) == 0 and len(pd.read_csv(out)) == 1
+    assert main(args) == 0 and len(pd.read_csv(out)) == 1 + len(RULES)  # one cell, each rule at d_max 7
     err = capsys.readouterr().err
     for note in ("max new tokens 0 -> 1", "temperature -1 -> 0", "seed -5 -> 0"):
         assert f"sweep: corrected {note}" in err
@@ -309,3 +378,29 @@ def test_prompt_sets_of_the_sweep_tab():
         assert len(load_prompt_set(name, 2)) == 2
     with pytest.raises(ValueError, match="unknown prompt set"):
         load_prompt_set("nope.jsonl", 2)
+
+
+@pytest.mark.app  # imports ui/
+def test_the_final_status_names_the_best_cell_and_the_fastest_rule_modeled():
+    from ui.sweeps import RULE_COLUMNS, modeled_leaders, split_rules
+
+    frame = pd.DataFrame(
+        {
+            "mode": [PAPER, PAPER, "g4", "vllm-adaptive", "vllm-adaptive"],
+            "alpha": ["1.6", "2.2", float("nan"), float("nan"), float("nan")],
+            "d_max": [16, 16, 16, 16, 24],
+            "speedup_modeled": [1.1, 1.3, 0.9, 1.7, 1.2],
+        }
+    ).reindex(columns=COLUMNS)
+    cells, rules = split_rules(frame)
+    assert len(cells) == 2 and list(rules.columns) == RULE_COLUMNS and rules["mode"].tolist()[0] == "g4"
+    assert modeled_leaders(frame) == (
+        "Modeled, same drafts: best cell alpha = 2.2, d_max = 16 (1.30x); "
+        "fastest other rule vLLM adaptive at d_max = 16 (1.70x)."
+    )
+    tied = frame.assign(speedup_modeled=[1.3, 1.3, 1.7, 1.7, 1.2])
+    assert modeled_leaders(tied) == (
+        "Modeled, same drafts: no cell ahead of the rest; "
+        "fastest other rule G4 at d_max = 16 (1.70x; tied with 1 more)."
+    )
+    assert modeled_leaders(frame.iloc[:2]) == "Modeled, same drafts: best cell alpha = 2.2, d_max = 16 (1.30x)."

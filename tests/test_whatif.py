@@ -12,6 +12,8 @@ import pytest
 from apptools import neutral_lookup_calibration
 
 from libraspec.analysis.replay import replay
+from libraspec.analysis.whatif import DEFAULT_RULE, RULES
+from libraspec.modes import MODES
 from libraspec.spec import RunSpec
 from ui.whatif import BATCH_1, SYNTHETIC, WhatIf, lockstep_choice, profile_choices
 from ui.whatif_tab import WhatIfTab
@@ -74,11 +76,21 @@ def test_a_slider_replans_in_milliseconds_and_says_what_it_is(session):
     tab = WhatIfTab(session)
     owner = "local"
     request = type("Request", (), {"session_hash": owner})()
-    steps = list(tab.record(request, run.run_id, "dflash", 2.2, 21, 7, BATCH_1, 20.0, 2.0, 5.0))
+    steps = list(tab.record(request, run.run_id, "dflash", 2.2, 21, 7, BATCH_1, 20.0, 2.0, 5.0, DEFAULT_RULE))
     status, lengths, table, grid, key = steps[-1]
     assert key == (run.run_id, "dflash")
     assert "Modeled replay" in status and "not a measurement" in lengths.layout.title.text
-    assert list(table["way"]) == ["LibraSpec", "static d = 7", "oracle d* per round", "best schedule (hindsight)"]
+    rule = MODES[DEFAULT_RULE].label
+    assert list(table["way"]) == ["LibraSpec", "static d = 7", rule, "oracle d* per round", "best schedule (hindsight)"]
+    # the rule's line is its replay on the same drafts under the same profile, coloured as its mode
+    trace = tab.whatif.kept(*key)
+    replayed = replay(trace, DEFAULT_RULE, tab.whatif.profile(BATCH_1), RunSpec(alpha=2.2, d_max=21, static_length=7))
+    assert float(table["modeled s"][2]) == pytest.approx(replayed[-1].cumulative_modeled_s, abs=1e-3)
+    assert [t.line.color for t in lengths.data if t.name.startswith(rule)] == [MODES[DEFAULT_RULE].colour]
+    for other in RULES:  # every rule of the registry plans, and an unknown one is refused
+        assert tab.replan(request, key, 2.2, 21, 7, BATCH_1, 20.0, 2.0, 5.0, other)[2]["way"][2] == MODES[other].label
+    with pytest.raises(ValueError, match="unknown rule"):
+        tab.whatif.planner(trace, tab.whatif.profile(BATCH_1)).plan(RunSpec(), "no-such-rule")
     walls, cpus, mean_d = [], [], set()
     # one re-plan took 295 ms of CPU in a suite run and 30 ms alone, likely a full collection of
     # this worker's heap (every earlier module's models and races): the goal is the re-plan's own
@@ -88,7 +100,9 @@ def test_a_slider_replans_in_milliseconds_and_says_what_it_is(session):
     try:
         for alpha, static in ((0.5, 1), (1.0, 3), (4.0, 7), (16.0, 14)):
             start = time.perf_counter()
-            status, lengths, table, grid = tab.replan(request, key, alpha, 21, static, BATCH_1, 20.0, 2.0, 5.0)
+            status, lengths, table, grid = tab.replan(
+                request, key, alpha, 21, static, BATCH_1, 20.0, 2.0, 5.0, DEFAULT_RULE
+            )
             walls.append(time.perf_counter() - start)
             cpus.append(int(re.search(r"\((\d+) ms of CPU", status).group(1)))
             mean_d.add(float(table["mean d"][1]))
@@ -98,7 +112,7 @@ def test_a_slider_replans_in_milliseconds_and_says_what_it_is(session):
     # the goal: a re-plan and its figures within 200 ms of work; the wall clock also holds
     # waiting for a core while other test workers run (up to 0.77 s seen under a load of 3)
     assert max(cpus) < 200 and max(walls) < 2.0, (cpus, walls)
-    clamped = tab.replan(request, key, 100.0, 60, 7, BATCH_1, 20.0, 2.0, 5.0)[0]
+    clamped = tab.replan(request, key, 100.0, 60, 7, BATCH_1, 20.0, 2.0, 5.0, DEFAULT_RULE)[0]
     traced = tab.whatif.kept(*key).lookahead  # 49: whole steps of n = 7 covering 48 drafts
     assert "alpha 100 -&gt; 64" in clamped and f"d_max 60 -&gt; {traced}" in clamped
 

@@ -2,8 +2,9 @@
 
 `Sweeps.sweep` runs `libraspec.experiments.sweep.iter_sweep` (AR once per prompt, the grid replayed from
 draft traces with the oracle annotation, the best cells decoded for real, alpha "auto" =
-`AutoAlphaLibraSpecPolicy`); this tab streams
-its progress, draws `tuning_plots.sweep_figure` and offers the table as CSV. A Cancel button
+`AutoAlphaLibraSpecPolicy`; greedy, the other chain rules replayed at each d_max from the same
+drafts); this tab streams its progress, draws `tuning_plots.sweep_figure` over the cells, shows the
+rules' rows in a small table below it (`sweeps.split_rules`) and offers every row as CSV. A Cancel button
 stops the sweep of the same page (`Sweeps.cancel_sweep`, keyed by the page's gradio session)
 before its next run. Paper symbols: alpha, d_max, d*, tau.
 """
@@ -33,7 +34,7 @@ from .hosting import RACE_MAX_S, gpu
 from .render import status_html
 from .session import Session
 from .settings import MAX_NEW_TOKENS_CAP
-from .sweeps import EXAMPLES, MAX_PROMPTS, load_prompt_set, prompt_count, prompt_sets
+from .sweeps import EXAMPLES, MAX_PROMPTS, RULE_COLUMNS, load_prompt_set, prompt_count, prompt_sets, split_rules
 
 FIGURE_INTERVAL_S = 1.0
 
@@ -58,7 +59,9 @@ class SweepTab:
                 "seconds (*modeled*: priced by this machine's latency profile, with the oracle's d* per "
                 "round). The best cells by modeled speedup are then **decoded for real** as a check "
                 "(*measured*: timed here; the table's `check` column says which cells were and whether "
-                "their decisions equal the replay's). Cells with identical decisions are one tie."
+                "their decisions equal the replay's). Cells with identical decisions are one tie. "
+                "The other chain rules (LibraSpec priced, G4, FailFast, the serving engines' rules) are "
+                "replayed from the same drafts at each d_max, modeled only, in the table below the heat maps."
             )
             with gr.Row():
                 self.alphas = gr.Textbox(
@@ -92,6 +95,12 @@ class SweepTab:
                 pd.DataFrame(columns=COLUMNS), [alpha_label(a) for a in DEFAULT_ALPHAS], list(DEFAULT_D_MAXES)
             )
             self.plot = gr.Plot(empty, label="sweep heatmaps", show_label=False, elem_id="ls-sweep-plot")
+            self.rules = gr.Dataframe(
+                pd.DataFrame(columns=RULE_COLUMNS),
+                label="other rules at each d_max, modeled, same drafts",
+                interactive=False,
+                elem_id="ls-sweep-rules",
+            )
             self.table = gr.Dataframe(pd.DataFrame(columns=COLUMNS), label="one row per cell", interactive=False)
             self.csv = gr.File(label="sweep CSV", interactive=False)
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
@@ -101,7 +110,7 @@ class SweepTab:
         self.run_button.click(
             self.sweep_live,
             inputs,
-            [self.status, self.plot, self.table, self.csv],
+            [self.status, self.plot, self.rules, self.table, self.csv],
             api_visibility="private",
             show_progress="minimal",
             **QUEUE,
@@ -137,21 +146,23 @@ class SweepTab:
         try:
             for message, event in self._events(owner, alphas, d_maxes, prompt_set, count, max_new_tokens, drafter):
                 if event is None:
-                    yield status_html(message), gr.skip(), gr.skip(), gr.skip()
+                    yield status_html(message), gr.skip(), gr.skip(), gr.skip(), gr.skip()
                     continue
                 axes = axes or ([alpha_label(a) for a in parse_alphas(alphas)], list(parse_d_maxes(d_maxes)))
                 last = event.cancelled or event.finished
                 if last or time.monotonic() - shown >= FIGURE_INTERVAL_S:
                     shown = time.monotonic()
                     figure = tuning_plots.sweep_figure(event.frame, *axes)
+                    cells, rules = split_rules(event.frame)
                     yield (
                         status_html(message),
                         figure,
-                        event.frame.round(4),
+                        rules.round(4),
+                        cells.round(4),
                         self._csv(event.frame) if last else gr.skip(),
                     )
                 else:
-                    yield status_html(message), gr.skip(), gr.skip(), gr.skip()
+                    yield status_html(message), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         except (ValueError, OSError) as error:
             raise gr.Error(str(error)) from error
 
@@ -172,7 +183,8 @@ class SweepTab:
     ) -> list[dict]:
         """Run a sweep and return one row per (alpha, d_max) cell: tau, mean d, alpha used,
         measured and modeled speedup over AR, mean |d - d*|, and the drafter it drafted with
-        (drafter "" = the pair's default; dflash, lookup or hybrid)."""
+        (drafter "" = the pair's default; dflash, lookup or hybrid); then one row per other chain
+        rule x d_max (`mode` names it, alpha None), replayed from the same drafts, modeled only."""
         return self._sweep_gpu(client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens, drafter)
 
     def _sweep(self, owner, alphas, d_maxes, prompt_set, count, max_new_tokens, drafter="") -> list[dict]:

@@ -1,5 +1,6 @@
-"""The app's sweeps and calibration runs: LibraSpec over an alpha x d_max grid (`iter_sweep`),
-each owner's Cancel, and the static runs the calibration tab judges drafts with. Every model
+"""The app's sweeps and calibration runs: LibraSpec over an alpha x d_max grid (`iter_sweep`, with
+the other chain rules replayed beside it: `split_rules`, `modeled_leaders`), each owner's Cancel, and
+the static runs the calibration tab judges drafts with. Every model
 call goes through the `Session` (`session.exclusive`), one at a time."""
 
 from __future__ import annotations
@@ -7,11 +8,14 @@ from __future__ import annotations
 import threading
 from typing import Iterator
 
+import pandas as pd
+
+from libraspec.analysis.best_cell import best_cell
 from libraspec.drafters import DRAFTERS
 from libraspec.engine import DecodeConfig
 from libraspec.experiments.driver import RunDone, decode_grid, mode_job
 from libraspec.experiments.sweep import SweepEvent, checked_grid, iter_sweep, parse_alphas, parse_d_maxes
-from libraspec.modes import BASELINE
+from libraspec.modes import BASELINE, MODES, PAPER
 from libraspec.paths import PROMPTS_DIR, read_examples, read_prompts
 from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec, as_number
@@ -21,6 +25,46 @@ from .settings import APP_CAPS, check_settings
 
 EXAMPLES = "examples (app)"
 MAX_PROMPTS = 24
+RULE_COLUMNS = [
+    "mode",
+    "d_max",
+    "rounds",
+    "tau",
+    "mean_d",
+    "alpha_used",
+    "modeled_s",
+    "speedup_modeled",
+    "mad_vs_oracle",
+]
+
+
+def split_rules(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A sweep's rows as (the grid's LibraSpec cells, every column; the rules replayed beside it, RULE_COLUMNS)."""
+    cells = frame["mode"] == PAPER
+    return frame[cells].reset_index(drop=True), frame.loc[~cells, RULE_COLUMNS].reset_index(drop=True)
+
+
+def modeled_leaders(frame: pd.DataFrame) -> str:
+    """The sweep's last status words: its best cell by modeled speedup (`best_cell` over the LibraSpec
+    cells, as the heat map outlines it) and the other rule and d_max fastest modeled beside it, with
+    how many rows tie with it (a replay is modeled: no timing noise, only ties); "" without rows."""
+    cells, rules = split_rules(frame)
+    words = []
+    best = best_cell(cells, "speedup_modeled") if len(cells) else None
+    if best is not None:
+        cell = cells.iloc[best]
+        words.append(f"best cell alpha = {cell['alpha']}, d_max = {cell['d_max']} ({cell['speedup_modeled']:.2f}x)")
+    elif len(cells) > 1:
+        words.append("no cell ahead of the rest")
+    speed = pd.to_numeric(rules["speedup_modeled"], errors="coerce")
+    if speed.notna().any():
+        top = speed.max()
+        rule = rules.loc[speed.idxmax()]
+        ties = int((speed >= top - 1e-9 * max(1.0, abs(top))).sum()) - 1
+        tied = f"; tied with {ties} more" if ties else ""
+        label = MODES[rule["mode"]].label if rule["mode"] in MODES else rule["mode"]
+        words.append(f"fastest other rule {label} at d_max = {rule['d_max']} ({top:.2f}x{tied})")
+    return f"Modeled, same drafts: {'; '.join(words)}." if words else ""
 
 
 def prompt_sets() -> list[str]:
@@ -65,10 +109,10 @@ class Sweeps:
         self, prompts: list[str], alphas, d_maxes, max_new_tokens, owner: str = LOCAL, drafter: str | None = None
     ) -> Iterator[tuple[str, SweepEvent | None]]:
         """LibraSpec over an alpha x d_max grid on `prompts` (`iter_sweep`: AR once per prompt, the grid
-        replayed from draft traces with the oracle's d*, its best cells decoded for real), drafting
-        with `drafter` (None or "": the pair's default);
-        yields (status line, event or None), every line naming the drafter. `cancel_sweep(owner)`
-        stops it before its next run."""
+        replayed from draft traces with the oracle's d*, the other chain rules replayed at each d_max,
+        its best cells decoded for real), drafting with `drafter` (None or "": the pair's default);
+        yields (status line, event or None), every line naming the drafter, the last one the modeled
+        leaders (`modeled_leaders`). `cancel_sweep(owner)` stops it before its next run."""
         parse_alphas(alphas), parse_d_maxes(d_maxes)  # what is not a list of numbers: refused at once
         cancel = self._cancels[owner] = threading.Event()
         try:
@@ -94,7 +138,8 @@ class Sweeps:
                     (
                         f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}, drafting with "
                         f"{used}." + (f" {fallback}" if fallback else "") + corrected
-                    ),
+                    )
+                    + (f" {modeled_leaders(event.frame)}" if event.finished else ""),
                     event,
                 )
         finally:

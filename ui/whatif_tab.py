@@ -14,8 +14,9 @@ import time
 import gradio as gr
 import pandas as pd
 
-from libraspec.analysis.whatif import grid_axes
+from libraspec.analysis.whatif import DEFAULT_RULE, RULES, grid_axes
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
+from libraspec.modes import MODES
 from libraspec.spec import ALPHA_RANGE, RunSpec
 from libraspec.views import whatif_plots
 
@@ -82,6 +83,13 @@ class WhatIfTab:
                     2.0, label="synthetic cost per verified token (ms)", minimum=0, maximum=10_000
                 )
                 self.draft = gr.Number(5.0, label="synthetic drafting step (ms)", minimum=0, maximum=10_000)
+                self.rule = gr.Dropdown(
+                    [(MODES[mode].title, mode) for mode in RULES],
+                    value=DEFAULT_RULE,
+                    label="rule beside LibraSpec",
+                    info="a serving engine's rule or another length policy, replayed on the same drafts",
+                    elem_id="ls-whatif-rule",
+                )
             self.lengths_plot = gr.Plot(None, label="d per round", show_label=False, elem_id="ls-whatif-lengths")
             self.table = gr.Dataframe(
                 pd.DataFrame(), label="modeled speedups", interactive=False, elem_id="ls-whatif-table"
@@ -91,7 +99,7 @@ class WhatIfTab:
             self._wire()
 
     def _wire(self) -> None:
-        knobs = [self.alpha, self.d_max, self.static, self.profile, self.t0, self.per_token, self.draft]
+        knobs = [self.alpha, self.d_max, self.static, self.profile, self.t0, self.per_token, self.draft, self.rule]
         outputs = [self.status, self.lengths_plot, self.table, self.grid_plot]
         self.tab.select(self.refresh, None, [self.race], queue=False, api_visibility="private")
         self.replay_button.click(
@@ -144,7 +152,9 @@ class WhatIfTab:
         except (ValueError, OSError) as error:
             raise gr.Error(str(error)) from error
 
-    def _plan(self, trace, alpha, d_max, static, profile_choice, t0, per_token, draft, recorded=None, measure=True):
+    def _plan(
+        self, trace, alpha, d_max, static, profile_choice, t0, per_token, draft, rule, recorded=None, measure=True
+    ):
         """Plan and draw. A slider's re-plan (unqueued: it must not wait behind a race) never takes
         the model for a measurement (`measure` False); Replay, queued, may."""
         start, cpu = time.perf_counter(), time.thread_time()
@@ -152,7 +162,7 @@ class WhatIfTab:
         profile = self.whatif.profile(profile_choice, *costs, measure=measure)
         planner = self.whatif.planner(trace, profile)
         settings = RunSpec(alpha=float(alpha), d_max=int(d_max), static_length=int(static))
-        plan = planner.plan(settings)
+        plan = planner.plan(settings, rule or None)
         alphas, d_maxes = grid_axes(trace)
         grid = planner.grid(alphas, d_maxes)
         table = pd.DataFrame(plan.rows()).round(3)

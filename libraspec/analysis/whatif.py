@@ -1,6 +1,7 @@
 """What if: a greedy text's rounds re-planned for other settings and profiles, without decoding.
 
-`Planner.plan` replays LibraSpec and the static length from one `DraftTrace` under a latency
+`Planner.plan` replays LibraSpec, the static length and one more chain rule of the registry (`RULES`:
+G4, FailFast, the serving engines' rules, LibraSpec priced) from one `DraftTrace` under a latency
 profile and sets them beside the best schedule in hindsight (`replay.best_schedule`, the limit
 of any chain length policy with this drafter and profile), the per-round oracle and AR;
 `Planner.grid` gives LibraSpec's modeled speedup over an alpha x d_max grid. Every number is
@@ -19,12 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost import LatencyProfile, ar_text_s
-from ..modes import BASELINE, MODES, ORACLE, PAPER
+from ..modes import BASELINE, ENGINE, MODES, ORACLE, PAPER, POLICY_MODES
 from ..records import RoundRecord
 from ..spec import LIBRARY_CAPS, RunSpec
 from .regimes import describe
 from .replay import Schedule, best_schedule, replay
 from .trace import DraftTrace
+
+RULES = tuple(mode for mode in POLICY_MODES if mode not in (BASELINE, PAPER))  # the what-if's third line
+DEFAULT_RULE = next((mode for mode in RULES if MODES[mode].role == ENGINE), RULES[0])  # a serving engine's first
 
 
 @dataclass(frozen=True)
@@ -52,10 +56,13 @@ class Plan:
     oracle: Line  # the per-round d* of each round, followed round by round
     plan_ms: float  # how long planning took
     notes: tuple[str, ...] = ()  # what `clamp_to_trace` changed of the settings asked for
+    rule: Line | None = None  # the chosen rule of `RULES`, replayed with the same settings
+    rule_mode: str | None = None  # its mode name
 
     @property
     def lines(self) -> tuple[Line, ...]:
-        return (self.libraspec, self.static, self.oracle, self.best)
+        rule = (self.rule,) if self.rule is not None else ()
+        return (self.libraspec, self.static, *rule, self.oracle, self.best)
 
     def rows(self) -> list[dict]:
         """One row per line: modeled seconds, speedup over AR, share of the best schedule's speed."""
@@ -119,13 +126,17 @@ class Planner:
             self._oracle = _line("oracle d* per round", records, len(self.trace.prompt))
         return self._oracle
 
-    def plan(self, settings: RunSpec) -> Plan:
-        """LibraSpec and static d with `settings` (`clamp_to_trace`) beside the oracle and the best schedule."""
+    def plan(self, settings: RunSpec, rule: str | None = None) -> Plan:
+        """LibraSpec, static d and `rule` (one of `RULES`, or None) with `settings` (`clamp_to_trace`)
+        beside the oracle and the best schedule; a priced rule prices its choices with this profile."""
+        if rule is not None and rule not in RULES:
+            raise ValueError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
         start = time.perf_counter()
         trace, (settings, notes) = self.trace, clamp_to_trace(settings, self.trace)
         P = len(trace.prompt)
         libraspec = _line(MODES[PAPER].label, replay(trace, PAPER, self.profile, settings), P)
         static = _line(f"static d = {settings.static_length}", replay(trace, BASELINE, self.profile, settings), P)
+        ruled = _line(MODES[rule].label, replay(trace, rule, self.profile, settings), P) if rule else None
         best, oracle = self.best, self.oracle
         return Plan(
             self.description,
@@ -137,6 +148,8 @@ class Planner:
             oracle,
             (time.perf_counter() - start) * 1e3,
             tuple(notes),
+            ruled,
+            rule,
         )
 
     def grid(self, alphas, d_maxes, base: RunSpec = RunSpec()) -> np.ndarray:
@@ -163,9 +176,9 @@ def grid_axes(trace: DraftTrace) -> tuple[tuple[float, ...], list[int]]:
     return GRID_ALPHAS, [d for d in GRID_D_MAXES if trace.n <= d <= trace.lookahead]
 
 
-def plan(trace: DraftTrace, profile: LatencyProfile, settings: RunSpec) -> Plan:
-    """`Planner(trace, profile).plan(settings)`: one what-if."""
-    return Planner(trace, profile).plan(settings)
+def plan(trace: DraftTrace, profile: LatencyProfile, settings: RunSpec, rule: str | None = None) -> Plan:
+    """`Planner(trace, profile).plan(settings, rule)`: one what-if."""
+    return Planner(trace, profile).plan(settings, rule)
 
 
 def clamp_to_trace(settings: RunSpec, trace: DraftTrace) -> tuple[RunSpec, list[str]]:
@@ -179,7 +192,8 @@ def clamp_to_trace(settings: RunSpec, trace: DraftTrace) -> tuple[RunSpec, list[
         why = f"the trace holds {trace.lookahead} drafts a position"
         caps = dataclasses.replace(LIBRARY_CAPS, length=trace.lookahead, why=why)
     traced = settings.checked(trace.n, context=trace.max_positions, caps=caps)
-    read = [f.name for f in dataclasses.fields(RunSpec) if f.name in MODES[PAPER].knobs + MODES[BASELINE].knobs]
+    knobs = MODES[PAPER].knobs + MODES[BASELINE].knobs + tuple(k for rule in RULES for k in MODES[rule].knobs)
+    read = [f.name for f in dataclasses.fields(RunSpec) if f.name in knobs]
     merged = dataclasses.replace(settings, **{name: getattr(traced.spec, name) for name in read})
     spec = merged.checked(trace.n, context=trace.max_positions).spec
     return spec, [traced.notes[name] for name in read if name in traced.notes]

@@ -55,8 +55,10 @@ ONLINE_Q = " + online q"  # a row label's suffix: the same rule with q_i calibra
 
 
 def online_q_modes() -> tuple[str, ...]:
-    """The chain modes whose rows also run with q_i calibrated online: the paper's, its priced form and
-    the serving rules that read q_i (vLLM's calibration is meant for its own rule and LibraSpec)."""
+    """The chain modes whose rows also run with q_i calibrated online: LibraSpec and the priced chain rules
+    (LibraSpec priced, vLLM adaptive), the rules vLLM's calibration serves (its own adaptive rule) and
+    this project's subject; the other q-reading rules (FailFast, transformers' threshold, which re-fits
+    its own threshold) run as their sources ship them."""
     return tuple(m for m in POLICY_MODES if m == PAPER or (MODES[m].priced and MODES[m].kind == "policy"))
 
 

@@ -4,11 +4,17 @@ AR decodes each prompt once. Greedy, the grid comes from replay: what the drafte
 every position of each AR text is recorded once (`analysis.trace`), every cell (alpha, d_max) is
 replayed from it in LibraSpec mode with the oracle annotation (d* over 1..d_max; modeled only,
 seconds for the whole grid), and the few best cells by modeled speedup are then decoded for
-real as a check (measured speedup, and whether their decisions equal the replay's). Sampling,
-every cell decodes every prompt. alpha may be "auto": `autoalpha.AutoAlphaLibraSpecPolicy`, which sets
-alpha = T^verify / (tau * c) from the latency profile and the running tau (section 3.4).
+real as a check (measured speedup, and whether their decisions equal the replay's). Beside the
+grid, the other chain rules of the registry (`whatif.RULES`: LibraSpec priced, G4, FailFast, the
+serving engines' rules) are replayed from the same traces at each d_max (their only knob here; the
+rest keep their `RunSpec` defaults), modeled only: rows whose `mode` names the rule, alpha NaN for
+a rule that does not read it; the heat maps, `analysis.best_cell` and the decoded cells stay
+LibraSpec's. Sampling, every cell decodes every prompt, and no rule is replayed (a sampled text
+is not fixed, so there is no trace to replay from). alpha may be "auto":
+`autoalpha.AutoAlphaLibraSpecPolicy`, which sets alpha = T^verify / (tau * c) from the latency
+profile and the running tau (section 3.4).
 
-Per cell, totals over prompts (docs/ARCHITECTURE.md, "What is timed"; as in `records.summarize`):
+Per cell (and per rule x d_max), totals over prompts (docs/ARCHITECTURE.md, "What is timed"; as in `records.summarize`):
 speedup_measured = AR seconds per token / cell seconds per token, speedup_modeled the
 same with the latency profile's times, tau = tokens per round, mad_vs_oracle =
 mean |d - d*| over rounds, alpha_used = mean alpha of the rounds (the value itself when
@@ -31,8 +37,9 @@ import pandas as pd
 
 from ..analysis.replay import ReplayDecoder
 from ..analysis.trace import DraftTrace, iter_trace
+from ..analysis.whatif import RULES
 from ..engine import DecodeConfig, SpeculativeDecoder
-from ..modes import AR, PAPER
+from ..modes import AR, MODES, PAPER
 from ..records import RoundRecord, committed_text, summarize, timing_noise_s
 from ..spec import LIBRARY_CAPS, Caps, RunSpec
 from .driver import AUTO, Cancelled, Job, alpha_label, alpha_policy, decode_grid, parse_alphas
@@ -41,7 +48,8 @@ from .grids import decision_digest
 DEFAULT_ALPHAS = (1.6, 2.0, 2.2, 2.6, AUTO)  # around the paper's 2.0 (Fast-dLLM) and 2.2 (DFlash)
 DEFAULT_D_MAXES = (16, 24, 32, 48)  # around the paper's 24 for DFlash
 COLUMNS = [
-    "alpha",
+    "mode",  # PAPER for the grid's cells, else the rule of `whatif.RULES` replayed beside them
+    "alpha",  # NaN for a rule that does not read alpha
     "d_max",
     "prompts",
     "tokens",
@@ -104,12 +112,14 @@ class SweepEvent:
     finished: bool = False  # the last event of a sweep that ran to its end
 
 
-def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRecord]) -> dict:
+def _cell_row(alpha, d_max: int, runs: list[list[RoundRecord]], ar: list[RoundRecord], mode: str = PAPER) -> dict:
+    """One row of COLUMNS (but `check`) from a cell's (or `mode`'s, at alpha None) runs over the prompts."""
     records = [r for run in runs for r in run]
     alphas_used = [r.alpha for r in records if r.alpha is not None]
     s = summarize(records, ar)
     return {
-        "alpha": alpha_label(alpha),
+        "mode": mode,
+        "alpha": float("nan") if alpha is None else alpha_label(alpha),
         "d_max": d_max,
         "prompts": len(runs),
         "tokens": s.tokens,
@@ -164,15 +174,18 @@ def iter_sweep(
     config: DecodeConfig,
     cancel: threading.Event | None = None,
     decode: int | None = DECODED_CELLS,
+    rules: bool = True,
 ) -> Iterator[SweepEvent]:
     """Run the sweep, yielding a `SweepEvent` after every decoding run (and every few traced positions).
 
     AR runs first (once per prompt; prompt i uses seed config.seed + i). Greedy with `decode` set:
     a draft trace of each AR text (`analysis.trace`), every cell replayed from the traces (modeled
-    columns and the oracle's d*; measured columns NaN, `check` "replay"), then the `decode` cells
-    of highest modeled speedup, one per set of identical decisions, decoded for real (`check` says
-    whether their decisions equal their replay's). Sampling, or `decode` None: every cell decoded
-    (alpha outer, d_max inner, `driver.decode_grid`). `cancel` is checked before every run: once
+    columns and the oracle's d*; measured columns NaN, `check` "replay"), with `rules` every rule of
+    `whatif.RULES` at each d_max replayed from the same traces (`_rule_rows`: rows after the cells,
+    modeled only), then the `decode` cells of highest modeled speedup, one per set of identical
+    decisions, decoded for real (`check` says whether their decisions equal their replay's).
+    Sampling, or `decode` None: every cell decoded (alpha outer, d_max inner, `driver.decode_grid`)
+    and no rule replayed. `cancel` is checked before every run: once
     set, the last event carries cancelled=True and the cells finished so far.
     """
     n = decoder.n
@@ -235,19 +248,26 @@ def iter_sweep(
         if cancel is not None and cancel.is_set():
             yield SweepEvent(done, total, "cancelled", pd.DataFrame(rows, columns=COLUMNS), True)
             return
-        runs = [_replay_cell(decoder, trace, alpha, d_max, configs[i]) for i, trace in enumerate(traces)]
+        policy = functools.partial(_cell_policy, decoder, alpha, d_max)
+        runs = [_replay_run(decoder, trace, PAPER, policy, d_max, configs[i]) for i, trace in enumerate(traces)]
         rows.append(_cell_row(alpha, d_max, runs, ar) | {"check": "replay"})
         yield SweepEvent(done, total, f"replayed {label}", pd.DataFrame(rows, columns=COLUMNS))
     # the best cells by modeled speedup, one per set of identical decisions, decoded for real
-    speed = [row["speedup_modeled"] for row in rows]
+    speed = [row["speedup_modeled"] for row in rows]  # the cells only: the rules' rows come after
     order = sorted(range(len(rows)), key=lambda k: -speed[k] if math.isfinite(speed[k]) else math.inf)
     chosen, seen = [], set()
     for k in order:
         if rows[k]["decisions"] not in seen and len(chosen) < decode:
             seen.add(rows[k]["decisions"])
             chosen.append(k)
+    for label, row in _rule_rows(decoder, traces, configs, d_maxes, ar) if rules else ():
+        if cancel is not None and cancel.is_set():
+            yield SweepEvent(done, total, "cancelled", pd.DataFrame(rows, columns=COLUMNS), True)
+            return
+        rows.append(row)
+        yield SweepEvent(done, total, f"replayed {label}", pd.DataFrame(rows, columns=COLUMNS))
     total = len(prompts_ids) * (1 + len(chosen))  # fewer when fewer cells decided differently
-    label = "every cell replayed (modeled)"
+    label = "every cell and rule replayed (modeled)" if rules else "every cell replayed (modeled)"
     yield SweepEvent(done, total, label, pd.DataFrame(rows, columns=COLUMNS), finished=not chosen)
     labels = list(cells)
     picked = {labels[k]: cells[labels[k]] for k in chosen}
@@ -277,11 +297,26 @@ def _flat(runs: list[list[RoundRecord]]) -> list[RoundRecord]:
     return [r for run in runs for r in run]
 
 
-def _replay_cell(decoder, trace: DraftTrace, alpha, d_max: int, config: DecodeConfig) -> list[RoundRecord]:
-    """A cell's rounds on one prompt, replayed from its trace as the engine would decode them."""
+def _replay_run(decoder, trace: DraftTrace, mode: str, policy, d_max: int, config: DecodeConfig) -> list[RoundRecord]:
+    """`mode`'s rounds on one prompt with a fresh `policy()`, replayed from its trace as the engine
+    would decode them, with the oracle's d* over 1..d_max."""
     replayer = ReplayDecoder.from_trace(trace, decoder.profile)
     cell = dataclasses.replace(config, lookahead=d_max, annotate_oracle=True)
-    return list(replayer.run(list(trace.prompt), PAPER, _cell_policy(decoder, alpha, d_max), cell))
+    return list(replayer.run(list(trace.prompt), mode, policy(), cell))
+
+
+def _rule_rows(decoder, traces, configs, d_maxes, ar) -> Iterator[tuple[str, dict]]:
+    """(label, row) of every rule of `whatif.RULES` at each d_max, replayed from the cells' traces
+    under the decoder's profile (a priced rule prices its choices with it too); the rule's other
+    knobs keep their `RunSpec` defaults (FailFast's threshold and step, G4's first length resolved
+    within d_max), alpha NaN unless the rule reads it; modeled only, `check` "replay"."""
+    for mode in RULES:
+        for d_max in d_maxes:
+            spec = RunSpec(d_max=d_max).checked(decoder.n).spec
+            policy = functools.partial(MODES[mode].policy, spec, decoder.profile)
+            runs = [_replay_run(decoder, trace, mode, policy, d_max, configs[i]) for i, trace in enumerate(traces)]
+            alpha = spec.alpha if "alpha" in MODES[mode].knobs else None
+            yield f"{MODES[mode].label}, d_max = {d_max}", _cell_row(alpha, d_max, runs, ar, mode) | {"check": "replay"}
 
 
 def run_sweep(
@@ -293,14 +328,15 @@ def run_sweep(
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
     decode: int | None = DECODED_CELLS,
+    rules: bool = True,
 ) -> pd.DataFrame:
-    """The whole sweep as one DataFrame (COLUMNS, one row per finished cell).
+    """The whole sweep as one DataFrame (COLUMNS, one row per finished cell, then per rule x d_max).
 
     `progress(done, total, label)` is called after every run. A set `cancel` stops before
     the next run; the frame then holds the finished cells and attrs["cancelled"] is True.
     """
     frame, cancelled = pd.DataFrame(columns=COLUMNS), False
-    for ev in iter_sweep(decoder, prompts_ids, alphas, d_maxes, config, cancel, decode):
+    for ev in iter_sweep(decoder, prompts_ids, alphas, d_maxes, config, cancel, decode, rules):
         frame, cancelled = ev.frame, ev.cancelled
         if progress is not None and not ev.cancelled:
             progress(ev.done, ev.total, ev.label)
@@ -310,7 +346,10 @@ def run_sweep(
 
 # -- CLI ---------------------------------------------------------------------------------------
 
-HELP = "decode a prompt file with LibraSpec over an alpha x d_max grid and write one CSV row per cell"
+HELP = (
+    "decode a prompt file with LibraSpec over an alpha x d_max grid and write one CSV row per cell "
+    "(greedy: and per other chain rule x d_max, replayed)"
+)
 
 
 def add_arguments(parser) -> None:
@@ -332,7 +371,12 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
-    parser.add_argument("--out", required=True, help="OUT.csv, one row per (alpha, d_max) cell")
+    parser.add_argument(
+        "--no-rules",
+        action="store_true",
+        help="greedy: skip the other chain rules (G4, FailFast, the engines' rules, ...) replayed at each d_max",
+    )
+    parser.add_argument("--out", required=True, help="OUT.csv, one row per (alpha, d_max) cell and per rule x d_max")
     add_drafter_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -382,7 +426,7 @@ def run(args) -> int:
         bar.update(done - bar.n)
 
     decode = None if args.decode == "all" else int(args.decode)
-    frame = run_sweep(decoder, ids, alphas, d_maxes, config, progress, None, decode)
+    frame = run_sweep(decoder, ids, alphas, d_maxes, config, progress, None, decode, not args.no_rules)
     bar.close()
     atomic_write_text(args.out, frame.to_csv(index=False))
     return 0

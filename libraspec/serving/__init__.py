@@ -1,4 +1,4 @@
-"""The length rules that serving engines ship, as policies of this project (issue 43).
+"""The length rules that serving engines ship, as policies of this project.
 
 One module per engine, each citing its source (file, PR) and saying what it simplified; e.g.
 `vllm.py`: vLLM's adaptive verification with its global draft budget, its batch-size schedule and

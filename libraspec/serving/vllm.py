@@ -1,5 +1,5 @@
 """vLLM's length rules as policies of this project: adaptive verification, the batch-size schedule
-and the online acceptance calibration (issue 43; docs/ARCHITECTURE.md, "Length policies").
+and the online acceptance calibration (docs/ARCHITECTURE.md, "The engines' rules").
 
 Sources, read for their arithmetic and defaults (nothing copied):
 

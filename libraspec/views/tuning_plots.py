@@ -173,8 +173,11 @@ def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: 
 
     Best: highest modeled / measured speedup and tau, lowest mean |d - d*|, outlined only where
     `analysis.best_cell` finds a cell ahead of all others (the title names the metrics where none is). `alphas` and
-    `d_maxes` fix the axes while a sweep is still filling the grid.
+    `d_maxes` fix the axes while a sweep is still filling the grid. Rows of other modes (the rules a
+    greedy sweep replays beside the grid, `mode` not PAPER) are no cells: neither drawn nor crowned.
     """
+    if "mode" in frame:
+        frame = frame[frame["mode"] == PAPER].reset_index(drop=True)
     alphas = [str(a) for a in (alphas or list(dict.fromkeys(frame["alpha"])) if "alpha" in frame else [])]
     d_maxes = [int(d) for d in (d_maxes or sorted(set(frame["d_max"])) if "d_max" in frame else [])]
     fig = make_subplots(

@@ -1,5 +1,5 @@
 """Plotly figures of the what-if view (`analysis.whatif`): d per round of LibraSpec, static d, the
-per-round oracle and the best schedule in hindsight, and LibraSpec's alpha x d_max grid. Every
+chosen rule, the per-round oracle and the best schedule in hindsight, and LibraSpec's alpha x d_max grid. Every
 title says that the figure is a modeled replay and which latency profile priced it."""
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ def lengths_figure(plan) -> go.Figure:
         plan.oracle.label: mode_color(ORACLE),
         plan.best.label: BEST_COLOR,
     }
+    if plan.rule is not None:
+        colours[plan.rule.label] = mode_color(plan.rule_mode)
     for line in plan.lines:
         dotted = line is plan.oracle
         fig.add_trace(
