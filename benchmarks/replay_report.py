@@ -28,8 +28,10 @@
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import json
+import multiprocessing
 import sys
 import time
 from datetime import datetime, timezone
@@ -87,6 +89,7 @@ def arguments():
     parser.add_argument("--drafters", default=",".join(DRAFTERS))
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=2, help="drafters replayed at once (worker processes)")
     parser.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "replay"))
     parser.add_argument("--quick", action="store_true", help="2 prompts per suite, 1 measured, 32 tokens")
@@ -126,6 +129,44 @@ def traces_for(args, pair, cache: Path) -> dict[str, list[tuple[str, DraftTrace]
                 print(f"traced {suite} {i} ({', '.join(missing)})", flush=True)
             for d, p in paths.items():
                 out[d].append((suite, DraftTrace.load(p)))
+    return out
+
+
+def drafter_grids(job) -> tuple:
+    """One drafter's grids, engines' section and ratios, in a worker process (`--jobs`): the traces
+    are read from their cache files there; only the summaries come back."""
+    drafter, files, profiles, concurrency, n, B, limit = job
+    torch.set_num_threads(1)
+    traces = {drafter: [(suite, DraftTrace.load(path)) for suite, path in files]}
+    results, kept = grid_results(traces, profiles, concurrency, n, B)
+    engines, rows_by = engine_results(traces, kept, concurrency, n, B, limit)
+    return drafter, results[drafter], engines[drafter], engine_ratios(engines, rows_by, traces)[drafter]
+
+
+def all_grids(args, traces, cache: Path, profiles, concurrency, n: int) -> tuple[dict, dict, dict]:
+    """`drafter_grids` for every drafter, --jobs at a time (modeled replay: nothing is timed, so the
+    workers may share the machine); returns (grids, engines, ratios) by drafter in --drafters order."""
+    jobs = []
+    for drafter, items in traces.items():
+        files = [(suite, cache / f"{suite}-{i:02d}-{drafter}.npz") for suite, i in trace_index(items)]
+        jobs.append((drafter, files, profiles, concurrency, n, group_size(args), args.limit))
+    if args.jobs > 1:
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+            done = {out[0]: out for out in pool.map(drafter_grids, jobs)}
+    else:
+        done = {out[0]: out for out in map(drafter_grids, jobs)}
+    order = list(traces)
+    return tuple({d: done[d][part] for d in order} for part in (1, 2, 3))
+
+
+def trace_index(items) -> list[tuple[str, int]]:
+    """(suite, index within the suite) of each trace, as `traces_for` names their cache files."""
+    seen: dict[str, int] = {}
+    out = []
+    for suite, _ in items:
+        out.append((suite, seen.get(suite, 0)))
+        seen[suite] = seen.get(suite, 0) + 1
     return out
 
 
@@ -631,10 +672,7 @@ def main() -> None:
     )
     profiles = {"a": profile, "d": steep}
     traces = traces_for(args, pair, cache)
-    results, kept = grid_results(traces, profiles, concurrency, pair.n, group_size(args))
-    engines, rows_by = engine_results(traces, kept, concurrency, pair.n, group_size(args), args.limit)
-    ratios = engine_ratios(engines, rows_by, traces)
-    del kept, rows_by
+    results, engines, ratios = all_grids(args, traces, cache, profiles, concurrency, pair.n)
     static_d = int(best_static(results["dflash"]["a"]).split("=")[1]) if "dflash" in results else pair.n
     measured = measured_summary(measured_check(args, pair, cache, static_d))
     trace_cost = {}
