@@ -454,7 +454,10 @@ def test_report_end_to_end(tmp_path, fixed_profile, monkeypatch, capsys):
     assert len(links) == 3 and all((tmp_path / link).is_file() for link in links)
     results = tmp_path / "benchmarks" / "results"
     summary = json.loads((results / "chat-T1.json").read_text())
-    assert summary["config"]["temperature"] == 1.0 and len(summary["runs"]) == 15
+    # one prompt: each static length (9), FailFast with its paper's settings, and every other chain,
+    # oracle and AR mode of the registry once (the serving engines' rules and LibraSpec priced included)
+    runs = 9 + 1 + len(report.ALL_MODES) - 1
+    assert summary["config"]["temperature"] == 1.0 and len(summary["runs"]) == runs == 20
     # the fair static grid 1..n, 2n and d_max (n = 7, d_max = 24), FailFast ours and the paper's
     assert summary["config"]["static_lengths"] == [1, 2, 3, 4, 5, 6, 7, 14, 24]
     assert {"failfast", "failfast-paper"} <= set(summary["modes"])

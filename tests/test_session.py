@@ -133,10 +133,13 @@ def test_a_profile_the_ar_baseline_contradicts_is_measured_again_before_the_race
     assert len(note) == 1 and f"more than ±{PROFILE_TOLERANCE:.0%} off" in note[0]
     fresh = session.profile()
     assert fresh is not slow and all(d.profile is fresh for d in decoders.values())
-    assert all(r.modeled_s == fresh.ar_token_time() for r in run.ar_records)
+    # every forward priced after the context it saw (`LatencyProfile.context_s`)
+    assert all(r.modeled_s == fresh.ar_token_time(r.start_position) for r in run.ar_records)
     assert run.drafter == "dflash" and all(  # the round times of the race modes come from the new profile too
         r.modeled_s
-        == pytest.approx(fresh.draft_time(r.blocks_drafted) + fresh.verify_time(r.chosen_length + 1) + fresh.fit_s)
+        == pytest.approx(
+            fresh.draft_time(r.blocks_drafted) + fresh.verify_time(r.chosen_length + 1, r.start_position) + fresh.fit_s
+        )
         for m in RACE_MODES
         for r in run.records[m]
     )

@@ -112,6 +112,7 @@ class Planner:
         self._best: Line | None = None
         self._oracle: Line | None = None
         self._grids: dict[tuple, np.ndarray] = {}
+        self._rules: dict[tuple, Line] = {}
 
     @property
     def best(self) -> Line:
@@ -136,7 +137,7 @@ class Planner:
         P = len(trace.prompt)
         libraspec = _line(MODES[PAPER].label, replay(trace, PAPER, self.profile, settings), P)
         static = _line(f"static d = {settings.static_length}", replay(trace, BASELINE, self.profile, settings), P)
-        ruled = _line(MODES[rule].label, replay(trace, rule, self.profile, settings), P) if rule else None
+        ruled = self._rule(rule, settings) if rule else None
         best, oracle = self.best, self.oracle
         return Plan(
             self.description,
@@ -151,6 +152,15 @@ class Planner:
             ruled,
             rule,
         )
+
+    def _rule(self, rule: str, settings: RunSpec) -> Line:
+        """The rule's line, replayed once per value of the knobs it reads (`Mode.knobs`): moving alpha
+        or the static length does not replay a rule that reads neither."""
+        key = (rule,) + tuple(getattr(settings, knob) for knob in MODES[rule].knobs)
+        if key not in self._rules:
+            records = replay(self.trace, rule, self.profile, settings)
+            self._rules[key] = _line(MODES[rule].label, records, len(self.trace.prompt))
+        return self._rules[key]
 
     def grid(self, alphas, d_maxes, base: RunSpec = RunSpec()) -> np.ndarray:
         """LibraSpec's modeled speedup over AR for each (alpha, d_max): (len(alphas), len(d_maxes))."""
