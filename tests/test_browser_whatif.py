@@ -177,7 +177,7 @@ def test_replay_a_race_and_replan_it_in_the_browser_at_1440x900(server):
         static = int(number(page, "ls-whatif-static").input_value()) or 7  # 0 = n, 7 on tiny-llama
         assert any(name.startswith(f"static d = {static}:") for name in figures["legend"]), figures["legend"]
         assert "best schedule (hindsight)" in page.locator("#ls-whatif-table").inner_text()
-        assert server_ms(page) < SERVER_MS
+        assert server_ms(page) < PROFILE_SERVER_MS  # Replay's first plan builds the planner (as a new profile does)
         for name, elem_id in (("tab", None), ("lengths", "ls-whatif-lengths"), ("grid", "ls-whatif-grid")):
             if elem_id:
                 page.locator(f"#{elem_id}").scroll_into_view_if_needed()
