@@ -446,13 +446,15 @@ def render(args, pair, profiles, concurrency, results, engines, ratios, measured
 
 
 ENGINE_ROWS_NOTE = (
-    "vLLM adaptive: the global draft budget of vLLM's adaptive verification (PRs #47808, #52228) for one "
-    "request at batch 1 and over the whole group in lock-step; vLLM schedule: one K per batch-size range "
-    "(PR #32374; its table chosen on held-apart prompts, assets/batch_schedule.json); SGLang adaptive: the "
-    "EMA of accepted lengths picking the next step count from SGLang's tiers; transformers threshold: "
-    "drafting stops at the first q_i below the threshold, re-fitted from the ROC of earlier rounds; "
-    "+ online q: the rule reads q_i through vLLM's online logistic calibration "
-    '(docs/ARCHITECTURE.md, "The engines\' rules").'
+    "LibraSpec priced: the marginal criterion at the price list's alpha = V / c for one request at batch 1, "
+    "and over the whole group in lock-step, the group's round priced as the regime charges it (padded or "
+    "ragged; `group.PricedGroup`); vLLM adaptive: the global draft budget of vLLM's adaptive verification "
+    "(PRs #47808, #52228) for one request at batch 1 and over the whole group in lock-step; vLLM schedule: "
+    "one K per batch-size range (PR #32374; its table chosen on held-apart prompts, "
+    "assets/batch_schedule.json); SGLang adaptive: the EMA of accepted lengths picking the next step count "
+    "from SGLang's tiers; transformers threshold: drafting stops at the first q_i below the threshold, "
+    "re-fitted from the ROC of earlier rounds; + online q: the rule reads q_i through vLLM's online "
+    'logistic calibration (docs/ARCHITECTURE.md, "The engines\' rules").'
 )
 
 

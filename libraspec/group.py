@@ -47,10 +47,19 @@ from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from .cost import LatencyProfile, drafting_s, upkeep_s
+from .cost import DIFFUSION, LatencyProfile, drafting_s, upkeep_s
 from .policy import Decision, LengthPolicy, _check_int, _ensure_drafted
+from .priced import DEFAULT_PRIOR_TAU
 from .records import RoundRecord
-from .serving.vllm import CalibratedView, OnlineCalibration, checked_ranges, global_budget, schedule_length, survival
+from .serving.vllm import (
+    CalibratedView,
+    OnlineCalibration,
+    checked_ranges,
+    global_budget,
+    ranked_slots,
+    schedule_length,
+    survival,
+)
 
 PADDED, RAGGED = "padded", "ragged"
 BATCHINGS = (PADDED, RAGGED)
@@ -292,7 +301,77 @@ class LiveSchedule:
         """One K per batch size: nothing to forget."""
 
 
-class GlobalBudget:
+class _DraftingGroup:
+    """What the group forms that weigh drafts share: each chain holds one block when the round
+    starts, and the group drafts one block more of a request only while that could still win. With
+    every later survival of that request at most its last drafted one (survivals never rise), the
+    best lengths over those bounding slots, priced with the drafting that request's further blocks
+    add, must score above the best over what is drafted. A drafted block is sunk: the round pays
+    the drafting of every block drafted (the slowest request's), whatever is admitted.
+
+    A subclass scores lengths (`_best`: the best score and lengths over survivals S, the round's
+    drafting seconds given) and learns from records."""
+
+    name: str
+
+    def __init__(self, batch: Batch, d_max: int):
+        self.batch = batch
+        self.d_max = _check_int(d_max, "d_max")
+        self._prices: dict[int, float] = {}
+        self._requests = 0
+
+    def verify_s(self, tokens: int) -> float:
+        """A forward of `tokens` rows over this round's requests spread evenly (`Batch.tokens_s`),
+        computed once per size and round."""
+        if tokens not in self._prices:
+            self._prices[tokens] = self.batch.tokens_s(tokens, self._requests)
+        return self._prices[tokens]
+
+    def _best(self, S: list[np.ndarray], draft: float) -> tuple[float, list[int]]:
+        raise NotImplementedError
+
+    def choose_lengths(self, chains: Sequence[ChainLike | None]) -> list[int]:
+        live = [chain for chain in chains if chain is not None]
+        if not live:
+            raise ValueError(f"group policy {self.name} needs at least one unfinished request")
+        self._requests, self._prices = len(live), {}
+        while True:
+            S = [np.zeros(0) if c.empty else survival(c.confidences[: self.d_max]) for c in live]
+            drafts = [self.batch.drafting_s(c.steps_run(c.blocks)) for c in live]
+            score, lengths = self._best(S, max(drafts))
+            grow = self._worth_drafting(live, S, drafts, score)
+            if grow is None:
+                break
+            grow.extend(1)
+        self._chosen(lengths)
+        out, it = [], iter(lengths)
+        for chain in chains:
+            out.append(0 if chain is None else next(it))
+        return out
+
+    def _chosen(self, lengths: list[int]) -> None:
+        """The round's lengths over its unfinished requests, once decided."""
+
+    def _worth_drafting(self, live, S, drafts, score: float) -> ChainLike | None:
+        """The first request whose next blocks could beat `score`: its later slots bounded by its
+        last drafted S, the round's drafting raised to what its further blocks cost (None: none)."""
+        for i, chain in enumerate(live):
+            drafted = len(S[i])
+            if chain.empty or drafted >= self.d_max or S[i][-1] <= 0.0:
+                continue
+            kept = chain.steps_run(chain.blocks)[: chain.blocks]
+            others = max([d for j, d in enumerate(drafts) if j != i], default=0.0)
+            for more in range(1, -(-self.d_max // chain.n) - chain.blocks + 1):
+                reach = min(self.d_max, (chain.blocks + more) * chain.n)
+                bound = list(S)
+                bound[i] = np.concatenate([S[i], np.full(reach - drafted, S[i][-1])])
+                steps = kept + [kept[-1]] * more + chain.steps_run(chain.blocks)[chain.blocks :]
+                if self._best(bound, max(others, self.batch.drafting_s(steps)))[0] > score:
+                    return chain
+        return None
+
+
+class GlobalBudget(_DraftingGroup):
     """vLLM's adaptive verification over a lock-step group (mode vllm-adaptive's group form; source:
     vLLM PRs #47808 / #52228, `adaptive_verification.py`, read through `serving.vllm.global_budget`,
     whose docstring states the rule and what it simplifies). Over the B' unfinished requests, with
@@ -308,76 +387,103 @@ class GlobalBudget:
       the blocks drafted (each step by its source, batch-1 times) plus the drafter's upkeep.
 
     vLLM drafts K tokens for every request before it budgets. Here, as `serving.vllm.VLLMAdaptivePolicy`
-    does for one request, each chain holds one block when the round starts, and the group drafts one
-    block more for a request only while that could still win: with every later S of that request at
-    most its last drafted S (S never rises), the budget over those bounding slots, priced with the
-    drafting that request's further blocks add, must beat the best budget over what is drafted. So
-    with B' = 1 it is that policy's rule. A drafted block is sunk: every request pays the drafting
-    of the blocks drafted, whatever it is admitted."""
+    does for one request, each chain holds one block when the round starts and the group drafts
+    further blocks as `_DraftingGroup` says, the score being the budget's rate. So with B' = 1 it is
+    that policy's rule."""
 
     name = "vllm-adaptive"
 
     def __init__(self, batch: Batch, d_max: int, max_slots: int | None = None):
-        self.batch = batch
-        self.d_max = _check_int(d_max, "d_max")
+        super().__init__(batch, d_max)
         self.max_slots = max_slots
         self.budget: int | None = None  # the last round's admitted slots over the group
 
-    def choose_lengths(self, chains: Sequence[ChainLike | None]) -> list[int]:
-        live = [chain for chain in chains if chain is not None]
-        if not live:
-            raise ValueError("a draft budget needs at least one unfinished request")
-        R, prices = len(live), {}
+    def _best(self, S: list[np.ndarray], draft: float) -> tuple[float, list[int]]:
+        budget, lengths = global_budget(S, lambda requests: draft, self.verify_s, self.max_slots)
+        gain = len(S) + sum(float(s[:d].sum()) for s, d in zip(S, lengths))
+        return gain / (draft + self.verify_s(len(S) + budget)), lengths
 
-        def verify(tokens: int) -> float:  # the round's token-count table, computed once per size
-            if tokens not in prices:
-                prices[tokens] = self.batch.tokens_s(tokens, R)
-            return prices[tokens]
-
-        while True:
-            S = [np.zeros(0) if c.empty else survival(c.confidences[: self.d_max]) for c in live]
-            drafts = [self.batch.drafting_s(c.steps_run(c.blocks)) for c in live]
-            draft = max(drafts)
-            budget, lengths = global_budget(S, lambda requests: draft, verify, self.max_slots)
-            gain = R + sum(float(s[:d].sum()) for s, d in zip(S, lengths))
-            rate = gain / (draft + verify(R + budget))
-            grow = self._worth_drafting(live, S, drafts, rate, verify)
-            if grow is None:
-                break
-            grow.extend(1)
-        self.budget = budget
-        out, it = [], iter(lengths)
-        for chain in chains:
-            out.append(0 if chain is None else next(it))
-        return out
-
-    def _worth_drafting(self, live, S, drafts, rate: float, verify) -> ChainLike | None:
-        """The first request whose next blocks could beat `rate`: its later slots bounded by its
-        last drafted S, the round's drafting raised to what its further blocks cost (None: none)."""
-        R = len(live)
-        for i, chain in enumerate(live):
-            drafted = len(S[i])
-            if chain.empty or drafted >= self.d_max or S[i][-1] <= 0.0:
-                continue
-            kept = chain.steps_run(chain.blocks)[: chain.blocks]
-            others = max([d for j, d in enumerate(drafts) if j != i], default=0.0)
-            for more in range(1, -(-self.d_max // chain.n) - chain.blocks + 1):
-                reach = min(self.d_max, (chain.blocks + more) * chain.n)
-                bound = list(S)
-                bound[i] = np.concatenate([S[i], np.full(reach - drafted, S[i][-1])])
-                steps = kept + [kept[-1]] * more + chain.steps_run(chain.blocks)[chain.blocks :]
-                draft = max(others, self.batch.drafting_s(steps))
-                budget, lengths = global_budget(bound, lambda requests: draft, verify, self.max_slots)
-                gain = R + sum(float(s[:d].sum()) for s, d in zip(bound, lengths))
-                if gain / (draft + verify(R + budget)) > rate:
-                    return chain
-        return None
+    def _chosen(self, lengths: list[int]) -> None:
+        self.budget = sum(lengths)
 
     def update(self, records: Sequence[RoundRecord | None]) -> None:
         """The rule keeps nothing across rounds (vLLM's online calibration is a separate option)."""
 
     def reset(self) -> None:
         self.budget = None
+
+
+class PricedGroup(_DraftingGroup):
+    """LibraSpec that knows its price, over a lock-step group (mode libraspec-priced's group form;
+    `priced.PricedLibraSpecPolicy` is the rule for one request, docs/ARCHITECTURE.md "Alpha from the
+    price list"). Alone, each request would price its choices as if its rows were the round's; in
+    lock-step the round is one forward over the group, and whether one request's extra row costs
+    anything depends on the others' (padded: nothing below the longest request; ragged: one token's
+    share of the forward). So the group applies the same marginal criterion to the group's round:
+    it verifies the lengths d_b that maximise
+
+        V * sum_b sum_{j <= d_b} P_{b,j}  -  ( draft + forward(rows) ),   P_{b,j} = q_{b,1} ... q_{b,j},
+
+    the expected accepted drafts over the group, each worth V seconds, less the round's price as
+    lock-step charges it: the slowest request's drafting of the blocks drafted plus the upkeep
+    (`Batch.drafting_s`), and the forward of the rows d_b + 1 (`Batch.forward_s`, padded or ragged).
+    V is the group's modeled seconds per committed token over its earlier rounds (priced as the
+    lock-step replay prices them), with one prior pseudo-round in which every request drafts one
+    block-diffusion pass, verifies its first block and commits `prior_tau` tokens.
+
+    The lengths searched are exact for each batching: padded, a round's forward depends only on its
+    longest request, so for each longest length K every request verifies min(K, its drafts), which
+    adds value at no cost; ragged, the forward depends only on the total N = sum_b (d_b + 1), so for
+    each N the N - B' best slots over the group are admitted (`serving.vllm.ranked_slots`, P
+    non-increasing, so each request's admitted drafts are a prefix). Ties go to the shorter round.
+    Further blocks are drafted as `_DraftingGroup` says. Like every group, it decides from the
+    chains' q_i and earlier records only."""
+
+    name = "libraspec-priced"
+
+    def __init__(self, batch: Batch, d_max: int, prior_tau: float = DEFAULT_PRIOR_TAU):
+        super().__init__(batch, d_max)
+        if not (isinstance(prior_tau, (int, float)) and math.isfinite(prior_tau) and prior_tau >= 1):
+            raise ValueError(f"prior_tau must be a number >= 1 (tau counts the bonus token), got {prior_tau!r}")
+        n = batch.base.n
+        self.prior_tokens = float(prior_tau) * batch.size
+        self.prior_s = batch.drafting_s([DIFFUSION]) + batch.forward_s([n + 1] * batch.size)
+        self.reset()
+
+    def value_s(self) -> float:
+        """V: the group's modeled seconds per committed token so far, with the prior pseudo-round."""
+        return (self.prior_s + self._seconds) / (self.prior_tokens + self._tokens)
+
+    def _best(self, S: list[np.ndarray], draft: float) -> tuple[float, list[int]]:
+        if self.batch.batching == PADDED:
+            longest = max(len(s) for s in S)
+            candidates = [[min(K, len(s)) for s in S] for K in range(longest + 1)]
+        else:
+            _, owners = ranked_slots(S)
+            candidates = [np.bincount(owners[:N], minlength=len(S)).tolist() for N in range(owners.size + 1)]
+        best = None
+        for lengths in candidates:  # shortest first: ties keep the shorter round
+            gain = sum(float(s[:d].sum()) for s, d in zip(S, lengths))
+            net = self._value * gain - draft - self.batch.forward_s([d + 1 for d in lengths])
+            if best is None or net > best[0]:
+                best = (net, [int(d) for d in lengths])
+        return best
+
+    def update(self, records: Sequence[RoundRecord | None]) -> None:
+        """Add the round's price as the lock-step replay charges it (the slowest request's drafting,
+        the upkeep, the forward of every unfinished request's rows) and its committed tokens to V."""
+        live = [r for r in records if r is not None]
+        if not live:
+            return
+        drafting = max(r.modeled_draft_s for r in live)
+        rows = [(r.tree_size if r.tree_size else r.chosen_length) + 1 for r in live]
+        self._seconds += drafting + upkeep_s(self.batch.base, self.batch.needs_features) + self.batch.forward_s(rows)
+        self._tokens += sum(len(r.committed_tokens) for r in live)
+        self._value = self.value_s()
+
+    def reset(self) -> None:
+        self._seconds, self._tokens = 0.0, 0
+        self._value = self.value_s()
 
 
 class _Listener:

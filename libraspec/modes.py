@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .group import Batch, GlobalBudget, GroupPolicy, LiveSchedule
+from .group import Batch, GlobalBudget, GroupPolicy, LiveSchedule, PricedGroup
 from .policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy
 from .priced import PricedLibraSpecPolicy
 from .serving.sglang import SGLangAdaptivePolicy
@@ -116,6 +116,7 @@ MODES: dict[str, Mode] = {
             lambda s, profile: PricedLibraSpecPolicy(profile, s.d_max),
             priced=True,
             knobs=("d_max",),
+            group=lambda s, batch: PricedGroup(batch, s.d_max),  # in lock-step: the group's round priced
         ),
         Mode("g4", "G4", "G4", "#CC79A7", "policy", _g4, knobs=("g4_initial", "d_max")),
         Mode(

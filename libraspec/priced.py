@@ -53,6 +53,9 @@ P_{d+1} V >= c, P falling), and the pass a block crossing costs is paid only whe
 drafts earn it. A further block is drafted only while it could still win: with every later P at
 most the last drafted one, some m = 1..n more drafts must be worth more than they cost. A hybrid
 round's later steps are priced as its last one.
+
+In lock-step the mode's group form, `group.PricedGroup`, applies the same criterion to the group's
+round, priced as lock-step charges it (padded or ragged).
 """
 
 from __future__ import annotations

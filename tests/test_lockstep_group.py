@@ -350,7 +350,14 @@ def test_every_request_commits_its_traces_text_in_lock_step(monkeypatch, drafter
     """Greedy in lock-step, per request and group modes alike, padded and ragged: each request's
     committed tokens are its trace's text, token for token."""
     traces = hand_traces(drafter)
-    modes = ["libraspec", "static", "vllm-adaptive", "vllm-schedule", with_group(monkeypatch, "planned", Planned())]
+    modes = [
+        "libraspec",
+        "libraspec-priced",
+        "static",
+        "vllm-adaptive",
+        "vllm-schedule",
+        with_group(monkeypatch, "planned", Planned()),
+    ]
     for mode in modes:
         for batching in ("padded", "ragged"):
             run = lockstep(traces, mode, check_profiles(), SETTINGS, batching)
@@ -437,6 +444,79 @@ def test_the_global_budget_drafts_a_block_more_only_when_it_could_win():
     sure, dead = Chain([1.0] * 9), Chain([0.9, 0.0, 0.0] + [1.0] * 6)
     assert group.choose_lengths([sure, dead]) == [9, 1]
     assert sure.blocks == 3 and dead.blocks == 1
+
+
+# -- LibraSpec priced over a group ---------------------------------------------------------------------
+
+
+def test_priced_group_prices_the_groups_round_padded_and_ragged():
+    """budget_profiles, the confident and the doubtful request, d_max 3 (one block each). V: the prior
+    pseudo-round drafts a pass and the upkeep (0.06 s) and verifies 4 rows each (0.04 + 0.24 s) for
+    2 x 2 tokens: 0.085 s a token. Padded a round pays its longest request: for K = 0..3 the nets
+    V (sum of the admitted S) - (0.06 + 0.04 + 0.06 (K + 1)) are -0.16, -0.101, -0.0709, -0.05831, so
+    K = 3 and the doubtful request's drafts ride along for nothing: [3, 3]. Ragged the forward costs
+    0.04 + 0.06 N / 2 for N rows: over the best slots (0.9, 0.81, 0.729, 0.5, 0.25, 0.125) the nets
+    for 0..6 slots are -0.16, -0.1135, -0.07465, -0.042685, -0.030185, -0.038935, -0.05831, so 4
+    slots: the confident request's three and the doubtful's first, [3, 1]."""
+    from libraspec.group import PricedGroup
+
+    confident, doubtful = [0.9] * 3, [0.5] * 3
+    padded = PricedGroup(Batch(budget_profiles(), 2, "padded"), d_max=3)
+    assert padded.value_s() == pytest.approx(0.085)
+    assert padded.choose_lengths([Chain(confident), Chain(doubtful)]) == [3, 3]
+    ragged = PricedGroup(Batch(budget_profiles(), 2, "ragged"), d_max=3)
+    assert ragged.choose_lengths([Chain(confident), Chain(doubtful)]) == [3, 1]
+    assert ragged.choose_lengths([Chain(doubtful), Chain(confident)]) == [1, 3]
+    assert ragged.choose_lengths([None, Chain(confident), Chain(doubtful, empty=True)]) == [0, 3, 0]
+    # a row costs 2 s a request (V is then 2.025 s a token, the prior priced so): two doubtful requests
+    # (q 0.3) cannot earn it, and the group takes AR steps
+    steep = {
+        B: dataclasses.replace(P, verify_s=tuple(0.04 + 2.0 * k for k in range(1, 15)))
+        for B, P in budget_profiles().items()
+    }
+    for batching in ("padded", "ragged"):
+        group = PricedGroup(Batch(steep, 2, batching), d_max=3)
+        assert group.value_s() == pytest.approx((0.06 + 0.04 + 8.0) / 4)
+        assert group.choose_lengths([Chain([0.3] * 3), Chain([0.3] * 3)]) == [0, 0]
+    with pytest.raises(ValueError, match="prior_tau"):
+        PricedGroup(Batch(budget_profiles(), 2), d_max=3, prior_tau=0.5)
+
+
+def test_priced_group_drafts_a_block_more_only_when_it_could_win():
+    """Two sure chains (q 0.99) of two blocks, d_max 6, padded: a second block for one request could
+    win (its bounding slots admitted beside the other's three), so each drafts it, and both verify 6;
+    with a drafting step of 2 s no further block can pay and both verify the first block's 3."""
+    from libraspec.group import PricedGroup
+
+    group = PricedGroup(Batch(budget_profiles(), 2, "padded"), d_max=6)
+    a, b = Chain([0.99] * 6), Chain([0.99] * 6)
+    assert group.choose_lengths([a, b]) == [6, 6] and a.blocks == b.blocks == 2
+    slow = {B: dataclasses.replace(P, draft_s=(2.0,)) for B, P in budget_profiles().items()}
+    group = PricedGroup(Batch(slow, 2, "padded"), d_max=6)
+    a, b = Chain([0.99] * 6), Chain([0.99] * 6)
+    assert group.choose_lengths([a, b]) == [3, 3] and a.blocks == b.blocks == 1
+
+
+def test_priced_group_learns_v_from_the_rounds_as_lock_step_prices_them(monkeypatch):
+    """After a lock-step run, the group's V is the replay's own modeled seconds plus the prior over
+    its committed tokens plus the prior's: it priced every round as the replay charged it."""
+    from libraspec.group import PricedGroup
+
+    made = []
+    real_init = PricedGroup.__init__
+
+    def spy(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(PricedGroup, "__init__", spy)
+    for batching in ("padded", "ragged"):
+        made.clear()
+        run = lockstep(hand_traces("dflash"), "libraspec-priced", hand_profiles(), SETTINGS, batching)
+        (group,) = made
+        assert run.group == "libraspec-priced"
+        want = (group.prior_s + run.seconds) / (group.prior_tokens + run.tokens)
+        assert group.value_s() == pytest.approx(want, rel=1e-12)
 
 
 @pytest.mark.parametrize("drafter", ["dflash", "lookup"])

@@ -98,23 +98,31 @@ def global_budget(
     (vLLM sizes the budget from the previous step's copy of the confidences, then ranks the current
     ones on the GPU, where torch's top-k breaks ties as it may).
     """
-    rows = [_checked_survival(s, b) for b, s in enumerate(survivals)]
-    R = len(rows)
+    R = len(survivals)
     if R == 0:
         raise ValueError("a draft budget needs at least one request")
-    scores = np.concatenate([s for s in rows]) if any(s.size for s in rows) else np.zeros(0)  # (slots,)
-    depth = np.concatenate([np.arange(s.size) for s in rows]).astype(np.int64)  # slot k - 1 of its request
-    owner = np.concatenate([np.full(s.size, b) for b, s in enumerate(rows)]).astype(np.int64)
-    order = np.lexsort((owner, depth, -scores))  # best survival first; ties: shallower, then earlier request
-    top = order.size if max_slots is None else min(order.size, _check_int(max_slots, "max_slots", low=0))
-    gains = R + np.concatenate(([0.0], np.cumsum(scores[order[:top]])))  # (top + 1,) expected tokens at B
+    scores, owner = ranked_slots(survivals)
+    top = scores.size if max_slots is None else min(scores.size, _check_int(max_slots, "max_slots", low=0))
+    gains = R + np.concatenate(([0.0], np.cumsum(scores[:top])))  # (top + 1,) expected tokens at B
     fixed = float(draft_cost(R))
     costs = np.array([fixed + float(verify_cost(R + b)) for b in range(top + 1)])  # (top + 1,) seconds at B
     if not (np.all(np.isfinite(costs)) and costs.min() > 0.0):
         raise ValueError(f"draft_cost + verify_cost must be finite seconds > 0, got {costs.tolist()}")
     B = int(np.argmax(gains / costs))  # the first of equal rates, as numpy's argmax in vLLM
-    lengths = np.bincount(owner[order[:B]], minlength=R)  # (R,)
+    lengths = np.bincount(owner[:B], minlength=R)  # (R,)
     return B, [int(d) for d in lengths]
+
+
+def ranked_slots(survivals: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, owners): every draft slot the requests offer, best survival first, ties broken by the
+    shallower slot, then the earlier request, so the first B slots admit a prefix of each request's
+    drafts; owners[j] is the request of the j-th best slot (`np.bincount(owners[:B])` its length)."""
+    rows = [_checked_survival(s, b) for b, s in enumerate(survivals)]
+    scores = np.concatenate([s for s in rows]) if any(s.size for s in rows) else np.zeros(0)  # (slots,)
+    depth = np.concatenate([np.arange(s.size) for s in rows]).astype(np.int64)  # slot k - 1 of its request
+    owner = np.concatenate([np.full(s.size, b) for b, s in enumerate(rows)]).astype(np.int64)
+    order = np.lexsort((owner, depth, -scores))  # best survival first; ties: shallower, then earlier request
+    return scores[order], owner[order]
 
 
 def _steps(buffer, blocks: int) -> list[str]:
