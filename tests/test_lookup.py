@@ -247,9 +247,10 @@ def lookup_chi2(pair, drafter: str) -> tuple[float, float]:
     return float(((obs - exp) ** 2 / exp).sum()), chi2_quantile(len(exp) - 1)
 
 
-@pytest.mark.parametrize("drafter", ["lookup", "hybrid"])
-def test_sampling_with_lookup_drafts_matches_target(v6_pair, drafter):  # noqa: F811
-    statistic, threshold = lookup_chi2(v6_pair, drafter)
+def test_sampling_with_lookup_drafts_matches_target(v6_pair):  # noqa: F811
+    """Look-up drafts under the chi-square test (hybrid drafting, and every mode with both, is proved
+    exactly by tests/test_exact_sampling.py on this pair)."""
+    statistic, threshold = lookup_chi2(v6_pair, "lookup")
     assert statistic < threshold, f"chi-square {statistic:.1f} >= {threshold:.1f}"
 
 

@@ -1,7 +1,7 @@
 """Draft trees (ddtree and ddtree-libraspec): best-first construction, tree verification equal to
 chain verification, greedy output equal to AR for every drafter and shape, exact caches after
-every round, the tree walk and the tree oracle. Tree sampling's statistical test is in
-tests/test_sampling.py."""
+every round, the tree walk and the tree oracle. Tree sampling is proved exactly in
+tests/test_exact_sampling.py and tested statistically in tests/test_sampling.py."""
 
 from __future__ import annotations
 
