@@ -88,7 +88,9 @@ class RunSpec:
             number = as_number(value, NAMES[name], field=name)
             fixed = min(max(round(number) if integer else number, low), high)
             if fixed != number:
-                notes[name] = f"{NAMES[name]} {number:g} -> {fixed:g} (allowed {low:g}..{high:g})"
+                notes[name] = (
+                    f"{NAMES[name]} {_shown(number)} -> {_shown(fixed)} (allowed {_shown(low)}..{_shown(high)})"
+                )
                 if caps.why and name in LENGTHS and fixed == caps.length < number:
                     notes[name] += f": {caps.why}"
             return int(fixed) if integer else float(fixed)
@@ -122,7 +124,7 @@ class RunSpec:
             if fixed["max_new_tokens"] > room:
                 asked = as_number(self.max_new_tokens, NAMES["max_new_tokens"])
                 notes["max_new_tokens"] = (
-                    f"max new tokens {asked:g} -> {room} (prompt + output + d_max look-ahead must fit the "
+                    f"max new tokens {_shown(asked)} -> {room} (prompt + output + d_max look-ahead must fit the "
                     f"{context}-token context window)"
                 )
                 fixed["max_new_tokens"] = room
@@ -172,10 +174,18 @@ class SettingError(ValueError):
         self.field = field
 
 
+def _shown(number: float) -> str:
+    """A setting as a note writes it: whole numbers in full (the seed's 2147483647, never
+    2.14748e+09), others in their shortest form."""
+    return str(int(number)) if float(number).is_integer() and abs(number) < 1e18 else f"{number:g}"
+
+
 def as_number(value, name: str, field: str | None = None) -> float:
     """float(value), refusing what is not a finite number with a `SettingError` naming the input
     (`name`, as the message says it; `field`, the RunSpec field, when it is one)."""
-    if isinstance(value, bool) or value is None:
+    if value is None:  # a form's number field that is empty, or held text that is not a number
+        raise SettingError(f"{name} must be a number; the field is empty (or held text that is not a number)", field)
+    if isinstance(value, bool):
         raise SettingError(f"{name} must be a number, got {value!r}", field)
     try:
         number = float(value)

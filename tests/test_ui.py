@@ -155,7 +155,7 @@ def test_settings_defaults_and_integral_floats():
         ("alpha", 100.0, ALPHA_MAX, "alpha 100 -> 64"),
         ("d_max", 3, 15, "d_max 3 -> 15 (allowed 15..64)"),
         ("d_max", 24.5, 24, "d_max 24.5 -> 24"),
-        ("d_max", 10**9, D_MAX_CAP, f"d_max 1e+09 -> {D_MAX_CAP}"),
+        ("d_max", 10**9, D_MAX_CAP, f"d_max 1000000000 -> {D_MAX_CAP}"),
         ("static_length", -2, 1, "static length -2 -> 1"),
         ("temperature", 2.0, 1.5, "temperature 2 -> 1.5"),
         ("temperature", -0.1, 0.0, "temperature -0.1 -> 0"),
@@ -200,7 +200,8 @@ def test_settings_that_are_not_numbers_are_refused(bad, message):
 
 
 def test_a_field_that_is_not_a_number_says_so_under_itself_only():
-    """Leaving a settings field: its own refusal shows under it; another field's leaves it alone."""
+    """Leaving a settings field: its own refusal shows under it; another field that is not a number
+    (yet) does not hide this field's own check (issue 45: alpha "abc" hid every other field's)."""
     from types import SimpleNamespace
 
     import gradio as gr
@@ -213,9 +214,24 @@ def test_a_field_that_is_not_a_number_says_so_under_itself_only():
     values = dict(zip(FIELDS, (2.2, 24, 0, 0.0, 64, 0, 0, 32)))
     values["d_max"] = "many"
     assert "d_max must be a number, got 'many'" in tab.check_field("d_max", *values.values()).info
-    assert tab.check_field("alpha", *values.values()) == gr.skip()
-    values["d_max"] = 99999
+    assert tab.check_field("alpha", *values.values()) != gr.skip()
+    values["alpha"] = 1000.0  # its own clamp shows while d_max is still not a number
+    update = tab.check_field("alpha", *values.values())
+    assert "alpha 1000 ->" in update.info and "d_max" not in update.info
+    values["d_max"], values["alpha"] = 99999, None  # a browser sends an empty or non-numeric field as None
     assert "d_max 99999 -> 64" in tab.check_field("d_max", *values.values()).info
+    info = tab.check_field("alpha", *values.values()).info
+    assert "alpha must be a number; the field is empty" in info and "None" not in info
+
+
+def test_a_clamped_seed_is_written_in_full():
+    """Whole numbers in notes are written in full: the seed's range reads 0..2147483647 in the note
+    as in the field's hint, never 2.14748e+09 (issue 45)."""
+    from ui.race_tab import field_info
+
+    checked = check_settings(RunSpec(seed=2**40), n=7)
+    assert checked.notes["seed"] == f"seed {2**40} -> 2147483647 (allowed 0..2147483647)"
+    assert "2147483647" in field_info("seed", 7) and "e+" not in field_info("seed", 7)
 
 
 def test_the_alpha_the_app_suggests_is_within_the_allowed_range():

@@ -97,6 +97,15 @@ def _example_label(example: dict) -> str:
     return f"{example['category']}: {prompt}"
 
 
+def _is_a_number(name: str, value, n: int) -> bool:
+    """Whether field `name` alone passes the spec's number check (a form's empty field does not)."""
+    try:
+        check_settings(RunSpec(**{name: value}), n)
+    except ValueError:
+        return False
+    return True
+
+
 class RaceTabs:
     """Builds the two tabs inside an open `gr.Blocks` and wires them to one `Session`."""
 
@@ -438,14 +447,15 @@ class RaceTabs:
     # -- callbacks ----------------------------------------------------------------------------
 
     def check_field(self, name: str, *values):
-        """Leaving field `name`: its corrected value and what was corrected, or its allowed range."""
+        """Leaving field `name`: its corrected value and what was corrected, or its allowed range. Another
+        field that is not a number yet does not hide this one's check: it is checked at its default."""
         n = self.session.n
+        given = dict(zip(FIELDS, values))
+        kept = {key: value for key, value in given.items() if key == name or _is_a_number(key, value, n or 1)}
         try:
-            checked = check_settings(RunSpec(**dict(zip(FIELDS, values))), n or 1)
-        except ValueError as error:  # this field's (a SettingError names it) or another's
-            return (
-                gr.Number(info=field_info(name, n, str(error))) if getattr(error, "field", None) == name else gr.skip()
-            )
+            checked = check_settings(RunSpec(**kept), n or 1)
+        except ValueError as error:  # this field's own refusal (the others are numbers)
+            return gr.Number(info=field_info(name, n, str(error)))
         info = field_info(name, n, checked.notes.get(name))
         if name in N_DEFAULT and values[FIELDS.index(name)] in (0, None):
             return gr.Number(info=info)  # 0 stays 0 ("= n")
