@@ -85,3 +85,18 @@ def test_importing_the_app_builds_nothing_and_sets_no_variable():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "built once" in done.stdout, done.stderr[-2000:]
+
+
+def test_every_variable_the_code_reads_is_in_the_readmes_configuration_table():
+    """Each LIBRASPEC_* variable the library or the app names is a row of the README's Configuration
+    table (issue 45: the long-prompt refusal named LIBRASPEC_MAX_PROMPT_TOKENS, which it did not list)."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    named = set()
+    for path in [root / "app.py", *(root / "libraspec").rglob("*.py"), *(root / "ui").rglob("*.py")]:
+        named |= set(re.findall(r"\bLIBRASPEC_[A-Z_]+\b", path.read_text()))
+    readme = (root / "README.md").read_text()
+    table = readme[readme.index("## Configuration") :].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `(LIBRASPEC_[A-Z_]+)`", table, flags=re.M))
+    assert "LIBRASPEC_MAX_PROMPT_TOKENS" in named and named <= listed, sorted(named - listed)
