@@ -394,3 +394,23 @@ def test_the_race_legend_defines_measured_and_modeled():
     text = re.sub(r"<[^>]+>", "", legend_html())
     assert "measured: wall-clock seconds on this machine" in text and "timing noise" in text
     assert "modeled: the same rounds priced by the latency profile" in text
+
+
+def test_your_tries_say_d_max_never_bound_once_per_d_max():
+    """Six tries at d_max 24 that never bound d make one note, not six (issue 45); another d_max its own."""
+    import pandas as pd
+
+    from ui.history import history_notes
+
+    rows = [
+        {"try": t, "mode": "LibraSpec", "prompt": f"p{t}", "drafter": "dflash", "decisions": f"x{t}", "d_max": 24}
+        for t in range(1, 7)
+    ]
+    rows.append({"try": 7, "mode": "G4", "prompt": "p7", "drafter": "dflash", "decisions": "x7", "d_max": 40})
+    frame = pd.DataFrame(rows).assign(**{"d_max bound (share of rounds)": 0.0})
+    notes = history_notes(frame)
+    assert notes == [
+        "d_max = 24 never bound d in tries 1 (LibraSpec), 2 (LibraSpec), 3 (LibraSpec), 4 (LibraSpec), "
+        "5 (LibraSpec), 6 (LibraSpec), so a larger d_max would have decided the same.",
+        "d_max = 40 never bound d in try 7 (G4), so a larger d_max would have decided the same.",
+    ]

@@ -82,12 +82,11 @@ def history_frame(runs) -> pd.DataFrame:
 def history_notes(frame: pd.DataFrame) -> list[str]:
     """What a reader of the table should not miss: d_max that never bound, identical decisions."""
     notes = []
-    for _, row in frame.iterrows():
-        if row["d_max bound (share of rounds)"] == 0:
-            notes.append(
-                f"Try {row['try']} ({row['mode']}): d_max = {row['d_max']} never bound d, so a larger d_max "
-                "would have decided the same."
-            )
+    unbound = frame[frame["d_max bound (share of rounds)"] == 0]
+    for d_max, group in unbound.groupby("d_max", sort=True):  # one line per d_max, however many tries
+        tries = ", ".join(f"{row['try']} ({row['mode']})" for _, row in group.iterrows())
+        which = f"try {tries}" if len(group) == 1 else f"tries {tries}"
+        notes.append(f"d_max = {d_max} never bound d in {which}, so a larger d_max would have decided the same.")
     for (prompt, drafter, mode, digest), group in frame.groupby(["prompt", "drafter", "mode", "decisions"]):
         if len(group) > 1:
             tries = ", ".join(str(t) for t in group["try"])
