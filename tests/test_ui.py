@@ -414,3 +414,20 @@ def test_your_tries_say_d_max_never_bound_once_per_d_max():
         "5 (LibraSpec), 6 (LibraSpec), so a larger d_max would have decided the same.",
         "d_max = 40 never bound d in try 7 (G4), so a larger d_max would have decided the same.",
     ]
+
+
+def test_a_race_of_one_round_names_no_winner():
+    """A 1-token race (one round a mode) has no measured timing noise: no winner, no real gap
+    (issue 45: "Oracle was fastest: 0.05 s vs 0.05 s ... beyond the timing noise of ±0.00 s")."""
+    run = _race(
+        {
+            "static": _timed("static", [0.052]),
+            "oracle": _timed("oracle", [0.049]),
+            "libraspec": _timed("libraspec", [0.2, 0.2]),
+        },
+        order=["oracle", "static", "libraspec"],
+    )
+    assert run.tied_with("oracle") == ["static", "libraspec"] and run.within_noise("oracle", "static")
+    text = verdict(run)
+    assert text.startswith("No clear winner: Oracle, Static, LibraSpec") and "single round" in text
+    assert "beyond the timing noise" not in text and run_report(run)["modes"]["oracle"]["within_noise_of"]

@@ -41,6 +41,13 @@ def verdict(run: Run) -> str | None:
         )
     noise = NOISE_Z * max(math.hypot(run.noise_s(first), run.noise_s(m)) for m in tied)
     tied = [first] + tied
+    single = [m for m in tied if not run.noise_known(m)]
+    if single:  # one round gives no measure of timing noise: nothing can be told apart
+        return (
+            f"No clear winner: {', '.join(title(m) for m in tied)} finished in "
+            f"{', '.join(duration(run.seconds(m)) for m in tied)}, but {', '.join(title(m) for m in single)} "
+            f"ran a single round, which gives no measure of the timing noise: race more tokens to compare."
+        )
     return (
         f"No clear winner: {', '.join(title(m) for m in tied)} finished within the timing noise "
         f"of the fastest ({', '.join(duration(run.seconds(m)) for m in tied)}; noise ±{duration(noise)})."

@@ -83,8 +83,15 @@ class Run:
         """Standard deviation of the mode's measured total that timing noise alone explains (`timing_noise_s`)."""
         return timing_noise_s(self.records[mode])
 
+    def noise_known(self, mode: str) -> bool:
+        """Whether the mode ran the two rounds its timing noise is measured from (`timing_noise_s`)."""
+        return len(self.records.get(mode, [])) >= 2
+
     def within_noise(self, a: str, b: str) -> bool:
-        """Whether modes a and b finished closer than NOISE_Z standard deviations of their noise."""
+        """Whether modes a and b finished closer than NOISE_Z standard deviations of their noise; a
+        mode of a single round has no measured noise, so no gap from it can be told from noise."""
+        if not (self.noise_known(a) and self.noise_known(b)):
+            return True
         spread = math.hypot(self.noise_s(a), self.noise_s(b))
         return abs(self.seconds(a) - self.seconds(b)) <= NOISE_Z * spread
 
