@@ -130,6 +130,9 @@ def test_teach_tab_views_every_source():
     )
     raised = confidences_for(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=5, d_max=3), None)
     assert raised.d_max == 5 and raised.notes == ("Corrected: d_max 3 -> 5 (allowed 5..5).",)  # raised to n
+    # exactly n pasted values: one state, said so (issue 45: it read "Step 0 of 0"), and how to see the loop
+    _, _, _, only = step_view(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=5), 0, None)
+    assert "Step 0 of 0" not in only and only.startswith("**The only state") and "Paste more than n = 5" in only
     many = confidences_for(Inputs(source="pasted list", pasted=" ".join(["0.9"] * 70), n=7, d_max=80), None)
     assert many.d_max == 64 and many.notes == ("Corrected: d_max 80 -> 64 (allowed 7..64).",)  # the app's cap
     with pytest.raises(ValueError, match="no race yet"):

@@ -225,7 +225,10 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
         cost_note += ", the upkeep" if drafting.needs_features else ", no upkeep"
     final = states[-1].d
     best = exhaustive_argmax(q[:horizon], profile, horizon, drafting)
-    lines = [f"**Step {index} of {len(states) - 1}.** {html.escape(states[index].message)}", ""]
+    head = f"**Step {index} of {len(states) - 1}.**" if len(states) > 1 else "**The only state: the loop never runs.**"
+    lines = [f"{head} {html.escape(states[index].message)}", ""]
+    if len(states) == 1 and inputs.source == "pasted list":  # pasted confidences set d_max to their count
+        lines += [f"Paste more than n = {n} confidences to let d grow beyond the first block.", ""]
     lines += [f"{k}. {html.escape(s.message)}" for k, s in enumerate(states[1:index], start=1)] if index > 1 else []
     lines += [
         "",
