@@ -271,6 +271,10 @@ def test_sweep_figure_marks_the_best_cells():
     heatmaps = [t for t in fig.data if t.type == "heatmap"]
     assert [t.name for t in heatmaps] == ["speedup_modeled", "speedup_measured", "tau", "mad_vs_oracle"]
     assert np.array_equal(np.array(heatmaps[0].z), [[1.1, 1.3], [1.2, 0.9]])
+    # each heatmap has its own colour bar beside its subplot (issue 45: none had one)
+    assert all(t.showscale for t in heatmaps) and len({(t.colorbar.x, t.colorbar.y) for t in heatmaps}) == 4
+    for t, (_, title) in zip(heatmaps, tuning_plots.SWEEP_METRICS):
+        assert title.startswith(t.colorbar.title.text)
     best = {t.name: (t.x[0], t.y[0]) for t in fig.data if t.type == "scatter"}
     assert best == {
         "best speedup_modeled": ("24", "1.6"),

@@ -168,6 +168,15 @@ def expected_speedup_figure(
     )
 
 
+def _colorbar_beside(fig: go.Figure, row: int, col: int, title: str) -> dict:
+    """A colour bar just right of subplot (row, col), as tall as it: each heatmap of a grid its own."""
+    axes = fig.get_subplot(row, col)
+    (_, x1), (y0, y1) = axes.xaxis.domain, axes.yaxis.domain
+    return dict(
+        x=x1 + 0.01, y=(y0 + y1) / 2, len=y1 - y0, thickness=10, title=dict(text=title.split(" (")[0], side="right")
+    )
+
+
 def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: list[int] | None = None) -> go.Figure:
     """Heatmaps over the alpha x d_max grid (`libraspec.experiments.sweep` rows), best cell outlined in each.
 
@@ -184,7 +193,7 @@ def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: 
         rows=2,
         cols=2,
         subplot_titles=[title for _, title in SWEEP_METRICS],
-        horizontal_spacing=0.1,
+        horizontal_spacing=0.2,  # room for the left heatmaps' colour bars and the right ones' alpha axis
         vertical_spacing=0.2,
     )
     from libraspec.analysis.best_cell import best_cell
@@ -204,7 +213,8 @@ def sweep_figure(frame: pd.DataFrame, alphas: list[str] | None = None, d_maxes: 
                 y=alphas,
                 name=metric,
                 colorscale="Viridis_r" if metric == "mad_vs_oracle" else "Viridis",
-                showscale=False,
+                showscale=True,
+                colorbar=_colorbar_beside(fig, row, col, title),
                 texttemplate="%{z:.2f}",
                 hovertemplate=f"alpha %{{y}}, d_max %{{x}}<br>{title}: %{{z:.3f}}<extra></extra>",
             ),
