@@ -46,7 +46,9 @@ def test_one_visitors_cancel_leaves_the_others_sweep_running(session):
     sweep, _ = sweep_until_running(tab, BOB)
     reply = tab.cancel(ALICE)  # Alice presses Cancel during Bob's sweep
     # AR, then the two cells replayed and each distinct decision decoded: 3 runs, or 2 when they tie
-    assert re.search(r"Finished: ([23])/\1 runs", last_status(sweep))
+    final = last_status(sweep)
+    assert re.search(r"Finished: ([23])/\1 runs on ", final)  # the result, not the last step's label
+    assert "Result: Modeled, same drafts:" in final and "Measured" in final
     assert "No sweep of yours is running" in reply
     sweep, _ = sweep_until_running(tab, BOB)
     assert "Cancelling" in tab.cancel(BOB)  # Bob's own Cancel does stop his sweep

@@ -408,3 +408,24 @@ def test_the_final_status_names_the_best_cell_and_the_fastest_rule_modeled():
         "fastest other rule G4 at d_max = 16 (1.70x; tied with 1 more)."
     )
     assert modeled_leaders(frame.iloc[:2]) == "Modeled, same drafts: best cell alpha = 2.2, d_max = 16 (1.30x)."
+
+
+@pytest.mark.app  # imports ui/
+def test_the_final_status_names_the_measured_leader_only_beyond_noise():
+    from ui.sweeps import measured_leader
+
+    frame = pd.DataFrame(
+        {
+            "mode": [PAPER, PAPER, PAPER],
+            "alpha": ["1.6", "2.2", "4"],
+            "d_max": [16, 16, 16],
+            "speedup_measured": [1.1, 1.4, float("nan")],
+            "wall_s": [10.0, 8.0, float("nan")],
+            "noise_s": [0.01, 0.01, float("nan")],
+            "decisions": ["a", "b", "c"],
+        }
+    ).reindex(columns=COLUMNS)
+    assert measured_leader(frame) == "Measured: best alpha = 2.2, d_max = 16 (1.40x)."
+    noisy = frame.assign(noise_s=[3.0, 3.0, float("nan")])
+    assert measured_leader(noisy) == "Measured (2 decoded cells): none ahead of the rest beyond timing noise."
+    assert measured_leader(frame.assign(speedup_measured=float("nan"))) == ""

@@ -67,6 +67,20 @@ def modeled_leaders(frame: pd.DataFrame) -> str:
     return f"Modeled, same drafts: {'; '.join(words)}." if words else ""
 
 
+def measured_leader(frame: pd.DataFrame) -> str:
+    """The decoded cells' best measured speedup (`best_cell`: ahead of every other beyond timing
+    noise), or that none is; "" when no cell was decoded."""
+    cells, _ = split_rules(frame)
+    measured = pd.to_numeric(cells.get("speedup_measured", pd.Series(dtype=float)), errors="coerce")
+    if not measured.notna().any():
+        return ""
+    best = best_cell(cells, "speedup_measured")
+    if best is None:
+        return f"Measured ({int(measured.notna().sum())} decoded cells): none ahead of the rest beyond timing noise."
+    cell = cells.iloc[best]
+    return f"Measured: best alpha = {cell['alpha']}, d_max = {cell['d_max']} ({cell['speedup_measured']:.2f}x)."
+
+
 def prompt_sets() -> list[str]:
     """The app's examples, then every assets/prompts/*.jsonl file by name."""
     return [EXAMPLES] + sorted(p.name for p in PROMPTS_DIR.glob("*.jsonl"))
@@ -134,12 +148,14 @@ class Sweeps:
             iterator = iter_sweep(decoder, ids, grid_alphas, grid_d, config, cancel)
             for event in self.session.exclusive(iterator):
                 state = "Cancelled" if event.cancelled else "Finished" if event.finished else "Running"
+                step = "" if event.finished else f" ({event.label})"  # the last line gives the result, not a step
+                result = (
+                    f" Result: {modeled_leaders(event.frame)} {measured_leader(event.frame)}" if event.finished else ""
+                )
                 yield (
-                    (
-                        f"{state}: {event.done}/{event.total} runs ({event.label}) on {pair.name}, drafting with "
-                        f"{used}." + (f" {fallback}" if fallback else "") + corrected
-                    )
-                    + (f" {modeled_leaders(event.frame)}" if event.finished else ""),
+                    f"{state}: {event.done}/{event.total} runs{step} on {pair.name}, drafting with {used}.{result}"
+                    + (f" {fallback}" if fallback else "")
+                    + corrected,
                     event,
                 )
         finally:
