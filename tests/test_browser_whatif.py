@@ -212,6 +212,19 @@ def test_replay_a_race_and_replan_it_in_the_browser_at_1440x900(server):
         times["synthetic"]["server"] = server_ms(page)
         page.screenshot(path=SHOTS.format("synthetic"), full_page=True)
 
+        # a lock-step profile not measured yet: a slider's re-plan never measures, so the status says
+        # so, the figures stay under the synthetic profile and the dropdown goes back to it (issue 45)
+        page.locator("#ls-whatif-profile input").click()
+        page.get_by_role("option", name=re.compile(r"8 requests like this one")).click()
+        page.wait_for_selector("#ls-whatif-status:has-text('Not re-planned')", timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            "document.querySelector('#ls-whatif-profile input').value.startsWith('synthetic')", timeout=TIMEOUT_MS
+        )
+        page.wait_for_timeout(2000)  # the reverted choice must not re-plan over the message
+        status = page.locator("#ls-whatif-status").inner_text()
+        assert "press Replay to measure them" in status and "still show the replay under 'synthetic" in status
+        assert synthetic in page.evaluate(FIGURES)["title"]
+
         print("what-if times (ms):", {name: (t["server"], round(t["done"])) for name, t in times.items()})
         print("alpha moves, redrawn after (ms):", [round(ms) for ms in alpha_ms])
         for name, measured in times.items():

@@ -38,6 +38,10 @@ EXPLAIN = (
 )
 
 
+PROFILE = 3  # the profile choice's place among the knobs (alpha, d_max, static, profile, t0, ...)
+MEASURED_S = 1.0  # choosing a profile that took this long measured it: said apart from the re-plan
+
+
 class WhatIfTab:
     """The "What if" tab inside an open `gr.Blocks`."""
 
@@ -96,6 +100,7 @@ class WhatIfTab:
             )
             self.grid_plot = gr.Plot(None, label="alpha x d_max", show_label=False, elem_id="ls-whatif-grid")
             self.key = gr.State(None)  # (run id, drafter) of the trace this page replays
+            self.drawn = gr.State(None)  # the profile choice the figures show (a failed choice reverts to it)
             self._wire()
 
     def _wire(self) -> None:
@@ -105,16 +110,16 @@ class WhatIfTab:
         self.replay_button.click(
             self.record,
             [self.race, self.drafter] + knobs,
-            outputs + [self.key],
+            outputs + [self.key, self.drawn],
             api_visibility="private",
             show_progress="minimal",
             **QUEUE,
         )
-        for knob in knobs:
-            knob.change(
+        for knob in knobs:  # the visitor's own moves only: a choice sent back after a failure re-plans nothing
+            knob.input(
                 self.replan,
-                [self.key] + knobs,
-                outputs,
+                [self.key, self.drawn] + knobs,
+                outputs + [self.drawn, self.profile],
                 api_visibility="private",
                 show_progress="hidden",
                 trigger_mode="always_last",
@@ -130,36 +135,62 @@ class WhatIfTab:
         if not run_id:
             raise gr.Error("No greedy race chosen: run one on the Race tab (temperature 0), then pick it here.")
         try:
-            trace = None
+            trace, recorded_now = None, False
             for item in self.whatif.trace(run_id, drafter, client_key(request)):
                 if isinstance(item, str):
-                    yield status_html(item), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                    recorded_now = True
+                    yield status_html(item), *([gr.skip()] * 5)
                 else:
                     trace = item
             key = (run_id, drafter)
-            yield *self._plan(trace, *knobs, recorded=trace.meta.get("seconds")), key
+            recorded = trace.meta.get("seconds") if recorded_now else None
+            yield *self._plan(trace, *knobs, recorded=recorded, kept=not recorded_now), key, knobs[PROFILE]
         except (ValueError, OSError) as error:
             raise gr.Error(str(error)) from error
 
-    def replan(self, request: gr.Request, key, *knobs):
+    def replan(self, request: gr.Request, key, drawn, *knobs):
+        """Re-plan after a knob moved. What cannot be planned (a lock-step profile not measured yet, a
+        synthetic t0 of 0) leaves the figures as they were and says so in the status, naming the profile
+        they still show; a profile choice that failed reverts to that profile."""
         if key is None:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return (gr.skip(),) * 6
         try:
             trace = self.whatif.kept(*key, client_key(request))
             if trace is None:  # no longer kept: recording again needs the model queue
-                return status_html("The replay was dropped to make room: press Replay again."), *([gr.skip()] * 3)
-            return self._plan(trace, *knobs, measure=False)
+                return status_html("The replay was dropped to make room: press Replay again."), *([gr.skip()] * 5)
+            return *self._plan(trace, *knobs, measure=False), knobs[PROFILE], gr.skip()
         except (ValueError, OSError) as error:
-            raise gr.Error(str(error)) from error
+            still = f" The figures still show the replay under '{drawn}'." if drawn else ""
+            reverted = drawn is not None and knobs[PROFILE] != drawn
+            words = f"Not re-planned: {str(error).rstrip('.')}.{still}"
+            words += f" The profile choice went back to '{drawn}'." if reverted else ""
+            revert = gr.update(value=drawn) if reverted else gr.skip()
+            return status_html(words, error=True), gr.skip(), gr.skip(), gr.skip(), gr.skip(), revert
 
     def _plan(
-        self, trace, alpha, d_max, static, profile_choice, t0, per_token, draft, rule, recorded=None, measure=True
+        self,
+        trace,
+        alpha,
+        d_max,
+        static,
+        profile_choice,
+        t0,
+        per_token,
+        draft,
+        rule,
+        recorded=None,
+        measure=True,
+        kept=False,
     ):
         """Plan and draw. A slider's re-plan (unqueued: it must not wait behind a race) never takes
-        the model for a measurement (`measure` False); Replay, queued, may."""
-        start, cpu = time.perf_counter(), time.thread_time()
+        the model for a measurement (`measure` False); Replay, queued, may, and that measurement is
+        timed apart from the re-plan. `recorded`: the seconds the trace took when recorded now;
+        `kept`: the trace was recorded by an earlier Replay."""
+        start = time.perf_counter()
         costs = (float(t0 or 0), float(per_token or 0), float(draft or 0))
         profile = self.whatif.profile(profile_choice, *costs, measure=measure)
+        measured_s = time.perf_counter() - start
+        start, cpu = time.perf_counter(), time.thread_time()
         planner = self.whatif.planner(trace, profile)
         settings = RunSpec(alpha=float(alpha), d_max=int(d_max), static_length=int(static))
         plan = planner.plan(settings, rule or None)
@@ -176,8 +207,12 @@ class WhatIfTab:
             f"Modeled replay of {len(trace.output)} tokens drafted by {trace.drafter} under {plan.profile}; "
             f"re-planned in {elapsed:.0f} ms ({cpu:.0f} ms of CPU; the rest is waiting for the machine)."
         )
+        if measured_s >= MEASURED_S:  # a lock-step profile measured for this Replay (once per machine)
+            words = f"Measured the lock-step profiles in {measured_s:.0f} s (once per machine and pair). " + words
         if recorded is not None:
             words = f"Recorded the drafter's proposals in {recorded:.1f} s. " + words
+        elif kept:
+            words = "Replayed the drafter's proposals recorded by an earlier Replay. " + words
         if plan.notes:
             words += " Clamped: " + "; ".join(plan.notes) + "."
         if profile_choice == SYNTHETIC:
