@@ -184,3 +184,28 @@ def test_a_stored_profile_file_prices_a_replay_and_names_itself(session, tmp_pat
     assert plan.profile == "stored profile h200-qwen3-4b.json (cuda (H200), measured there)"
     with pytest.raises(ValueError, match="drafts n ="):
         whatif.planner(trace, whatif.profile("stored: other-n"))
+
+
+def test_what_if_and_sweep_follow_the_races_drafter(session):
+    """Issue 45: a look-up race replayed in What-if re-planned the dflash drafter's proposals. Opening
+    What-if picks the newest greedy race and its drafter, choosing a race picks its drafter, and the
+    Sweep tab opens on the drafter of the visitor's latest race."""
+    from ui.sweep_tab import SweepTab
+
+    owner = "follower"
+    request = type("Request", (), {"session_hash": owner})()
+    tab, sweep = WhatIfTab(session), SweepTab(session)
+    assert sweep.follow_race(request)["value"] == session.default_drafter  # no race yet: the pair's default
+    older = list(session.races.stream(PROMPT, RunSpec(max_new_tokens=16), owner, "dflash"))[-1].run
+    newer = list(session.races.stream(PROMPT, RunSpec(max_new_tokens=16), owner, "lookup"))[-1].run
+    races, drafter = tab.refresh(request)
+    assert races.value == newer.run_id and drafter["value"] == "lookup"
+    assert tab.follow_race(request, older.run_id)["value"] == "dflash"
+    assert tab.follow_race(request, "") == gr_skip()
+    assert sweep.follow_race(request)["value"] == "lookup"
+
+
+def gr_skip():
+    import gradio as gr
+
+    return gr.skip()

@@ -39,6 +39,12 @@ from .sweeps import EXAMPLES, MAX_PROMPTS, RULE_COLUMNS, load_prompt_set, prompt
 FIGURE_INTERVAL_S = 1.0
 
 
+def race_drafter(session: Session, owner: str) -> str | None:
+    """The drafter of `owner`'s latest race, else the loaded pair's default drafter (None before load)."""
+    runs = session.races.runs(owner)
+    return runs[-1].drafter if runs and runs[-1].drafter in DRAFTERS else session.default_drafter
+
+
 class SweepTab:
     """The "Sweep" tab inside an open `gr.Blocks`; one sweep at a time (the model queue)."""
 
@@ -50,7 +56,7 @@ class SweepTab:
         self._sweep_gpu = on_gpu(self._sweep)
 
     def build(self) -> None:
-        with gr.Tab("Sweep", id="sweep"):
+        with gr.Tab("Sweep", id="sweep") as self.tab:
             gr.Markdown(
                 "LibraSpec over a grid of alpha x d_max values (alpha = auto sets "
                 "alpha = T_verify / (tau c) online from the latency profile and the running tau, "
@@ -117,7 +123,14 @@ class SweepTab:
         )
         self.run_button.click(lambda: "", None, [self.cancel_note], queue=False, api_visibility="private")
         self.cancel_button.click(self.cancel, None, [self.cancel_note], queue=False, api_visibility="private")
+        self.tab.select(self.follow_race, None, [self.drafter], queue=False, api_visibility="private")
         gr.api(self.sweep, api_name="sweep", **QUEUE)
+
+    def follow_race(self, request: gr.Request):
+        """Opening the tab: the drafter of this visitor's latest race, else the pair's default (the
+        race tab switches to it once the model is ready), so a sweep drafts as the races do."""
+        drafter = race_drafter(self.session, client_key(request))
+        return gr.update(value=drafter) if drafter else gr.skip()
 
     def cancel(self, request: gr.Request) -> str:
         """Stop this page's sweep before its next run; other visitors' sweeps go on. The reply goes

@@ -106,7 +106,8 @@ class WhatIfTab:
     def _wire(self) -> None:
         knobs = [self.alpha, self.d_max, self.static, self.profile, self.t0, self.per_token, self.draft, self.rule]
         outputs = [self.status, self.lengths_plot, self.table, self.grid_plot]
-        self.tab.select(self.refresh, None, [self.race], queue=False, api_visibility="private")
+        self.tab.select(self.refresh, None, [self.race, self.drafter], queue=False, api_visibility="private")
+        self.race.input(self.follow_race, [self.race], [self.drafter], queue=False, api_visibility="private")
         self.replay_button.click(
             self.record,
             [self.race, self.drafter] + knobs,
@@ -127,8 +128,20 @@ class WhatIfTab:
             )
 
     def refresh(self, request: gr.Request):
+        """Opening the tab: this visitor's greedy races, the newest chosen, and its drafter."""
         choices = self.whatif.races(client_key(request))
-        return gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
+        first = choices[0][1] if choices else None
+        return gr.Dropdown(choices=choices, value=first), self.follow_race(request, first)
+
+    def follow_race(self, request: gr.Request, run_id):
+        """The drafter of the chosen race (a what-if replays the race's own drafter unless changed)."""
+        if not run_id:
+            return gr.skip()
+        try:
+            drafter = self.session.races.get_run(run_id, client_key(request)).drafter
+        except ValueError:
+            return gr.skip()
+        return gr.update(value=drafter) if drafter in DRAFTERS else gr.skip()
 
     def record(self, request: gr.Request, run_id, drafter, *knobs):
         """Record (or reuse) the trace of the chosen race, then plan with the current knobs."""
