@@ -51,7 +51,10 @@ def test_greedy_race_gives_three_identical_texts(client):
         assert entry["tokens"] == summary["ar"]["tokens"] <= 24
         assert entry["finish_rank"] in (1, 2, 3)
         assert entry["speedup_measured"] > 0 and entry["speedup_modeled"] > 0
-    assert sorted(summary["modes"][m]["finish_rank"] for m in ("static", "libraspec", "oracle")) == [1, 2, 3]
+    modes = summary["modes"]
+    for m, entry in modes.items():  # 1 + the modes faster beyond timing noise: no place inside the noise
+        ahead = [o for o in modes if modes[o]["seconds"] < entry["seconds"] and o not in entry["within_noise_of"]]
+        assert entry["finish_rank"] == 1 + len(ahead), (m, modes)
 
 
 def test_exported_trace_matches_ar_tokens(client):
@@ -150,8 +153,8 @@ def test_the_race_drafts_with_the_chosen_drafter_and_says_which(client):
 def test_finish_ranks_follow_measured_seconds_and_the_verdict_weighs_noise(client):
     summary = race(client, prompt="Name three colours.", max_new_tokens=24)[3]
     modes = summary["modes"]
-    ranked = sorted(modes, key=lambda m: modes[m]["finish_rank"])
-    assert [modes[m]["seconds"] for m in ranked] == sorted(modes[m]["seconds"] for m in modes)
+    ranked = sorted(modes, key=lambda m: modes[m]["seconds"])
+    assert modes[ranked[0]]["finish_rank"] == 1 and all(modes[m]["finish_rank"] >= 1 for m in modes)
     tied = {m: set(modes[m]["within_noise_of"]) for m in modes}
     assert all(m in tied[other] for m in modes for other in tied[m])  # "within noise" goes both ways
     first = ranked[0]

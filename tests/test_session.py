@@ -237,7 +237,9 @@ def test_finish_ranks_follow_the_measured_seconds(session):
     report = run_report(race(session, max_new_tokens=24))
     modes = report["modes"]
     by_seconds = sorted(RACE_MODES, key=lambda m: modes[m]["seconds"])
-    assert [modes[m]["finish_rank"] for m in by_seconds] == [1, 2, 3]
+    for m in by_seconds:  # a place counts the modes ahead beyond timing noise (tied modes share one)
+        ahead = [o for o in by_seconds if modes[o]["seconds"] < modes[m]["seconds"]]
+        assert modes[m]["finish_rank"] == 1 + len([o for o in ahead if o not in modes[m]["within_noise_of"]])
     assert report["verdict"] and all(isinstance(modes[m]["within_noise_of"], list) for m in RACE_MODES)
 
 

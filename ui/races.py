@@ -101,9 +101,14 @@ class Run:
 
     def rank(self, mode: str) -> int | None:
         """Place among the finished modes by final measured time (not by event order: the race
-        picks the next mode by its clock before a round, so a last round can overtake)."""
+        picks the next mode by its clock before a round, so a last round can overtake): 1 + the
+        finished modes faster beyond timing noise, so modes within noise of each other share a
+        place and no rank is claimed inside the noise (the verdict's rule)."""
         finished = self.finished_modes()
-        return finished.index(mode) + 1 if mode in finished else None
+        if mode not in finished:
+            return None
+        mine = self.seconds(mode)
+        return 1 + sum(self.seconds(m) < mine and not self.within_noise(m, mode) for m in finished if m != mode)
 
     def tied_with(self, mode: str) -> list[str]:
         """The other finished modes whose measured total is within noise of this one's."""

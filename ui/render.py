@@ -232,10 +232,11 @@ def status_html(
             + " · ".join(line)
             + "</div>"
         )
-    if notes:  # one line, cut to fit (the whole text on hover): each clamp is also written under its field
+    if (
+        notes
+    ):  # wrapped, never cut: a note explains what the figures beside it mean (each clamp is also under its field)
         text = html.escape(" · ".join(notes))
         parts.append(
-            f'<div title="{text}" style="color:#9A6700;font-size:0.9em;white-space:nowrap;overflow:hidden;'
-            f'text-overflow:ellipsis">⚠ {text}</div>'
+            f'<div class="ls-notes" style="color:#9A6700;font-size:0.9em;overflow-wrap:anywhere">⚠ {text}</div>'
         )
     return "".join(parts) + "</div>"
