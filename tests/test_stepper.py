@@ -154,6 +154,13 @@ def test_teach_tab_views_every_source():
     assert list(source.padded[12:]) == [0.0] * 12 and "replayed with" not in source.notes[0]
     moved = confidences_for(dataclasses.replace(adopted, alpha=1.0), [run])
     assert moved.alpha == 1.0 and moved.n == 12 and "replayed with the sliders' alpha = 1" in moved.notes[0]
+    # issue 45: a prompt that is a numbered list with underscores stays text in the note (it became a
+    # Markdown list and the note's _..._ emphasis broke, showing literal underscores)
+    listed = SimpleNamespace(**{**vars(run), "prompt": "List:\n1. Mercury\n2. Venus_b *bold*"})
+    _, _, _, text = step_view(adopted, 0, [listed])
+    note = [line for line in text.splitlines() if "Replay of LibraSpec round" in line]
+    assert len(note) == 1 and note[0].startswith("<em>") and note[0].endswith("</em>")
+    assert "(&quot;List: 1. Mercury 2. Venus\\_b \\*bold\\*&quot;)" in note[0]
     # issue 34 defect 8: the speedup curve defaults to this machine's measured profile; before a model
     # is loaded the linear cost stands in and the text says so (it used to default to 20 + 1 k ms)
     assert Inputs().cost == "measured profile"

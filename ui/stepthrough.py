@@ -118,6 +118,14 @@ def _knobs(inputs: Inputs, n: int, known: int | None = None) -> tuple[float, int
     return checked.spec.alpha, checked.spec.d_max, notes
 
 
+def _one_line(prompt: str, limit: int = 60) -> str:
+    """A prompt quoted inside a sentence: one line, cut at `limit` characters, with no character that
+    Markdown would read as structure (a pasted numbered list stays text)."""
+    flat = " ".join(prompt.split())
+    flat = flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return "".join("\\" + c if c in "\\`*_[]#|~" else c for c in flat)  # < > & are escaped as HTML later
+
+
 def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
     """A LibraSpec round of the visitor's last race: its recorded confidences and the race's n (the
     blocks it drafted), with the sliders' alpha and d_max, which take the race's own values when the
@@ -128,7 +136,7 @@ def _race_round(inputs: Inputs, runs: list[Run] | None) -> Confidences:
     alpha, d_max, corrected = _knobs(inputs, n)
     same = alpha == recorded_alpha and d_max == recorded_d_max
     notes = (
-        f'Replay of LibraSpec round {record.round_index} of the last race ("{run.prompt[:60]}"), recorded with '
+        f'Replay of LibraSpec round {record.round_index} of the last race ("{_one_line(run.prompt)}"), recorded with '
         f"alpha = {recorded_alpha:g}, n = {n} and d_max = {recorded_d_max}"
         + ("" if same else f"; replayed with the sliders' alpha = {alpha:g} and d_max = {d_max}")
         + f": the race drafted {record.blocks_drafted} block(s) and chose d = {record.chosen_length} after "
@@ -242,7 +250,8 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
             f"T_verify / (tau c) = {suggestion[0]:.2f} (this step-through uses {source.alpha:g})."
         )
     check = replay_check(source, states)
-    lines += [f"_{html.escape(note)}_" for note in source.notes] + ([html.escape(check)] if check else [])
+    # notes in <em>, not _..._: a note's own underscores (d_max) or line breaks must not end the emphasis
+    lines += [f"<em>{html.escape(note)}</em>" for note in source.notes] + ([html.escape(check)] if check else [])
     return (
         index,
         tuning_plots.stepper_figure(states, index, q, d_max),
