@@ -211,3 +211,25 @@ def test_the_algorithm_steps_api_walks_pasted_confidences_with_checked_knobs():
     with pytest.raises(ValueError, match="n must be within 1..64, got 100"):
         pasted_states(", ".join(["0.9"] * 120), 100, 2.2, 120)
     assert len(pasted_states(", ".join(["0.9"] * 70), 64, 2.2, 200)[-1]["eps"]) >= 1  # d_max 200 -> 64
+
+
+@pytest.mark.app  # imports ui/
+def test_refused_pasted_confidences_clear_the_figures_and_say_why_once():
+    """Issue 45: refused pasted confidences left the old round on screen and raised a toast on every
+    keystroke. The view now empties both figures and says why in the text, and raises nothing."""
+    from types import SimpleNamespace
+
+    from ui.stepthrough import Inputs
+    from ui.teach_tab import TeachTab
+
+    tab = TeachTab.__new__(TeachTab)
+    tab.session = SimpleNamespace(profile=lambda: None, races=SimpleNamespace(runs=lambda owner: []))
+    request = SimpleNamespace(session_hash="teacher")
+    good = dataclasses.replace(Inputs(), source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5 0.4 0.3 0.2 0.1")
+    index, step_fig, _, text = tab.restart(request, 0, *dataclasses.astuple(good))
+    assert text.startswith("**Step") and len(step_fig.data) > 0
+    for pasted, why in (("0.9 abc", "confidence"), ("0.9 1.7 0.5", "[0, 1]"), ("0.9", "at least one block")):
+        bad = dataclasses.replace(good, pasted=pasted)
+        index, step_fig, curve_fig, text = tab.restart(request, 3, *dataclasses.astuple(bad))
+        assert index == 0 and text.startswith("**⚠ Not shown:**") and why in text, (pasted, text)
+        assert len(step_fig.data) == len(curve_fig.data) == 0  # no earlier round left beside the message

@@ -260,6 +260,19 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
     )
 
 
+def refused_view(error: str) -> tuple:
+    """What `step_view` shows for inputs it refuses (pasted confidences that are no list of numbers
+    within [0, 1], too few of them): the message in the text and both figures emptied, so no earlier
+    round stays on screen beside it."""
+    blank = "nothing to show: see the message above the figures"
+    return (
+        0,
+        tuning_plots.message_figure("stepper", "eps_i bounds", blank),
+        tuning_plots.message_figure("expected", "Expected speedup E[eta_d]", blank),
+        f"**⚠ Not shown:** {html.escape(error)}",
+    )
+
+
 def drafting_of(source: Confidences, inputs: Inputs, measured: LatencyProfile | None) -> Drafting:
     """How E[eta_d] prices a round's drafting: under the measured profile, which times every
     drafter, as the replayed race's drafter drafted that round (look-up steps without upkeep; a

@@ -22,6 +22,7 @@ from .stepthrough import (
     Inputs,
     pasted_states,
     race_round_settings,
+    refused_view,
     step_view,
     suggested_slider_alpha,
 )
@@ -163,8 +164,8 @@ class TeachTab:
         measured = self.session.profile() if inputs.cost == COSTS[0] else None
         try:
             return step_view(inputs, index, runs, measured)
-        except ValueError as error:
-            raise gr.Error(str(error)) from error
+        except ValueError as error:  # said in the text, not a toast per keystroke; the old round goes
+            return refused_view(str(error))
 
     def use_suggested_alpha(self, request: gr.Request, index, *values):
         """Set alpha to the value section 3.4 suggests for the state shown (see the text under the figures)."""

@@ -104,12 +104,19 @@ def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
     fig.update_yaxes(title_text="eps_i", range=[0, top], secondary_y=False)
     fig.update_yaxes(title_text="q_i", range=[0, 1.05], showgrid=False, secondary_y=True)
     label = "start" if state.index == 0 else f"iteration {state.index}"
+    step = f"Step {index}/{len(states) - 1} ({label})" if len(states) > 1 else "The only state (the loop never runs)"
     return apply_layout(
         fig,
         "stepper",
-        f"Step {index}/{len(states) - 1} ({label}): d = {state.d}, B = {state.budget}, blocks drafted = {state.blocks}",
+        f"{step}: d = {state.d}, B = {state.budget}, blocks drafted = {state.blocks}",
         barmode="overlay",
     )
+
+
+def message_figure(kind: str, title: str, message: str) -> go.Figure:
+    """A figure of `kind` that holds only a message (what was refused, what to do), axes hidden."""
+    fig = empty_figure(go.Figure(), message)
+    return apply_layout(fig, kind, title, xaxis=dict(visible=False), yaxis=dict(visible=False))
 
 
 def expected_speedup_figure(
