@@ -441,3 +441,11 @@ def test_a_status_note_is_shown_whole_not_cut_to_one_line():
     note = "measured ranks follow wall-clock time, which carries timing noise; " * 4
     html_text = status_html("Done.", notes=[note])
     assert html.escape(note.strip()) in html_text and "text-overflow" not in html_text and "nowrap" not in html_text
+
+
+def test_a_race_that_waits_its_turn_says_so_and_clears_a_previous_refusal():
+    """Issue 45: a queued race showed its tab's previous refusal until it started."""
+    from ui.race_tab import RaceTabs
+
+    button, accordion, status = RaceTabs.lock()
+    assert "Queued" in status and "ls-error" not in status and not button.interactive

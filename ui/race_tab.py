@@ -309,7 +309,11 @@ class RaceTabs:
             (self.prompt.submit, dict(api_visibility="private")),
         ):
             started = trigger(
-                self.lock, None, [self.run_button, self.settings_box], queue=False, api_visibility="private"
+                self.lock,
+                None,
+                [self.run_button, self.settings_box, self.status],
+                queue=False,
+                api_visibility="private",
             )
             race = started.then(self.race_live, inputs, outputs, show_progress="hidden", **api, **QUEUE)
             race.then(self.unlock, None, [self.run_button], queue=False, api_visibility="private").then(
@@ -375,8 +379,13 @@ class RaceTabs:
 
     @staticmethod
     def lock():
-        """A race starts: Run is disabled and the settings fold away, so the columns are in view."""
-        return gr.Button("Running…", interactive=False), gr.Accordion(open=False)
+        """A race starts: Run is disabled, the settings fold away, so the columns are in view, and the
+        status says the race waits its turn (a previous refusal must not stand beside a queued race)."""
+        return (
+            gr.Button("Running…", interactive=False),
+            gr.Accordion(open=False),
+            status_html("Queued: the race starts when the model is free…"),
+        )
 
     @staticmethod
     def unlock():
