@@ -162,3 +162,17 @@ def test_calibration_tab_summary_names_ece_and_alpha():
     text, figure = summarize_calibration(RECORDS, False, profile)
     assert "7 submitted drafts" in text and "ECE =" in text and "alpha = T_verify / (tau c)" in text
     assert summarize_calibration([], False, profile)[0].startswith("No submitted drafts")
+
+
+@pytest.mark.app  # imports ui/
+def test_the_tree_table_shows_only_once_there_are_tree_rounds():
+    """Issue 45: the calibration tab showed an empty draft-tree table before anything ran."""
+    from types import SimpleNamespace
+
+    from ui.calibration_tab import CalibrationTab
+
+    tab = CalibrationTab.__new__(CalibrationTab)
+    tab.session = SimpleNamespace(profile=lambda: None)
+    chain = [record("libraspec", k, [0.9, 0.6, 0.2], d=3, accepted=1) for k in range(4)]
+    *_, text, table = tab._view(chain, False)
+    assert table["visible"] is False and "No draft-tree rounds yet" in text

@@ -278,6 +278,9 @@ def test_profile_figure():
     assert [shape.x0 for shape in wide.layout.shapes] == [25.5]
     assert wide.layout.xaxis.range[1] >= 58
     assert len(plots.profile_figure(profile, used_k=20).data) == 3  # within the measured range: nothing added
+    # the legend sits below the axes, as every figure's: inside the plot area it covered the title (issue 45)
+    legend = fig.layout.legend
+    assert (legend.yref, legend.y, legend.yanchor, legend.orientation) == ("container", 0.0, "bottom", "h")
 
 
 def test_profile_figure_draws_the_context_term():

@@ -74,8 +74,8 @@ class CalibrationTab:
                 label="reliability and acceptance by position", show_label=False, elem_id="ls-calib-plot"
             )
             self.tree_text = gr.Markdown(elem_id="ls-calib-tree")
-            self.tree_table = gr.Dataframe(
-                None, label="draft-tree nodes by depth", interactive=False, elem_id="ls-calib-tree-table"
+            self.tree_table = gr.Dataframe(  # shown once there are tree rounds to tabulate
+                None, label="draft-tree nodes by depth", interactive=False, elem_id="ls-calib-tree-table", visible=False
             )
             self.profile_plot = gr.Plot(label="latency profile with its linear fit t0 + c k", show_label=False)
             self.fresh = gr.State({})  # this page's last fresh run: {"header": what ran, "records": its records}
@@ -102,7 +102,8 @@ class CalibrationTab:
         profile = self.session.profile()
         summary, figure = summarize_calibration(records, bool(tested_only), profile)
         tree_text, tree_table = tree_calibration(records)
-        return summary, figure, plots.profile_figure(profile) if profile is not None else None, tree_text, tree_table
+        table = gr.update(value=tree_table, visible=tree_table is not None)  # no empty table before tree rounds
+        return summary, figure, plots.profile_figure(profile) if profile is not None else None, tree_text, table
 
     def show(self, request: gr.Request, source: str, tested_only: bool, fresh: dict):
         """The view of this client's races, or of its last fresh run (`fresh`: the page's state)."""

@@ -626,11 +626,11 @@ def profile_figure(profile: Any, used_k: int | None = None, context: int | None 
     fig.update_yaxes(title_text="ms", range=[0, top * 1.15], row=1, col=1)
     fig.update_yaxes(range=[0, top * 1.15], row=1, col=2)
     c0 = getattr(profile, "context_len", 0)
-    apply_layout(fig, "profile", "Latency profile of this machine" + (f" (timed after {c0:,} tokens)" if c0 else ""))
-    fig.update_layout(
-        legend=dict(orientation="v", x=0.01, y=0.99, xanchor="left", yanchor="top", bgcolor="rgba(255,255,255,0.7)")
+    # the legend stays where apply_layout puts every legend, below the axes: inside the plot area
+    # it covered the title and the first points (issue 45)
+    return apply_layout(
+        fig, "profile", "Latency profile of this machine" + (f" (timed after {c0:,} tokens)" if c0 else "")
     )
-    return fig
 
 
 def is_tree_mode(mode: str) -> bool:
