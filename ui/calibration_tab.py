@@ -24,7 +24,7 @@ from libraspec.spec import RunSpec
 from libraspec.views import plots
 
 from .calibration_summary import calibration_json, summarize_calibration, tree_calibration
-from .common import QUEUE, client_key
+from .common import QUEUE, as_error, client_key
 from .hosting import RACE_MAX_S, gpu
 from .session import Session
 from .settings import D_MAX_CAP, MAX_NEW_TOKENS_CAP
@@ -125,7 +125,7 @@ class CalibrationTab:
                     shown = time.monotonic()
                     yield gr.skip(), line, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         except ValueError as error:
-            raise gr.Error(str(error)) from error
+            raise as_error(error) from error
         summary, *figures = self._view(records, tested_only)
         yield SOURCES[1], f"{line}\n\n{summary}", *figures, {"header": line, "records": records}
 

@@ -18,3 +18,10 @@ def client_key(request: gr.Request | None) -> str:
     shared with nobody.
     """
     return getattr(request, "session_hash", None) or uuid.uuid4().hex
+
+
+def as_error(error: Exception | str) -> gr.Error:
+    """The message a refused call shows the visitor. An ordinary refusal (a ValueError, or a message of
+    our own) is not logged with a traceback: the server log keeps tracebacks for what went wrong (an
+    OSError, a bug), not for an empty prompt or a value that is no number."""
+    return gr.Error(str(error), print_exception=not isinstance(error, (str, ValueError)))

@@ -31,7 +31,7 @@ from libraspec.records import records_to_frame
 from libraspec.spec import N_DEFAULT, RunSpec
 from libraspec.views import plots
 
-from .common import QUEUE, client_key
+from .common import QUEUE, as_error, client_key
 from .history import COLUMNS as HISTORY_COLUMNS
 from .history import history_frame, history_notes
 from .hosting import LOAD_SECONDS, gpu, race_seconds
@@ -697,10 +697,10 @@ class RaceTabs:
             ):
                 pass
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
-            raise gr.Error(str(error)) from error
+            raise as_error(error) from error
         run = snap.run
         if run is None:  # superseded before the race began
-            raise gr.Error(snap.status)
+            raise as_error(snap.status)
         texts = [run.text(mode) for mode in run.modes] + [""] * (RACE_COLUMNS - len(run.modes))
         return (*texts, run_report(run))
 
@@ -712,7 +712,7 @@ class RaceTabs:
         try:
             return self.session.races.export(run_id, client_key(request))
         except ValueError as error:
-            raise gr.Error(str(error)) from error
+            raise as_error(error) from error
 
     @staticmethod
     def show_columns(modes):
@@ -742,15 +742,15 @@ class RaceTabs:
         owner = client_key(request)
         run = self._stored(run_id, owner)
         if run is None:
-            raise gr.Error("Run a race first: the step-through replays a round of your last race.")
+            raise as_error("Run a race first: the step-through replays a round of your last race.")
         if mode != PAPER:
-            raise gr.Error(
+            raise as_error(
                 f"The step-through walks LibraSpec's Algorithm 1: choose LibraSpec as the mode to inspect "
                 f"(this is {title(mode)})."
             )
         latest = [r for r in self.session.races.runs(owner) if r.records.get(PAPER)]
         if not latest or latest[-1].run_id != run.run_id:
-            raise gr.Error("The step-through replays your last race with LibraSpec; this is an older one.")
+            raise as_error("The step-through replays your last race with LibraSpec; this is an older one.")
 
     def inspect_mode_changed(self, request: gr.Request, run_id: str, mode: str):
         run = self._stored(run_id, client_key(request))

@@ -29,7 +29,7 @@ from libraspec.experiments.sweep import (
 )
 from libraspec.views import tuning_plots
 
-from .common import QUEUE, client_key
+from .common import QUEUE, as_error, client_key
 from .hosting import RACE_MAX_S, gpu
 from .render import status_html
 from .session import Session
@@ -177,7 +177,7 @@ class SweepTab:
                 else:
                     yield status_html(message), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         except (ValueError, OSError) as error:
-            raise gr.Error(str(error)) from error
+            raise as_error(error) from error
 
     def _csv(self, frame: pd.DataFrame) -> str:
         path = os.path.join(self.session.downloads.folder(), "libraspec-sweep.csv")
@@ -206,6 +206,6 @@ class SweepTab:
             for _, ev in self._events(owner, alphas, d_maxes, prompt_set, count, max_new_tokens, drafter):
                 event = ev or event
         except (ValueError, OSError) as error:
-            raise gr.Error(str(error)) from error
+            raise as_error(error) from error
         frame = event.frame if event is not None else pd.DataFrame(columns=COLUMNS)
         return frame.astype(object).where(frame.notna(), None).to_dict(orient="records")

@@ -13,7 +13,7 @@ import gradio as gr
 
 from libraspec.spec import RunSpec
 
-from .common import client_key
+from .common import as_error, client_key
 from .session import Session
 from .settings import ALPHA_MAX, ALPHA_MIN, D_MAX_CAP
 from .stepthrough import (
@@ -174,7 +174,7 @@ class TeachTab:
         try:
             alpha = suggested_slider_alpha(inputs, runs, self.session.profile() if inputs.cost == COSTS[0] else None)
         except ValueError as error:
-            raise gr.Error(str(error)) from error
+            raise as_error(error) from error
         return gr.Slider(value=round(alpha, 2))
 
     def adopt_race_round(self, request: gr.Request, index, *values):
@@ -217,4 +217,4 @@ class TeachTab:
         try:
             return pasted_states(confidences, n, alpha, d_max)
         except (TypeError, ValueError) as error:
-            raise gr.Error(str(error)) from error
+            raise as_error(error) from error

@@ -20,7 +20,7 @@ from libraspec.modes import MODES
 from libraspec.spec import ALPHA_RANGE, RunSpec
 from libraspec.views import whatif_plots
 
-from .common import QUEUE, client_key
+from .common import QUEUE, as_error, client_key
 from .render import status_html
 from .session import Session
 from .whatif import BATCH_1, LOOKAHEAD, SYNTHETIC, WhatIf, profile_choices
@@ -146,7 +146,7 @@ class WhatIfTab:
     def record(self, request: gr.Request, run_id, drafter, *knobs):
         """Record (or reuse) the trace of the chosen race, then plan with the current knobs."""
         if not run_id:
-            raise gr.Error("No greedy race chosen: run one on the Race tab (temperature 0), then pick it here.")
+            raise as_error("No greedy race chosen: run one on the Race tab (temperature 0), then pick it here.")
         try:
             trace, recorded_now = None, False
             for item in self.whatif.trace(run_id, drafter, client_key(request)):
@@ -159,7 +159,7 @@ class WhatIfTab:
             recorded = trace.meta.get("seconds") if recorded_now else None
             yield *self._plan(trace, *knobs, recorded=recorded, kept=not recorded_now), key, knobs[PROFILE]
         except (ValueError, OSError) as error:
-            raise gr.Error(str(error)) from error
+            raise as_error(error) from error
 
     def replan(self, request: gr.Request, key, drawn, *knobs):
         """Re-plan after a knob moved. What cannot be planned (a lock-step profile not measured yet, a
