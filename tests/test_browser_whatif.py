@@ -31,7 +31,6 @@ PROMPT = "Count to ten, then count back to one."
 SHOTS = "/tmp/whatif_{}.png"
 # the CPU time of the re-plan: its wall time also holds waiting for cores the browser and others hold
 REPLANNED = re.compile(r"re-planned in \d+ ms \((\d+) ms of CPU")
-GRID_ALPHAS = ["0.5", "1", "2", "4", "8", "16", "32"]  # analysis.whatif.GRID_ALPHAS as the grid labels them
 
 # Arms a timer: t0 is the first `input` or `mousedown` event after this call (typing into a slider's
 # number box dispatches its change at once; a dropdown option is picked on mousedown), `done` the first
@@ -79,7 +78,8 @@ FIGURES = f"""() => {{
     traces: gd.data.map(t => ({{name: t.name, y: Array.from(t.y || [])}})),
     titleShown: title.width > 0 && title.left >= box.left && title.right <= box.right,
     gridTitle: grid?._fullLayout.title.text,
-    chosen: shape ? [grid.data[0].y[Math.round(shape.y0 + 0.5)], grid.data[0].x[Math.round(shape.x0 + 0.5)]] : null,
+    chosen: shape ? [grid.data[0].y[Math.round(shape.y0 + 0.5)],
+                     grid.data[0].x[Math.round(shape.x0 + 0.5)].split(" ")[0]] : null,
   }};
 }}"""
 
@@ -170,11 +170,15 @@ def test_replay_a_race_and_replan_it_in_the_browser_at_1440x900(server):
 
         times = {}
         # the alpha slider, moved five times: the grid outlines the chosen cell (alpha, d_max 24) once redrawn
-        assert figures["chosen"] != ["4", "24"], figures["chosen"]
+        assert figures["chosen"] == ["2.2", "24"], figures["chosen"]  # the chosen alpha has its own row
         moves = []
         for alpha in ("4", "16", "1", "8", "2"):
-            row = GRID_ALPHAS.index(alpha)
-            chosen = f"({GRID}._fullLayout.shapes[0] || {{}}).y0 === {row - 0.5}"
+            # the outlined cell's row label is the new alpha (the chosen alpha has a row of its own, so
+            # the rows move: 2.2 sits between 2 and 4 until alpha moves to a grid value)
+            chosen = (
+                f"(() => {{ const s = {GRID}._fullLayout.shapes[0]; "
+                f"return !!s && {GRID}.data[0].y[Math.round(s.y0 + 0.5)] === '{alpha}'; }})()"
+            )
             moved = timed(page, lambda: number(page, "ls-whatif-alpha").fill(alpha), grid=chosen)
             assert page.evaluate(FIGURES)["chosen"] == [alpha, "24"]
             moved["server"] = server_ms(page)

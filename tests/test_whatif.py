@@ -209,3 +209,32 @@ def gr_skip():
     import gradio as gr
 
     return gr.skip()
+
+
+def test_the_grid_has_a_row_for_the_chosen_alpha_and_names_identical_columns(session):
+    """Issue 45: alpha 2.2 had no cell on the What-if grid (its rows are 0.5..32), and d_max columns
+    that decide alike were not named. The chosen alpha and d_max get their row and column; a column
+    equal to a smaller d_max's in every row says so; each cell is replayed once per planner."""
+    import numpy as np
+
+    from libraspec.analysis.whatif import GRID_ALPHAS, grid_axes
+    from libraspec.views.whatif_plots import column_labels, grid_figure
+
+    run = race(session, alpha=2.2, d_max=21)
+    whatif = WhatIf(session)
+    trace = [item for item in whatif.trace(run.run_id, "dflash")][-1]
+    chosen = RunSpec(alpha=2.2, d_max=21)
+    alphas, d_maxes = grid_axes(trace, chosen)
+    assert 2.2 in alphas and set(GRID_ALPHAS) < set(alphas) and list(alphas) == sorted(alphas) and 21 in d_maxes
+    assert grid_axes(trace) == (GRID_ALPHAS, [d for d in d_maxes if d != 21])
+    planner = whatif.planner(trace, whatif.profile(BATCH_1))
+    grid = planner.grid(alphas, d_maxes)
+    cells = len(planner._grids)
+    assert grid.shape == (len(alphas), len(d_maxes)) and cells == grid.size
+    assert np.array_equal(planner.grid(alphas, d_maxes), grid) and len(planner._grids) == cells  # no replay again
+    figure = grid_figure(grid, alphas, d_maxes, 2.0, "p", (2.2, 21))
+    assert figure.layout.shapes and list(figure.data[0].x) == column_labels(grid, d_maxes)
+    same = np.array([[1.0, 1.2, 1.2, 1.3], [1.1, 1.1, 1.1, 1.1]])  # d_max 24 decides as 16 in every row
+    assert column_labels(same, [8, 16, 24, 32]) == ["8", "16", "24 (= 16)", "32"]
+    apart = np.array([[1.0, 1.2, 1.2, 1.3], [1.1, 1.1, 1.0, 1.1]])  # not in the second row
+    assert column_labels(apart, [8, 16, 24, 32]) == ["8", "16", "24", "32"]

@@ -207,7 +207,7 @@ class WhatIfTab:
         planner = self.whatif.planner(trace, profile)
         settings = RunSpec(alpha=float(alpha), d_max=int(d_max), static_length=int(static))
         plan = planner.plan(settings, rule or None)
-        alphas, d_maxes = grid_axes(trace)
+        alphas, d_maxes = grid_axes(trace, plan.settings)
         grid = planner.grid(alphas, d_maxes)
         table = pd.DataFrame(plan.rows()).round(3)
         lengths = whatif_plots.lengths_figure(plan)

@@ -111,7 +111,7 @@ class Planner:
         self.ar_seconds = ar_text_s(profile, len(trace.prompt), len(trace.output))
         self._best: Line | None = None
         self._oracle: Line | None = None
-        self._grids: dict[tuple, np.ndarray] = {}
+        self._grids: dict[tuple, float] = {}  # (alpha, d_max, base) -> LibraSpec's modeled speedup
         self._rules: dict[tuple, Line] = {}
 
     @property
@@ -164,26 +164,31 @@ class Planner:
 
     def grid(self, alphas, d_maxes, base: RunSpec = RunSpec()) -> np.ndarray:
         """LibraSpec's modeled speedup over AR for each (alpha, d_max): (len(alphas), len(d_maxes))."""
-        key = (tuple(alphas), tuple(d_maxes), base)
-        if key not in self._grids:
-            out = np.zeros((len(alphas), len(d_maxes)))
-            for i, alpha in enumerate(alphas):
-                for j, d_max in enumerate(d_maxes):
+        out = np.zeros((len(alphas), len(d_maxes)))
+        for i, alpha in enumerate(alphas):
+            for j, d_max in enumerate(d_maxes):  # each cell replayed once per planner (a slider adds one row)
+                key = (float(alpha), int(d_max), base)
+                if key not in self._grids:
                     settings, _ = clamp_to_trace(dataclasses.replace(base, alpha=alpha, d_max=d_max), self.trace)
-                    out[i, j] = (
-                        self.ar_seconds / replay(self.trace, PAPER, self.profile, settings)[-1].cumulative_modeled_s
-                    )
-            self._grids[key] = out
-        return self._grids[key]
+                    seconds = replay(self.trace, PAPER, self.profile, settings)[-1].cumulative_modeled_s
+                    self._grids[key] = self.ar_seconds / seconds
+                out[i, j] = self._grids[key]
+        return out
 
 
 GRID_ALPHAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)  # the what-if's heat map, around the paper's 2.2
 GRID_D_MAXES = (8, 16, 24, 32, 48)
 
 
-def grid_axes(trace: DraftTrace) -> tuple[tuple[float, ...], list[int]]:
-    """The heat map's alphas and the d_max values this trace can replay (n up to its look-ahead)."""
-    return GRID_ALPHAS, [d for d in GRID_D_MAXES if trace.n <= d <= trace.lookahead]
+def grid_axes(trace: DraftTrace, chosen: RunSpec | None = None) -> tuple[tuple[float, ...], list[int]]:
+    """The heat map's alphas and the d_max values this trace can replay (n up to its look-ahead), with a
+    row for the chosen alpha and a column for the chosen d_max (`chosen`: the plan's checked settings)
+    where the fixed axes lack them, so the cell the sliders chose is always on the map."""
+    alphas = set(GRID_ALPHAS) | ({float(chosen.alpha)} if chosen is not None else set())
+    d_maxes = {d for d in GRID_D_MAXES if trace.n <= d <= trace.lookahead}
+    if chosen is not None and trace.n <= chosen.d_max <= trace.lookahead:
+        d_maxes.add(int(chosen.d_max))
+    return tuple(sorted(alphas)), sorted(d_maxes)
 
 
 def plan(trace: DraftTrace, profile: LatencyProfile, settings: RunSpec, rule: str | None = None) -> Plan:

@@ -49,6 +49,16 @@ def lengths_figure(plan) -> go.Figure:
     )
 
 
+def column_labels(speedups: np.ndarray, d_maxes) -> list[str]:
+    """Each d_max column's label; a column equal to a smaller d_max's in every row (d_max never bound
+    there) is named after it, "32 (= 24)", so identical columns are not read as separate findings."""
+    labels = []
+    for j, d in enumerate(d_maxes):
+        same = next((k for k in range(j) if np.array_equal(speedups[:, k], speedups[:, j])), None)
+        labels.append(f"{d}" if same is None else f"{d} (= {d_maxes[same]})")
+    return labels
+
+
 def grid_figure(speedups: np.ndarray, alphas, d_maxes, best_speedup: float, profile: str, chosen=None) -> go.Figure:
     """LibraSpec's modeled speedup per (alpha, d_max) cell as a share of the best schedule's; the
     cell the sliders chose is outlined."""
@@ -57,7 +67,7 @@ def grid_figure(speedups: np.ndarray, alphas, d_maxes, best_speedup: float, prof
     fig = go.Figure(
         go.Heatmap(
             z=share,
-            x=[str(d) for d in d_maxes],
+            x=column_labels(speedups, d_maxes),
             y=[f"{a:g}" for a in alphas],
             text=text,
             texttemplate="%{text}",
