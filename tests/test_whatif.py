@@ -238,3 +238,25 @@ def test_the_grid_has_a_row_for_the_chosen_alpha_and_names_identical_columns(ses
     assert column_labels(same, [8, 16, 24, 32]) == ["8", "16", "24 (= 16)", "32"]
     apart = np.array([[1.0, 1.2, 1.2, 1.3], [1.1, 1.1, 1.0, 1.1]])  # not in the second row
     assert column_labels(apart, [8, 16, 24, 32]) == ["8", "16", "24", "32"]
+
+
+def test_what_if_exports_its_plan_and_grid_as_csv(session):
+    """Issue 45: no What-if export. Two CSV files: the plan's lines and every grid cell, each row naming
+    the race, the drafter, the profile and the knobs; the chosen cell marked."""
+    import pandas as pd
+
+    tab = WhatIfTab(session)
+    request = type("Request", (), {"session_hash": "exporter"})()
+    run = race(session, owner="exporter", alpha=2.2, d_max=21)
+    steps = list(tab.record(request, run.run_id, "dflash", 2.2, 21, 7, BATCH_1, 20.0, 2.0, 5.0, DEFAULT_RULE))
+    key = steps[-1][4]
+    plan_csv, grid_csv = tab.export(request, key, 2.2, 21, 7, BATCH_1, 20.0, 2.0, 5.0, DEFAULT_RULE)
+    plan, grid = pd.read_csv(plan_csv), pd.read_csv(grid_csv)
+    assert list(plan["way"])[:2] == ["LibraSpec", "static d = 7"] and set(plan["drafter"]) == {"dflash"}
+    assert (plan["alpha"] == 2.2).all() and (plan["d_max"] == 21).all() and plan["modeled"].all()
+    assert grid["chosen"].sum() == 1 and tuple(grid[grid["chosen"]][["alpha", "d_max"]].iloc[0]) == (2.2, 21)
+    assert (grid["share of best schedule"] <= 1 + 1e-9).all() and set(grid["profile"]) == set(plan["profile"])
+    import gradio as gr
+
+    with pytest.raises(gr.Error, match="Nothing to export"):
+        tab.export(request, None, 2.2, 21, 7, BATCH_1, 20.0, 2.0, 5.0, DEFAULT_RULE)

@@ -9,6 +9,7 @@ figure and table here is a modeled replay, never a measurement.
 
 from __future__ import annotations
 
+import os
 import time
 
 import gradio as gr
@@ -99,6 +100,11 @@ class WhatIfTab:
                 pd.DataFrame(), label="modeled speedups", interactive=False, elem_id="ls-whatif-table"
             )
             self.grid_plot = gr.Plot(None, label="alpha x d_max", show_label=False, elem_id="ls-whatif-grid")
+            with gr.Row():
+                self.export_button = gr.Button("Export the plan and the grid (CSV)", elem_id="ls-whatif-export")
+                self.export_files = gr.File(
+                    label="what-if CSV files", interactive=False, file_count="multiple", elem_id="ls-whatif-files"
+                )
             self.key = gr.State(None)  # (run id, drafter) of the trace this page replays
             self.drawn = gr.State(None)  # the profile choice the figures show (a failed choice reverts to it)
             self._wire()
@@ -115,6 +121,9 @@ class WhatIfTab:
             api_visibility="private",
             show_progress="minimal",
             **QUEUE,
+        )
+        self.export_button.click(
+            self.export, [self.key] + knobs, [self.export_files], queue=False, api_visibility="private"
         )
         for knob in knobs:  # the visitor's own moves only: a choice sent back after a failure re-plans nothing
             knob.input(
@@ -179,6 +188,51 @@ class WhatIfTab:
             words += f" The profile choice went back to '{drawn}'." if reverted else ""
             revert = gr.update(value=drawn) if reverted else gr.skip()
             return status_html(words, error=True), gr.skip(), gr.skip(), gr.skip(), gr.skip(), revert
+
+    def export(self, request: gr.Request, key, *knobs) -> list[str]:
+        """The plan shown (one row per line) and the alpha x d_max grid (one row per cell) as two CSV
+        files, each row naming the profile, the drafter and the knobs it was planned with."""
+        if key is None:
+            raise as_error("Nothing to export yet: pick a greedy race and press Replay.")
+        trace = self.whatif.kept(*key, client_key(request))
+        if trace is None:
+            raise as_error("The replay was dropped to make room: press Replay again.")
+        alpha, d_max, static, profile_choice, t0, per_token, draft, rule = knobs
+        try:
+            profile = self.whatif.profile(
+                profile_choice, float(t0 or 0), float(per_token or 0), float(draft or 0), False
+            )
+            planner = self.whatif.planner(trace, profile)
+            plan = planner.plan(RunSpec(alpha=float(alpha), d_max=int(d_max), static_length=int(static)), rule or None)
+        except ValueError as error:
+            raise as_error(error) from error
+        alphas, d_maxes = grid_axes(trace, plan.settings)
+        grid = planner.grid(alphas, d_maxes)
+        best = plan.best.speedup(plan.ar_seconds)
+        about = {"race": key[0], "drafter": trace.drafter, "profile": plan.profile, "modeled": True}
+        knobs_used = {
+            "alpha": plan.settings.alpha,
+            "d_max": plan.settings.d_max,
+            "static d": plan.settings.static_length,
+        }
+        rows = [about | knobs_used | row for row in plan.rows()]
+        cells = [
+            about
+            | {
+                "alpha": a,
+                "d_max": d,
+                "speedup vs AR (modeled)": grid[i, j],
+                "share of best schedule": grid[i, j] / best,
+            }
+            | {"chosen": (a, d) == (plan.settings.alpha, plan.settings.d_max)}
+            for i, a in enumerate(alphas)
+            for j, d in enumerate(d_maxes)
+        ]
+        folder = self.session.downloads.folder()
+        paths = [os.path.join(folder, "libraspec-whatif-plan.csv"), os.path.join(folder, "libraspec-whatif-grid.csv")]
+        pd.DataFrame(rows).to_csv(paths[0], index=False)
+        pd.DataFrame(cells).to_csv(paths[1], index=False)
+        return paths
 
     def _plan(
         self,
