@@ -419,6 +419,37 @@ def profile_reaching(pair, d_max: int, **options) -> LatencyProfile:
     return cached_profile(pair, max_tokens=max(25, d_max + 1), max_blocks=max(2, -(-d_max // pair.n)), **options)
 
 
+def concurrency_path(pair) -> str:
+    """Where `cached_concurrency` keeps a pair's lock-step forwards: beside its batch-1 profile."""
+    return profile_path(pair).replace(".json", "-concurrency.json")
+
+
+def _stored_concurrency(path: str, batches, max_tokens: int) -> dict[int, list[float]] | None:
+    """The stored forwards when they cover `batches` and `max_tokens`; None when missing, short or damaged."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as handle:
+            data = {int(b): list(v) for b, v in json.load(handle)["verify_s"].items()}
+    except (ValueError, KeyError, TypeError, json.JSONDecodeError):
+        return None  # a damaged file is measured again
+    if not set(batches) <= set(data) or min(len(v) for v in data.values()) < max_tokens:
+        return None
+    return data
+
+
+def concurrency_stored(pair, batches=(1, 2, 4, 8), max_tokens: int = 25) -> bool:
+    """Whether `cached_concurrency` would read the pair's lock-step forwards from disk (no measuring)."""
+    return _stored_concurrency(concurrency_path(pair), batches, max_tokens) is not None
+
+
+def concurrency_estimate_s(base: LatencyProfile, batches=(1, 2, 4, 8), max_tokens: int = 25, repeats: int = 5) -> float:
+    """About how long measuring the lock-step forwards takes: `repeats` forwards of B sequences of k
+    tokens for every B and k, a forward of B sequences priced as B batch-1 forwards of k tokens (a
+    CPU's cost grows about linearly with the tokens it verifies); an estimate to announce, not a price."""
+    return repeats * sum(B * base.verify_time(k) for B in batches for k in range(1, max_tokens + 1))
+
+
 def cached_concurrency(
     pair, batches=(1, 2, 4, 8), max_tokens: int = 25, repeats: int = 5, refresh: bool = False
 ) -> dict[int, LatencyProfile]:
@@ -428,16 +459,8 @@ def cached_concurrency(
     meta["batch"] and meta["drafting"] say so. The forwards are timed after LOCKSTEP_CONTEXT tokens
     and carry no context term (lock-step rounds are priced at that context)."""
     base = cached_profile(pair)
-    path = profile_path(pair).replace(".json", "-concurrency.json")
-    data = None
-    if not refresh and os.path.exists(path):
-        try:
-            with open(path) as handle:
-                data = {int(b): list(v) for b, v in json.load(handle)["verify_s"].items()}
-            if not set(batches) <= set(data) or min(len(v) for v in data.values()) < max_tokens:
-                data = None
-        except (ValueError, KeyError, TypeError, json.JSONDecodeError):
-            data = None  # a damaged file is measured again
+    path = concurrency_path(pair)
+    data = None if refresh else _stored_concurrency(path, batches, max_tokens)
     if data is None:
         data = measure_concurrency(pair.target, batches, max_tokens, LOCKSTEP_CONTEXT, repeats)
         atomic_write_text(path, json.dumps({"verify_s": {str(b): v for b, v in data.items()}, "repeats": repeats}))

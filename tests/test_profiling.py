@@ -1,6 +1,7 @@
 """The measured latency profile: shape, monotone curves, on-disk cache."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -193,3 +194,24 @@ def test_a_checked_cached_profile_is_measured_again_when_the_machine_disagrees(t
     monkeypatch.setattr(profiling, "ar_step_now", lambda pair, context_len: 1.1 * fresh.ar_token_time())
     kept = cached_profile(pair, max_tokens=4, max_blocks=1, context_len=16, repeats=1, check=True)
     assert kept.verify_s == fresh.verify_s and not kept.meta["load_check"]["remeasured"]
+
+
+def test_the_lock_step_measurement_is_estimated_before_it_starts(tmp_path, monkeypatch):
+    """Issue 45: the first lock-step profile cost an unexplained 110 s. Its estimate: `repeats` forwards
+    of B sequences of k tokens for every B and k, each priced as B batch-1 forwards of k tokens; and
+    whether the forwards are already on disk (then nothing is measured)."""
+    from libraspec import profiling
+
+    base = LatencyProfile.from_linear(0.05, 0.002, 0.01, 7, 30)
+    want = 5 * sum(B * (0.05 + 0.002 * k) for B in (1, 2, 4, 8) for k in range(1, 26))
+    assert profiling.concurrency_estimate_s(base) == pytest.approx(want)
+    assert profiling.concurrency_estimate_s(base, batches=(1, 2)) < want
+    path = tmp_path / "p-concurrency.json"
+    monkeypatch.setattr(profiling, "concurrency_path", lambda pair: str(path))
+    assert not profiling.concurrency_stored(None)
+    path.write_text('{"verify_s": {"1": [0.1], "2": [0.1]}}')  # too short and too few batch sizes
+    assert not profiling.concurrency_stored(None)
+    path.write_text(json.dumps({"verify_s": {str(b): [0.1] * 25 for b in (1, 2, 4, 8)}}))
+    assert profiling.concurrency_stored(None)
+    path.write_text("{damaged")
+    assert not profiling.concurrency_stored(None)

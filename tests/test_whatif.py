@@ -260,3 +260,17 @@ def test_what_if_exports_its_plan_and_grid_as_csv(session):
 
     with pytest.raises(gr.Error, match="Nothing to export"):
         tab.export(request, None, 2.2, 21, 7, BATCH_1, 20.0, 2.0, 5.0, DEFAULT_RULE)
+
+
+def test_a_replay_that_must_measure_lock_step_forwards_says_so_with_an_estimate(session, monkeypatch):
+    """Issue 45: the first lock-step profile cost an unexplained 110 s. Before measuring, Replay says
+    what it measures and about how long; with the forwards on disk (or held), it says nothing."""
+    import ui.whatif as whatif_module
+
+    whatif = WhatIf(session)
+    assert whatif.measuring_note(BATCH_1) is None and whatif.measuring_note(SYNTHETIC) is None
+    monkeypatch.setattr(whatif_module, "concurrency_stored", lambda pair, batches: False)
+    note = whatif.measuring_note(lockstep_choice(4))
+    assert note.startswith("Measuring target forwards of 1, 2, 4, 8 requests") and re.search(r"about \d+ s", note)
+    monkeypatch.setattr(whatif_module, "concurrency_stored", lambda pair, batches: True)
+    assert whatif.measuring_note(lockstep_choice(4)) is None

@@ -22,7 +22,7 @@ from libraspec.analysis.whatif import Planner
 from libraspec.cost import LatencyProfile
 from libraspec.drafters import DRAFTERS
 from libraspec.paths import ASSETS
-from libraspec.profiling import cached_concurrency
+from libraspec.profiling import cached_concurrency, concurrency_estimate_s, concurrency_stored
 from libraspec.records import committed_text
 
 from .races import LOCAL, Run
@@ -151,6 +151,23 @@ class WhatIf:
                         self._concurrency = measured
                 return measured[B]
         raise ValueError(f"unknown profile {choice!r}; choose one of {', '.join(profile_choices())}")
+
+    def measuring_note(self, choice: str) -> str | None:
+        """What a Replay under `choice` must first measure, with an estimate of how long: the lock-step
+        forwards when neither this page's app nor the disk holds them; None when nothing is measured."""
+        if choice not in [lockstep_choice(B) for B in BATCHES]:
+            return None
+        with self._lock:
+            if self._concurrency is not None:
+                return None
+        batches = (1,) + BATCHES
+        if concurrency_stored(self.session.pair, batches=batches):
+            return None
+        estimate = concurrency_estimate_s(self.session.profile(), batches=batches)
+        return (
+            f"Measuring target forwards of {', '.join(map(str, batches))} requests in lock-step, once on this "
+            f"machine (about {estimate:.0f} s; kept on disk for every later replay)…"
+        )
 
     def planner(self, trace: DraftTrace, profile: LatencyProfile) -> Planner:
         """The planner of a trace under a profile, kept so that moving a slider replays LibraSpec only.

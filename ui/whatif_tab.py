@@ -165,6 +165,9 @@ class WhatIfTab:
                 else:
                     trace = item
             key = (run_id, drafter)
+            note = self.whatif.measuring_note(knobs[PROFILE])
+            if note:  # the measurement is minutes on a CPU: say so before it starts
+                yield status_html(note, progress="measuring the lock-step profiles"), *([gr.skip()] * 5)
             recorded = trace.meta.get("seconds") if recorded_now else None
             yield *self._plan(trace, *knobs, recorded=recorded, kept=not recorded_now), key, knobs[PROFILE]
         except (ValueError, OSError) as error:
