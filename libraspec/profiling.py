@@ -72,13 +72,47 @@ def knot_fit(values) -> tuple[float, ...]:
     return monotone(np.clip(basis @ weights, y.min(), y.max()))
 
 
+class Progress:
+    """How far a measurement has come: timed calls expected and done, and the time left at the pace
+    so far. One thread measures and ticks; another may read `line()` (a status) meanwhile."""
+
+    def __init__(self):
+        self.total, self.done, self.start = 0, 0, time.perf_counter()
+
+    def expect(self, calls: int) -> None:
+        self.total += int(calls)
+
+    def tick(self) -> None:
+        self.done += 1
+
+    def line(self) -> str:
+        """ "n of N timings, about s left" (the pace so far); the elapsed seconds before the first."""
+        elapsed = time.perf_counter() - self.start
+        if not self.done or not self.total:
+            return f"{elapsed:.0f} s so far"
+        left = elapsed * max(self.total - self.done, 0) / self.done
+        return f"{self.done} of {self.total} timings, about {left:.0f} s left"
+
+
+def _calls_timed(calls: dict, repeats: int, copies: dict | None = None) -> int:
+    """How many timed calls `timed_interleaved` makes for these arguments (what a `Progress` expects)."""
+    return (repeats + 1) * sum((copies or {}).get(key, 1) for key in calls)
+
+
 def timed_interleaved(
-    calls: dict, repeats: int, sync=lambda: None, after=None, seed: int = 0, copies: dict | None = None
+    calls: dict,
+    repeats: int,
+    sync=lambda: None,
+    after=None,
+    seed: int = 0,
+    copies: dict | None = None,
+    progress: Progress | None = None,
 ) -> dict:
     """Median seconds of each call in `calls` ({key: fn}), timed over repeats + 1 rounds that call
     each once in a shuffled order (the first round warms up and is dropped); `copies` ({key: c})
     calls a key c times a round, pooling its c x repeats samples; `sync` waits for the device,
-    and `after`, if given, runs untimed before each call (what precedes it in a round)."""
+    and `after`, if given, runs untimed before each call (what precedes it in a round); `progress`
+    ticks once per timed call."""
     copies = copies or {}
     order, rng = [key for key in calls for _ in range(copies.get(key, 1))], random.Random(seed)
     samples: dict = {key: [] for key in calls}
@@ -92,6 +126,8 @@ def timed_interleaved(
             calls[key]()
             sync()
             samples[key].append(time.perf_counter() - start)
+            if progress is not None:
+                progress.tick()
     return {key: statistics.median(times[copies.get(key, 1) :]) for key, times in samples.items()}
 
 
@@ -140,12 +176,13 @@ def measure_profile(
     repeats: int = 7,
     tree_rows: tuple[int, ...] = TREE_ROWS,
     contexts: tuple[int, ...] = CONTEXTS,
+    progress: Progress | None = None,
 ) -> LatencyProfile:
     """Median seconds of target forwards with 1..max_tokens new tokens, of 1..max_blocks drafts, of a
     look-up step, of the block-diffusion drafter's context upkeep after a round (`fit_s`) and of
     draft-tree verifications of `tree_rows` rows (a 4-ary tree, best-first order, with its mask),
     all after `context_len` tokens; then the context term (`context_term`) from forwards after
-    `contexts` tokens."""
+    `contexts` tokens. `progress` expects every timed call of the three parts at once and ticks them."""
     target, drafter = pair.target, BlockDiffusionDrafter(pair.drafter, pair.target)
     context_len = max(2, min(context_len, target.max_positions - max_tokens - 1))
     context, cache, out = _timing_context(target, context_len)
@@ -183,15 +220,19 @@ def measure_profile(
     lengths = range(1, max_tokens + 1)
     tree_rows = tuple(k for k in tree_rows if k + context_len < target.max_positions)
     tree_rows = tree_rows if len(tree_rows) > 1 else ()  # one row count makes no interpolation
-    forwards = timed_interleaved(
-        {
-            **{("chain", k): functools.partial(verify, k) for k in lengths},
-            **{("tree", k): functools.partial(verify_tree, k) for k in tree_rows},
-        },
-        repeats,
-        sync,
-        copies={("chain", 1): AR_COPIES},
-    )
+    chain_calls = {
+        **{("chain", k): functools.partial(verify, k) for k in lengths},
+        **{("tree", k): functools.partial(verify_tree, k) for k in tree_rows},
+    }
+    step_keys = [("draft", b) for b in range(1, max_blocks + 1)] + ["lookup", "fit"]
+    if progress is not None:  # the whole measurement's timed calls, so the time left is for all of it
+        cs, ks = _context_plan(target, context_len, contexts, max_tokens)
+        progress.expect(_calls_timed(chain_calls, repeats, {("chain", 1): AR_COPIES}))
+        progress.expect(_calls_timed(dict.fromkeys(step_keys), repeats))
+        progress.expect(
+            _calls_timed(dict.fromkeys((c, k) for c in ([context_len] + cs if cs else []) for k in ks), repeats)
+        )
+    forwards = timed_interleaved(chain_calls, repeats, sync, copies={("chain", 1): AR_COPIES}, progress=progress)
     verify_s = tuple(forwards["chain", k] for k in lengths)
     tree_s = tuple(forwards["tree", k] for k in tree_rows)
     # in a round, drafting and the context upkeep follow a target forward, which leaves the CPU's
@@ -206,6 +247,7 @@ def measure_profile(
         repeats,
         sync,
         after_forward,
+        progress=progress,
     )
     draft_s = tuple(steps["draft", b] for b in range(1, max_blocks + 1))
     lookup_s, fit_s = steps["lookup"], steps["fit"]
@@ -222,7 +264,7 @@ def measure_profile(
     meta["raw_tree_verify_s"] = list(tree_s)
     meta["verify_fit"] = "knot_fit of medians timed interleaved"
     context_k, slopes, points, extra, meta["context_fit"] = context_term(
-        target, context_len, contexts, max_tokens, repeats
+        target, context_len, contexts, max_tokens, repeats, progress
     )
     return LatencyProfile(
         verify_s=knot_fit(verify_s),
@@ -241,8 +283,17 @@ def measure_profile(
     )
 
 
+def _context_plan(target, context_len: int, contexts, max_tokens: int) -> tuple[list[int], list[int]]:
+    """(the contexts beyond c0 the target's window holds, the rows k) that `context_term` times."""
+    cs = [c for c in sorted(set(contexts)) if c > context_len and c + max_tokens < target.max_positions]
+    ks = sorted({k for k in CONTEXT_K if k <= max_tokens} | {max_tokens})
+    return cs, ks
+
+
 @torch.inference_mode()
-def context_term(target, context_len: int, contexts, max_tokens: int, repeats: int = 5):
+def context_term(
+    target, context_len: int, contexts, max_tokens: int, repeats: int = 5, progress: Progress | None = None
+):
     """(rows k, slopes, points, extra, fit): forwards of k rows (CONTEXT_K up to max_tokens, and
     max_tokens) timed interleaved after `context_len` tokens (c0) and after each of `contexts` beyond
     it (those the target's window holds). Per k, the extra seconds over c0 at each longer context are
@@ -250,15 +301,14 @@ def context_term(target, context_len: int, contexts, max_tokens: int, repeats: i
     in k; the slope beyond the longest context continues the last segment (`cost.LatencyProfile`'s
     context term). `fit` holds the medians in ms and the largest relative error of the model at the
     timed points."""
-    cs = [c for c in sorted(set(contexts)) if c > context_len and c + max_tokens < target.max_positions]
+    cs, ks = _context_plan(target, context_len, contexts, max_tokens)
     if not cs:
         return (), (), (), (), {"contexts": [context_len], "note": "no longer context fits the target's window"}
-    ks = sorted({k for k in CONTEXT_K if k <= max_tokens} | {max_tokens})
     calls = {}
     for c in [context_len] + cs:
         context, cache, _ = _timing_context(target, c)
         calls.update({(c, k): functools.partial(_verify, target, cache, context, k) for k in ks})
-    medians = timed_interleaved(calls, repeats, _sync(target))
+    medians = timed_interleaved(calls, repeats, _sync(target), progress=progress)
     del calls
     return fit_context_term(context_len, cs, ks, medians)
 
@@ -381,8 +431,10 @@ def cached_profile(
     repeats: int = 7,
     refresh: bool = False,
     check: bool = False,
+    progress: Progress | None = None,
 ) -> LatencyProfile:
-    """`measure_profile`, cached in one file per pair and machine (`profile_path`).
+    """`measure_profile`, cached in one file per pair and machine (`profile_path`); `progress` follows
+    a measurement (nothing is expected when the file answers).
 
     A cached profile that reaches fewer tokens or blocks than asked for is measured again
     over the larger of both ranges and replaces the file; so does a damaged one. With `check`,
@@ -406,7 +458,7 @@ def cached_profile(
             max_tokens, max_blocks = max(max_tokens, len(cached.verify_s)), max(max_blocks, len(cached.draft_s))
         except (ValueError, KeyError, json.JSONDecodeError):
             pass  # a damaged profile is measured again and overwritten
-    profile = measure_profile(pair, max_tokens, max_blocks, context_len, repeats)
+    profile = measure_profile(pair, max_tokens, max_blocks, context_len, repeats, progress=progress)
     profile.to_json(path)
     if found is not None:
         profile.meta["load_check"] = found | {"remeasured": True}

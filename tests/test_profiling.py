@@ -215,3 +215,23 @@ def test_the_lock_step_measurement_is_estimated_before_it_starts(tmp_path, monke
     assert profiling.concurrency_stored(None)
     path.write_text("{damaged")
     assert not profiling.concurrency_stored(None)
+
+
+def test_a_measurement_reports_its_progress_and_the_time_left(tmp_path, monkeypatch):
+    """Issue 45: the cold start sat minutes on one line. `measure_profile` expects every timed call of its
+    three parts at once and ticks each, so a status can say how far it is and about how long is left."""
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
+    pair = tiny_pair("llama", seed=0)
+    progress = profiling.Progress()
+    assert progress.line().endswith("s so far")  # nothing expected yet
+    profile = profiling.cached_profile(pair, max_tokens=6, repeats=2, progress=progress)
+    assert progress.total > 0 and progress.done == progress.total
+    assert progress.line().startswith(f"{progress.total} of {progress.total} timings, about 0 s left")
+    again = profiling.Progress()
+    assert profiling.cached_profile(pair, max_tokens=6, repeats=2, progress=again) == profile  # read from disk
+    assert again.total == again.done == 0
+    halfway = profiling.Progress()
+    halfway.expect(10)
+    halfway.start -= 4.0  # 4 s for 2 of 10 calls: 16 s left at that pace
+    halfway.tick(), halfway.tick()
+    assert halfway.line() == "2 of 10 timings, about 16 s left"

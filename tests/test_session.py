@@ -428,3 +428,22 @@ def test_three_tries_side_by_side(session):
         {d for d, share in zip(frame["d_max"], frame["d_max bound (share of rounds)"]) if share == 0}
     )
     assert all(sum(f" {t} (" in note for note in unbound) == 1 for t in never)
+
+
+def test_loading_says_how_far_the_latency_profile_measurement_is(tmp_path, monkeypatch):
+    """Issue 45: a cold start sat minutes on one line with no progress or estimate. Loading now says
+    what it loads, then, while the latency profile is measured, how many timings are done and about
+    how long is left, a line every HEARTBEAT_S; a second load reads the profile from disk."""
+    import ui.session as session_module
+    from ui.session import Session
+
+    monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path))
+    monkeypatch.setattr(session_module, "HEARTBEAT_S", 0.05)
+    fresh = Session(offered=["tiny-llama"])
+    lines = list(fresh.load())
+    assert lines[0] == "Loading tiny-llama (first use only)…" and fresh.ready
+    measuring = [line for line in lines if line.startswith("Measuring the latency profile of tiny-llama")]
+    assert measuring and any(re.search(r"\d+ of \d+ timings, about \d+ s left", line) for line in measuring), lines
+    assert "latency profile" in fresh.load_seconds and fresh.profile() is not None
+    again = Session(offered=["tiny-llama"])
+    assert [line for line in again.load() if "timings" in line] == []  # read from disk: no timings to count

@@ -34,11 +34,13 @@ from libraspec.device import free_memory
 from libraspec.drafters import DRAFTERS, drafter_with_fallback
 from libraspec.engine import SpeculativeDecoder
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
-from libraspec.profiling import cached_profile, profile_reaching
+from libraspec.profiling import Progress, cached_profile, profile_reaching
 
 from .downloads import Downloads
 from .races import Races
 from .sweeps import Sweeps
+
+HEARTBEAT_S = 2.0  # seconds between the loading status lines while the latency profile is measured
 
 
 class Session:
@@ -77,14 +79,35 @@ class Session:
         if self.ready:
             return
         if self.decoder is None:
-            yield f"Loading {self.model} and measuring its latency profile (first use only)…"
+            yield f"Loading {self.model} (first use only)…"
             self.load_models()
-        else:
-            yield f"Measuring the latency profile of {self.model} (first use only)…"
-        start = time.perf_counter()
-        self.profile()  # measured (or read from the disk cache) now, not during a race
+        start, progress = time.perf_counter(), Progress()
+        done, failed = threading.Event(), []
+
+        def measure() -> None:  # measured (or read from the disk cache) now, not during a race
+            try:
+                self._measure_profile(progress)
+            except BaseException as error:  # handed to the loading thread below
+                failed.append(error)
+            finally:
+                done.set()
+
+        threading.Thread(target=measure, name="latency-profile", daemon=True).start()
+        wait = 0.0  # the first line at once, then one every HEARTBEAT_S while the measurement runs
+        while not done.wait(wait):
+            yield f"Measuring the latency profile of {self.model} (first use only): {progress.line()}…"
+            wait = HEARTBEAT_S
+        if failed:
+            raise failed[0]
         self.load_seconds["latency profile"] = time.perf_counter() - start
         self._profiled = True
+
+    def _measure_profile(self, progress: Progress) -> None:
+        """The decoder's latency profile, from the disk cache or measured with `progress` (under the model lock)."""
+        decoder = self.decoder
+        with self._model_lock:
+            if decoder.measured_profile is None:
+                decoder.profile = cached_profile(self.pair, progress=progress)
 
     @property
     def ready(self) -> bool:
