@@ -50,14 +50,31 @@ def _check_alpha(alpha: float) -> float:
     return float(alpha)
 
 
-def _bounds(q: list[float], d: int, alpha: float) -> list[int]:
-    """eps_1..eps_d over q_1..q_d (Algorithm 1 line 6) by S_i = q_i (1 + S_{i+1}), S_{d+1} = 0."""
-    out = [0] * d
-    s = 0.0
+def _sums(q: list[float], d: int) -> list[float]:
+    """S_1..S_d over q_1..q_d by S_i = q_i (1 + S_{i+1}), S_{d+1} = 0: the expected accepted drafts
+    of the segment i..d given the drafts before i accepted (the paper's conditional segment sum)."""
+    out, s = [0.0] * d, 0.0
     for i in range(d, 0, -1):
         s = q[i - 1] * (1.0 + s)
-        out[i - 1] = math.floor(alpha * s + i + FLOOR_TOLERANCE)
+        out[i - 1] = s
     return out
+
+
+def _bounds(q: list[float], d: int, alpha: float) -> list[int]:
+    """eps_1..eps_d over q_1..q_d (Algorithm 1 line 6): floor(alpha S_i + i)."""
+    return [math.floor(alpha * s + i + FLOOR_TOLERANCE) for i, s in enumerate(_sums(q, d), start=1)]
+
+
+def worked_bounds(q, alpha: float) -> list[str]:
+    """Each bound eps_i over q_1..q_d written out, "eps_7 = floor(2.2 * 0.939 + 7) = 9": what a
+    teacher reads beside the bars (the numbers `epsilon_bounds` computes)."""
+    values = _checked_list(q)
+    alpha = _check_alpha(alpha)
+    bounds = _bounds(values, len(values), alpha)
+    return [
+        f"eps_{i} = floor({alpha:g} * {s:.3f} + {i}) = {e}"
+        for i, (s, e) in enumerate(zip(_sums(values, len(values)), bounds), start=1)
+    ]
 
 
 def epsilon_bounds(q, alpha: float) -> np.ndarray:

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import pytest
 
 from libraspec.cost import LatencyProfile
-from libraspec.policy import epsilon_bounds
+from libraspec.policy import epsilon_bounds, worked_bounds
 from libraspec.records import PolicyStep, RoundRecord, read_trace, records_to_frame, write_csv
 from libraspec.views import plots
 
@@ -224,6 +224,38 @@ def test_epsilon_figure_libraspec_round(frame):
     columns = table.cells.values
     assert len(columns) == 7 and all(len(c) == 2 for c in columns)  # two Algorithm 1 steps
     assert table.header.values[6] == "action" and list(columns[6]) == ["extend", "roll back"]
+    # issue 45: the bars carry their numbers, and hovering one shows its worked line
+    assert [int(t) for t in traces["eps_i"].text] == eps
+    assert list(traces["eps_i"].customdata) == worked_bounds(list(row["confidences"])[:6], 2.2)
+    assert traces["eps_i"].customdata[0].startswith("eps_1 = floor(2.2 * ")
+
+
+def test_the_round_figure_shows_every_iteration_of_a_long_round():
+    """Issue 45: the iteration table inside the eps figure showed 4 of 9 rows; the figure grows so the
+    table's panel holds every row."""
+    import dataclasses as dc
+
+    from libraspec.analysis.stepper import ArrayBuffer
+    from libraspec.policy import LibraSpecPolicy
+
+    q = [0.95] * 20 + [0.3] * 20
+    decision = LibraSpecPolicy(2.2, 40).choose_length(ArrayBuffer.revealing(q, 4, 1))
+    row = {
+        "mode": "libraspec",
+        "chosen_length": decision.d,
+        "eps_bounds": list(decision.eps_bounds),
+        "confidences": q[: decision.d + 8],
+        "policy_steps": [dc.asdict(step) for step in decision.steps],
+        "round_index": 3,
+        "alpha": 2.2,
+        "draft_sources": (),
+    }
+    fig = plots.epsilon_figure(row, 2.2)
+    steps = len(decision.steps)
+    assert steps == 10 and fig.layout.height > plots.HEIGHTS["epsilon"]
+    table = next(t for t in fig.data if isinstance(t, go.Table))
+    plot_px = fig.layout.height - 140 - 58  # margins and the iterations' slider
+    assert (table.domain.y[1] - table.domain.y[0]) * plot_px >= plots.TABLE_ROW_PX * (steps + 1)
 
 
 def test_epsilon_figure_computes_bounds_for_modes_without_them(frame):

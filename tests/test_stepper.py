@@ -124,6 +124,8 @@ def test_teach_tab_views_every_source():
 
     index, step_fig, curve_fig, text = step_view(Inputs(), 10**6, None)
     assert text.startswith(f"**Step {index} of {index}.**") and "exhaustive argmax" in text
+    bars = step_fig.data[0]  # issue 45: the bars carry their numbers and each its worked line on hover
+    assert [int(t) for t in bars.text] == list(bars.y) and bars.customdata[0].startswith("eps_1 = floor(2.2 * ")
     source = confidences_for(Inputs(source="pasted list", pasted="0.9 0.8 0.7 0.6 0.5", n=2), None)
     assert (source.n, source.d_max) == (2, 5) and source.notes == (
         "Corrected: d_max 24 -> 5 (allowed 2..5): only 5 confidences are known.",

@@ -254,7 +254,7 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
     lines += [f"<em>{html.escape(note)}</em>" for note in source.notes] + ([html.escape(check)] if check else [])
     return (
         index,
-        tuning_plots.stepper_figure(states, index, q, d_max),
+        tuning_plots.stepper_figure(states, index, q, d_max, source.alpha),
         tuning_plots.expected_speedup_figure(q[:horizon], profile, horizon, final, n, drafting),
         "\n".join(lines),
     )

@@ -29,7 +29,7 @@ from plotly.subplots import make_subplots
 
 from libraspec.drafters import SOURCE_TITLES
 from libraspec.modes import AR, MODES, ORACLE, PAPER
-from libraspec.policy import epsilon_bounds
+from libraspec.policy import epsilon_bounds, worked_bounds
 from libraspec.records import step_action
 from libraspec.tree import path_probabilities
 
@@ -56,6 +56,7 @@ MIN_LENGTH_AXIS = 24  # an empty figure's length axis shows 0..d_max (paper's DF
 DODGE = 0.18  # horizontal offset between the d* markers of different modes in one round
 TOKEN_CHARS = 10  # a tree node's label shows at most this many characters of its token
 OFF_PATH_COLOR = "#9E9E9E"  # tree nodes and edges off the accepted path
+TABLE_ROW_PX = 24  # one row of the round figure's table of Algorithm 1 iterations
 TREE_ROW_PX = 15  # the tree figure grows beyond its height so that each row of node labels keeps this much
 
 
@@ -311,16 +312,22 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     if not eps and 0 < d <= len(q):
         eps = epsilon_bounds(q[:d], alpha).tolist()  # modes that record no bounds
     steps = _sequence(record_row, "policy_steps")
+    # the table shows every iteration (issue 45: 4 of 9 rows fitted): the figure grows by its rows
+    chart_px, table_px = 242.0, TABLE_ROW_PX * (max(len(steps), 1) + 1) + 12  # the chart keeps its size
     fig = make_subplots(
         rows=2,
         cols=1,
-        row_heights=[0.64, 0.36],
+        row_heights=[chart_px / (chart_px + table_px), table_px / (chart_px + table_px)],
         vertical_spacing=0.1,
         specs=[[{"type": "xy", "secondary_y": True}], [{"type": "table"}]],
     )
     width = max(len(eps), d, 1)
+    used = _round_alpha(record_row, alpha)  # the record's own alpha when it has one
     if eps:
-        _add_bounds(fig, eps, mode, width, "eps_i", f"eps* = {min(eps)}")
+        shown_q = q[: len(eps)]
+        same = len(shown_q) == len(eps) and epsilon_bounds(shown_q, used).tolist() == eps
+        worked = worked_bounds(shown_q, used) if same else None  # the bars' numbers written out on hover
+        _add_bounds(fig, eps, mode, width, "eps_i", f"eps* = {min(eps)}", worked=worked)
     fig.add_trace(
         go.Scatter(
             x=[0.5, width + 0.5],
@@ -363,7 +370,7 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     fig.add_trace(
         go.Table(
             header=dict(values=header, fill_color="#EEEEEE", align="center"),
-            cells=dict(values=cells, align="center", height=22),
+            cells=dict(values=cells, align="center", height=TABLE_ROW_PX),
             name="Algorithm 1 steps",
         ),
         row=2,
@@ -380,16 +387,25 @@ def epsilon_figure(record_row: pd.Series | Mapping[str, Any], alpha: float) -> g
     round_index = _record_value(record_row, "round_index")
     drafted_by = _source_text(_sequence(record_row, "draft_sources")[: max(d, 1)])
     source = f", {drafted_by} drafts" if drafted_by else ""
-    used = _round_alpha(record_row, alpha)  # the record's own alpha when it has one
-    return apply_layout(
-        fig, "epsilon", f"Round {round_index} ({mode}{source}): eps_i, alpha = {used:g}", barmode="overlay"
-    )
+    apply_layout(fig, "epsilon", f"Round {round_index} ({mode}{source}): eps_i, alpha = {used:g}", barmode="overlay")
+    # both panels share 90% of the plot area (the rest is their spacing); the margins and the
+    # iterations' slider come on top
+    height = (chart_px + table_px) / 0.9 + 140 + (58 if len(fig.layout.sliders) else 0)
+    return fig.update_layout(height=max(HEIGHTS["epsilon"], round(height)))
 
 
 def _add_bounds(
-    fig: go.Figure, bounds: list[int], mode: str, width: int, name: str, star_name: str, visible: bool = True
+    fig: go.Figure,
+    bounds: list[int],
+    mode: str,
+    width: int,
+    name: str,
+    star_name: str,
+    visible: bool = True,
+    worked: list[str] | None = None,
 ) -> None:
-    """Two traces in the top panel: the bounds eps_i as bars (their minimum outlined) and eps* as a
+    """Two traces in the top panel: the bounds eps_i as bars carrying their values (their minimum
+    outlined; hovering a bar shows its worked line, `policy.worked_bounds`, when given) and eps* as a
     dashed line across `width` positions."""
     star = min(bounds)
     fig.add_trace(
@@ -401,7 +417,10 @@ def _add_bounds(
             opacity=0.75,
             marker_line=dict(width=[3 if e == star else 0 for e in bounds], color="#000000"),
             visible=visible,
-            hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>",
+            text=bounds,
+            textposition="outside",
+            customdata=worked if worked else [f"eps_{i} = {e}" for i, e in enumerate(bounds, start=1)],
+            hovertemplate="%{customdata}<extra></extra>",
         ),
         row=1,
         col=1,
@@ -438,7 +457,16 @@ def _iteration_stepper(fig: go.Figure, steps, q: list[float], alpha: float, mode
         top = max(top, max(bounds))
         action = step_action(step["d_before"], step["d_after"], step["rollback"])
         label = f"iteration {k}: eps* = {min(bounds)}, {action}"
-        _add_bounds(fig, bounds, mode, d_before, f"iteration {k}: eps_i at d = {d_before}", label, visible=False)
+        _add_bounds(
+            fig,
+            bounds,
+            mode,
+            d_before,
+            f"iteration {k}: eps_i at d = {d_before}",
+            label,
+            visible=False,
+            worked=worked_bounds(q[:d_before], alpha),
+        )
     count = len(fig.data)
     ours = set(range(first, count))
 

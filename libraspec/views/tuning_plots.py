@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from libraspec.cost import BLOCK_DIFFUSION, Drafting
 from libraspec.modes import AR, BASELINE, ORACLE, PAPER
+from libraspec.policy import worked_bounds
 from libraspec.views.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, empty_figure
 
 SWEEP_METRICS = (
@@ -28,10 +29,11 @@ SWEEP_METRICS = (
 )
 
 
-def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
+def stepper_figure(states: list, index: int, q, d_max: int, alpha: float | None = None) -> go.Figure:
     """One state of the Algorithm 1 step-through (`libraspec.analysis.stepper.algorithm_states`).
 
-    Bars: the bounds eps_i the iteration compared (line 6), the argmin outlined; dashed:
+    Bars: the bounds eps_i the iteration compared (line 6), each with its value, the argmin
+    outlined, and with `alpha` its worked line on hover ("eps_7 = floor(2.2 * 0.939 + 7) = 9"); dashed:
     eps*; solid: the d it was compared with; dotted vertical: the resulting d and d_max;
     shaded: the positions drafted so far (blocks x n); q_i on the right axis. Axis ranges
     are fixed over all states so stepping does not rescale the picture.
@@ -55,7 +57,14 @@ def stepper_figure(states: list, index: int, q, d_max: int) -> go.Figure:
             marker_color=MODE_COLORS[PAPER],
             opacity=0.75,
             marker_line=dict(width=[3 if i == state.argmin else 0 for i in positions], color="#000000"),
-            hovertemplate="i = %{x}<br>eps_i = %{y}<extra></extra>",
+            text=list(state.eps),
+            textposition="outside",
+            customdata=(
+                worked_bounds(q[: len(state.eps)], alpha)
+                if alpha is not None and len(q) >= len(state.eps)
+                else [f"eps_{i} = {e}" for i, e in zip(positions, state.eps)]
+            ),
+            hovertemplate="%{customdata}<extra></extra>",
         )
     )
     fig.add_trace(
