@@ -226,6 +226,34 @@ def timing_noise_s(records: Sequence[RoundRecord]) -> float:
     return math.sqrt(variance * len(residuals))
 
 
+def interesting_rounds(records: Sequence[RoundRecord]) -> list[tuple[str, int]]:
+    """(label, round index) of the rounds worth showing first, the first of each kind: the most
+    Algorithm 1 iterations, an extend, a roll-back that follows an extend, the largest |d - d*|; a kind
+    no round has is left out, and a round is named once (its first kind). Empty for no drafted round."""
+    drafted = [r for r in records if r.chosen_length > 0]
+    out, named = [], set()
+
+    def name(label: str, record: RoundRecord | None) -> None:
+        if record is not None and record.round_index not in named:
+            named.add(record.round_index)
+            out.append((f"{label}: round {record.round_index}", record.round_index))
+
+    most = max(drafted, key=lambda r: len(r.policy_steps), default=None)
+    if most is not None and len(most.policy_steps) > 1:
+        name(f"most iterations ({len(most.policy_steps)})", most)
+    extend = next((r for r in drafted if any(s.action == "extend" for s in r.policy_steps)), None)
+    name("an extend", extend)
+    back = next(
+        (r for r in drafted if any(s.action == "roll back" for s in r.policy_steps[1:])), None
+    )  # a roll-back after an iteration that extended: the loop's whole story in one round
+    name("an extend, then a roll-back", back)
+    gaps = [r for r in drafted if r.oracle_length is not None]
+    widest = max(gaps, key=lambda r: abs(r.chosen_length - r.oracle_length), default=None)
+    if widest is not None and widest.chosen_length != widest.oracle_length:
+        name(f"largest |d - d*| (d = {widest.chosen_length}, d* = {widest.oracle_length})", widest)
+    return out
+
+
 def summarize(records: Sequence[RoundRecord], ar_records: Sequence[RoundRecord] | None = None) -> RunSummary:
     """Summary of one mode's records; speedups need the AR run of the same prompt."""
     if not records:

@@ -292,6 +292,18 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         page.wait_for_function(
             "document.querySelector('#ls-eps-plot .gtitle').textContent.startsWith('Round 0 (')", timeout=TIMEOUT_MS
         )
+        # an interesting round is one click away: choosing one moves the slider and redraws the round
+        page.locator("#ls-jump input").click()
+        options = page.get_by_role("option")
+        page.wait_for_function("document.querySelectorAll('[role=option]').length > 0", timeout=TIMEOUT_MS)
+        label = options.first.inner_text()
+        jumped = int(re.search(r"round (\d+)$", label).group(1))
+        options.first.click()
+        page.wait_for_selector(f"#ls-round-info:has-text('Round {jumped} ·')", timeout=TIMEOUT_MS)
+        assert number(page, "ls-round").input_value() == str(jumped), label
+        box.fill("0")
+        box.press("Enter")
+        page.wait_for_selector("#ls-round-info:has-text('Round 0 ·')", timeout=TIMEOUT_MS)
         # the inspected round is marked in the heatmap (its row outlined) and the length plot (a band)
         page.wait_for_function(HIGHLIGHTED, arg=["ls-heatmap-plot", "y", 0], timeout=TIMEOUT_MS)
         page.wait_for_function(HIGHLIGHTED, arg=["ls-length-plot", "x", 0], timeout=TIMEOUT_MS)

@@ -449,3 +449,31 @@ def test_a_race_that_waits_its_turn_says_so_and_clears_a_previous_refusal():
 
     button, accordion, status = RaceTabs.lock()
     assert "Queued" in status and "ls-error" not in status and not button.interactive
+
+
+def test_the_inspector_offers_the_rounds_worth_showing():
+    """Issue 45: finding multi-step rounds meant scanning 59 one-iteration rollbacks. The inspector's
+    list names the round of most iterations, an extend, an extend then a roll-back and the largest
+    |d - d*|, each once; no list for rounds that drafted nothing."""
+    from libraspec.records import PolicyStep, interesting_rounds
+
+    extend = PolicyStep(7, 9, 9, 5, 1, False)
+    back = PolicyStep(9, 8, 8, 5, 0, True)
+    stop = PolicyStep(7, 5, 5, 0, 0, True)
+
+    def rounds(k, steps, d, d_star):
+        return dataclasses.replace(_record(k, [5] * (d + 1)), policy_steps=steps, oracle_length=d_star)
+
+    records = [
+        rounds(0, (stop,), 5, 5),
+        rounds(1, (extend, back), 8, 8),
+        rounds(2, (stop,), 5, 1),
+        rounds(3, (extend, extend, extend, back), 8, 8),
+        rounds(4, (), 0, 0),
+    ]
+    assert interesting_rounds(records) == [
+        ("most iterations (4): round 3", 3),
+        ("an extend: round 1", 1),
+        ("largest |d - d*| (d = 5, d* = 1): round 2", 2),
+    ]  # round 1 is the first extend and the first extend-then-roll-back: named once
+    assert interesting_rounds([rounds(0, (stop,), 5, 5)]) == [] and interesting_rounds([]) == []

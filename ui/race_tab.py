@@ -27,7 +27,7 @@ from libraspec.models.registry import describe_pair
 from libraspec.modes import PAPER
 from libraspec.paths import read_examples
 from libraspec.profiling import PROFILE_TOLERANCE
-from libraspec.records import records_to_frame
+from libraspec.records import interesting_rounds, records_to_frame
 from libraspec.spec import N_DEFAULT, RunSpec
 from libraspec.views import plots
 
@@ -249,6 +249,13 @@ class RaceTabs:
                 elem_id="ls-inspect-mode",
             )
             self.round = gr.Slider(0, 1, value=0, step=1, label="round", elem_id="ls-round")
+            self.jump = gr.Dropdown(
+                [],
+                value=None,
+                label="interesting rounds",
+                info="most iterations, an extend, a roll-back, the largest |d - d*|",
+                elem_id="ls-jump",
+            )
             self.to_teach = gr.Button(
                 "Open this round in the step-through", size="sm", elem_id="ls-open-teach", scale=0
             )
@@ -317,6 +324,8 @@ class RaceTabs:
             )
             race = started.then(self.race_live, inputs, outputs, show_progress="hidden", **api, **QUEUE)
             race.then(self.unlock, None, [self.run_button], queue=False, api_visibility="private").then(
+                self.interesting, [self.run_id, self.inspect_mode], [self.jump], queue=False, api_visibility="private"
+            ).then(
                 self.history,
                 None,
                 [self.history_notes, self.history_table, self.history_file],
@@ -344,6 +353,15 @@ class RaceTabs:
             self.show_columns, [self.race_modes], self.columns, queue=False, api_visibility="private"
         )
         self.run_id.change(self.export_trace, [self.run_id], [self.files], api_name="export_trace")
+        self.inspect_mode.change(
+            self.interesting, [self.run_id, self.inspect_mode], [self.jump], queue=False, api_visibility="private"
+        )
+        self.jump.input(
+            self.jump_to_round,
+            [self.run_id, self.inspect_mode, self.jump],
+            [self.round, self.eps_plot, self.round_text, self.tree_plot, self.heatmap_plot, self.length_plot],
+            api_visibility="private",
+        )
         self.inspect_mode.change(
             self.inspect_mode_changed,
             [self.run_id, self.inspect_mode],
@@ -767,6 +785,19 @@ class RaceTabs:
             self._tree_sizes(run, mode),
             plots.length_figure(frame, highlight=(mode, first)),
         )
+
+    def interesting(self, request: gr.Request, run_id: str, mode: str):
+        """The inspected mode's rounds worth showing first (`records.interesting_rounds`), one click away."""
+        run = self._stored(run_id, client_key(request))
+        if run is None or mode not in run.modes:
+            return gr.update(choices=[], value=None)
+        return gr.update(choices=interesting_rounds(run.records.get(mode, [])), value=None)
+
+    def jump_to_round(self, request: gr.Request, run_id: str, mode: str, round_index):
+        """An interesting round chosen: the slider moves there and the inspector shows it."""
+        if round_index is None:
+            return (gr.skip(),) * 6
+        return gr.update(value=int(round_index)), *self.inspect_round(request, run_id, mode, round_index)
 
     def inspect_round(self, request: gr.Request, run_id: str, mode: str, round_index: float):
         run = self._stored(run_id, client_key(request))

@@ -22,8 +22,9 @@ from libraspec.records import RoundRecord, RunSummary
 from libraspec.views.plots import mode_color
 
 ORDINALS = {1: "1st", 2: "2nd", 3: "3rd"}
-# a column's text scrolls beyond this, so the columns fit one screen with a line of notes above them
-TEXT_HEIGHT = "max(10em, calc(100vh - 645px))"
+# a column's text scrolls beyond this, so the columns fit one screen with the notes above them (they
+# wrap, never cut: two lines of them leave the columns in view at 1440 x 900)
+TEXT_HEIGHT = "max(10em, calc(100vh - 690px))"
 
 
 def _tint(colour: str, opacity: float, shade: float = 1.0) -> str:
