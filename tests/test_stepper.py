@@ -235,3 +235,29 @@ def test_refused_pasted_confidences_clear_the_figures_and_say_why_once():
         index, step_fig, curve_fig, text = tab.restart(request, 3, *dataclasses.astuple(bad))
         assert index == 0 and text.startswith("**⚠ Not shown:**") and why in text, (pasted, text)
         assert len(step_fig.data) == len(curve_fig.data) == 0  # no earlier round left beside the message
+
+
+@pytest.mark.app  # imports ui/
+def test_the_step_through_shows_only_the_controls_its_source_and_cost_read():
+    """Issue 45: unused sliders pushed the plot below the fold. Synthetic confidences show their four
+    knobs, a race round its round number, a pasted list its box; the linear cost's three sliders show
+    only under the linear cost. The built tab starts that way for its defaults."""
+    import gradio as gr
+
+    from ui.stepthrough import COSTS, SOURCES, Inputs
+    from ui.teach_tab import TeachTab
+
+    shown = {s: [u["visible"] for u in TeachTab.source_controls(s)] for s in SOURCES}
+    assert shown == {
+        "synthetic": [True, True, True, True, False, False],
+        "last race round": [False, False, False, False, True, False],
+        "pasted list": [False, False, False, False, False, True],
+    }
+    assert [u["visible"] for u in TeachTab.cost_controls(COSTS[0])] == [False] * 3
+    assert [u["visible"] for u in TeachTab.cost_controls(COSTS[1])] == [True] * 3
+    tab = TeachTab(session=None)
+    with gr.Blocks():
+        tab.build()
+    defaults = Inputs()
+    assert [c.visible for c in tab._source_controls()] == shown[defaults.source]
+    assert [c.visible for c in tab._cost_controls()] == [defaults.cost == COSTS[1]] * 3

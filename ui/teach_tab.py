@@ -94,6 +94,7 @@ class TeachTab:
                     self.draft = gr.Slider(
                         0.0, 50.0, value=defaults.draft_ms, step=0.5, label="linear: drafting (ms per block)"
                     )
+            self._show_controls(defaults)  # only the controls the chosen source and cost read
             with gr.Row():
                 self.reset = gr.Button("Restart")
                 self.prev = gr.Button("Previous step")
@@ -107,6 +108,31 @@ class TeachTab:
                     label="expected speedup vs d", show_label=False, elem_id="ls-teach-expected"
                 )
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
+
+    def _show_controls(self, inputs: Inputs) -> None:
+        """At build: the controls the defaults read are visible, the others hidden."""
+        for control, update in zip(self._source_controls(), self.source_controls(inputs.source)):
+            control.visible = update["visible"]
+        for control, update in zip(self._cost_controls(), self.cost_controls(inputs.cost)):
+            control.visible = update["visible"]
+
+    def _source_controls(self) -> list:
+        return [self.start, self.decay, self.noise, self.seed, self.round, self.pasted]
+
+    def _cost_controls(self) -> list:
+        return [self.t0, self.c, self.draft]
+
+    @staticmethod
+    def source_controls(source: str) -> tuple:
+        """Visibility of (start, decay, noise, seed, round, pasted) for a confidence source: a teacher
+        sees only what the chosen source reads (issue 45: unused sliders pushed the plot below the fold)."""
+        synthetic, race, pasted = (source == name for name in SOURCES)
+        return tuple(gr.update(visible=v) for v in (synthetic,) * 4 + (race, pasted))
+
+    @staticmethod
+    def cost_controls(cost: str) -> tuple:
+        """Visibility of the linear cost's (t0, c, drafting): shown only when the linear cost prices E[eta_d]."""
+        return tuple(gr.update(visible=cost == COSTS[1]) for _ in range(3))
 
     def _wire(self) -> None:
         controls = [
@@ -126,6 +152,11 @@ class TeachTab:
             self.draft,
         ]
         outputs = [self.index, self.step_plot, self.expected_plot, self.text]
+        # change, not input: the inspector's "open in step-through" sets the source too
+        self.source.change(
+            self.source_controls, [self.source], self._source_controls(), queue=False, api_visibility="private"
+        )
+        self.cost.change(self.cost_controls, [self.cost], self._cost_controls(), queue=False, api_visibility="private")
         self.controls, self.outputs = controls, outputs  # the race inspector's "open in step-through" chains them
         for button, handler in (
             (self.reset, self.restart),
