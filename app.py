@@ -26,6 +26,7 @@ from ui.race_tab import RaceTabs  # noqa: E402
 from ui.session import Session  # noqa: E402
 from ui.sweep_tab import SweepTab  # noqa: E402
 from ui.teach_tab import TeachTab  # noqa: E402
+from ui.whatif import WhatIf  # noqa: E402
 from ui.whatif_tab import WhatIfTab  # noqa: E402
 
 INTRO = (
@@ -40,7 +41,8 @@ def build_demo(session: Session | None = None) -> gr.Blocks:
     """The app; `session` defaults to one that loads LIBRASPEC_MODEL (or the embedded pair)."""
     session = session or Session()
     hosting.start_up(session)
-    tabs = RaceTabs(session)
+    whatif = WhatIf(session)  # one per app: the race tab's suggested alpha reads its recommendation
+    tabs = RaceTabs(session, whatif)
     teach = TeachTab(session)
     with gr.Blocks(title="LibraSpec Explorer") as demo:
         gr.Markdown(INTRO)
@@ -48,7 +50,7 @@ def build_demo(session: Session | None = None) -> gr.Blocks:
         with gr.Tabs() as tab_set:
             tabs.build()
             teach.build()
-            WhatIfTab(session).build()
+            WhatIfTab(session, whatif).build()
             SweepTab(session).build()
             CalibrationTab(session, tabs.drafter).build()
         tabs.link_teach(teach, tab_set)

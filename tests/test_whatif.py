@@ -274,3 +274,27 @@ def test_a_replay_that_must_measure_lock_step_forwards_says_so_with_an_estimate(
     assert note.startswith("Measuring target forwards of 1, 2, 4, 8 requests") and re.search(r"about \d+ s", note)
     monkeypatch.setattr(whatif_module, "concurrency_stored", lambda pair, batches: True)
     assert whatif.measuring_note(lockstep_choice(4)) is None
+
+
+def test_one_alpha_recommendation_everywhere_the_app_suggests_one(session):
+    """Issue 45: the tuner got five alphas. The app's one recommendation per drafter and profile comes
+    from replays of the visitor's own races (What-if), with its interval and regime; What-if's status
+    states it and the race tab's "Use suggested alpha" sets it. Before any replay there is none: alpha
+    stays and the line says how to get one (section 3.4's formula said apart, as no recommendation)."""
+    from ui.race_tab import RaceTabs
+
+    owner = "tuner"
+    request = type("Request", (), {"session_hash": owner})()
+    tab = WhatIfTab(session)
+    races = RaceTabs(session, tab.whatif)
+    before = races.use_suggested_alpha(request, "dflash")
+    assert before.value is None and "no recommendation yet for the dflash drafter" in before.info
+    run = race(session, owner=owner, alpha=2.2, d_max=21)
+    steps = list(tab.record(request, run.run_id, "dflash", 2.2, 21, 7, BATCH_1, 20.0, 2.0, 5.0, DEFAULT_RULE))
+    recommended = tab.whatif.recommendation(owner, "dflash")
+    assert recommended is not None and recommended.texts == 1 and "batch 1" in recommended.profile
+    assert f"Recommended: alpha {recommended.alpha:g}" in steps[-1][0]
+    after = races.use_suggested_alpha(request, "dflash")
+    assert after.value == recommended.alpha and after.info.startswith("recommended: alpha")
+    assert tab.whatif.recommendation(owner, "lookup") is None  # per drafter
+    assert tab.whatif.recommendation("someone else", "dflash") is None  # per visitor

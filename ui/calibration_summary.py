@@ -49,7 +49,10 @@ def summarize_calibration(records: list[RoundRecord], tested_only: bool, profile
             f"(c = cost per verified position). "
         )
         try:
-            line += f"Section 3.4 gives {alpha_advice(suggest_alpha(sampled, profile))}."
+            line += (
+                f"Section 3.4 gives {alpha_advice(suggest_alpha(sampled, profile))}: its formula for these rounds, "
+                "not the app's recommendation, which replays your races (What-if)."
+            )
         except ValueError as error:
             line += f"No alpha from section 3.4's formula: {error}."
         lines.append(line)

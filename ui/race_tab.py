@@ -40,6 +40,7 @@ from .races import RACE_MODES, Run, Snapshot
 from .render import column_html, legend_html, status_html, title
 from .session import Session
 from .settings import FIELDS, RACE_COLUMNS, RACEABLE, allowed, check_race_modes, check_settings
+from .whatif import WhatIf
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
 EMPTY = records_to_frame([])
@@ -109,8 +110,9 @@ def _is_a_number(name: str, value, n: int) -> bool:
 class RaceTabs:
     """Builds the two tabs inside an open `gr.Blocks` and wires them to one `Session`."""
 
-    def __init__(self, session: Session):
-        self.session = session
+    def __init__(self, session: Session, whatif: WhatIf | None = None):
+        """`whatif`: the app's one `WhatIf`, whose recommendation "Use suggested alpha" sets."""
+        self.session, self.whatif = session, whatif
         # spaces.GPU on a Space, else unchanged; the client's key, not its request, crosses into a GPU call
         self._warm_up_gpu = gpu(lambda *args, **named: LOAD_SECONDS)(self.warm_up)
         self._race_live_gpu = gpu(_race_gpu_seconds)(self._race_live)
@@ -344,7 +346,7 @@ class RaceTabs:
             for event in (field.blur, field.submit):
                 event(functools.partial(self.check_field, name), fields, [field], queue=False, api_visibility="private")
         self.suggest_button.click(
-            self.use_suggested_alpha, None, [self.fields["alpha"]], queue=False, api_visibility="private"
+            self.use_suggested_alpha, [self.drafter], [self.fields["alpha"]], queue=False, api_visibility="private"
         )
         self.remeasure_button.click(
             self._remeasure_gpu, None, [self.profile_plot, self.profile_text], api_visibility="private", **QUEUE
@@ -511,15 +513,28 @@ class RaceTabs:
         text = f"{frame['try'].max()} finished race(s); measured speedups carry their timing noise (1 sd)."
         return text + ("\n\n" + "\n".join(f"- {note}" for note in notes) if notes else ""), frame, path
 
-    def use_suggested_alpha(self, request: gr.Request):
-        """Set alpha to what section 3.4 suggests for this visitor's last race; the reason when it cannot."""
+    def use_suggested_alpha(self, request: gr.Request, drafter: str | None = None):
+        """Set alpha to the app's one recommendation for the chosen drafter at batch 1
+        (`WhatIf.recommendation`: the fastest alpha replayed on this visitor's own races, with its
+        interval). Before any What-if replay there is none: alpha stays, and the line says how to get
+        one and what section 3.4's formula gives for the last race, and why that is no recommendation."""
+        owner, n = client_key(request), self.session.n
+        name = drafter or self.session.default_drafter
+        recommended = self.whatif.recommendation(owner, name) if self.whatif is not None and name else None
+        if recommended is not None:
+            checked = check_settings(RunSpec(alpha=recommended.alpha, d_max=n), n)
+            note = checked.notes.get("alpha")
+            info = f"recommended: {recommended.words()}" + (f" ⚠ {note}" if note else "")
+            return gr.Number(value=checked.spec.alpha, info=info)
         try:
-            alpha, how = self.session.races.suggested_alpha(client_key(request))
+            _, how = self.session.races.suggested_alpha(owner)
+            formula = f" Section 3.4's formula gives {how}; it is no recommendation: on a CPU it over-drafts"
         except ValueError as error:
-            return gr.Number(info=f"⚠ no suggestion yet: {error}")
-        checked = check_settings(RunSpec(alpha=alpha, d_max=self.session.n), self.session.n)
-        note = checked.notes.get("alpha")
-        return gr.Number(value=round(checked.spec.alpha, 2), info=f"suggested: {how}" + (f" ⚠ {note}" if note else ""))
+            formula = f" ({error})"
+        return gr.Number(
+            info=f"⚠ no recommendation yet for the {name or 'chosen'} drafter: replay a greedy race of yours on the "
+            f"What-if tab, and alpha is then chosen from those replays.{formula}"
+        )
 
     def remeasure_profile(self):
         """The profile figure and what changed, after measuring the latency profile again."""

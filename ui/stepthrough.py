@@ -247,7 +247,8 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
     if suggestion is not None:
         lines.append(
             f"Section 3.4: these costs and E[tau] = {suggestion[1]:.2f} at d = {final} suggest alpha = "
-            f"T_verify / (tau c) = {suggestion[0]:.2f} (this step-through uses {source.alpha:g})."
+            f"T_verify / (tau c) = {suggestion[0]:.2f} (this step-through uses {source.alpha:g}): the formula for "
+            f"this one round, to study it; the app's recommended alpha comes from replays of your races (What-if)."
         )
     check = replay_check(source, states)
     # notes in <em>, not _..._: a note's own underscores (d_max) or line breaks must not end the emphasis

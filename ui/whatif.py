@@ -16,6 +16,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator
 
+from libraspec.analysis.recommend import Recommendation, recommend_alpha
 from libraspec.analysis.regimes import describe, synthetic_profile
 from libraspec.analysis.trace import DraftTrace, iter_trace
 from libraspec.analysis.whatif import Planner
@@ -57,6 +58,7 @@ class WhatIf:
         self._traces: OrderedDict[tuple[str, str], DraftTrace] = OrderedDict()
         self._planners: OrderedDict[tuple, Planner] = OrderedDict()
         self._concurrency: dict[int, LatencyProfile] | None = None
+        self._recommended: OrderedDict[tuple, Recommendation] = OrderedDict()
         self._lock = threading.Lock()
 
     def races(self, owner: str = LOCAL) -> list[tuple[str, str]]:
@@ -151,6 +153,31 @@ class WhatIf:
                         self._concurrency = measured
                 return measured[B]
         raise ValueError(f"unknown profile {choice!r}; choose one of {', '.join(profile_choices())}")
+
+    def recommendation(self, owner: str, drafter: str, choice: str = BATCH_1) -> Recommendation | None:
+        """The recommended alpha for `drafter` under the profile `choice` names, replayed on `owner`'s
+        kept traces of that drafter (`analysis.recommend`); None before any was recorded (a What-if
+        Replay records one) or when the profile is not at hand without measuring. Kept per set of traces
+        and profile."""
+        mine = {run.run_id for run in self.session.races.runs(owner)}
+        with self._lock:
+            traces = [t for (run_id, d), t in self._traces.items() if d == drafter and run_id in mine]
+        if not traces:
+            return None
+        try:
+            profile = self.profile(choice, measure=False)
+        except ValueError:
+            return None
+        key = (tuple(id(t) for t in traces), describe(profile), tuple(profile.verify_s))
+        with self._lock:
+            found = self._recommended.get(key)
+        if found is None:
+            found = recommend_alpha(traces, profile)
+            with self._lock:
+                self._recommended[key] = found
+                while len(self._recommended) > KEPT_TRACES * 4:
+                    self._recommended.popitem(last=False)
+        return found
 
     def measuring_note(self, choice: str) -> str | None:
         """What a Replay under `choice` must first measure, with an estimate of how long: the lock-step

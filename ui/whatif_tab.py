@@ -46,9 +46,10 @@ MEASURED_S = 1.0  # choosing a profile that took this long measured it: said apa
 class WhatIfTab:
     """The "What if" tab inside an open `gr.Blocks`."""
 
-    def __init__(self, session: Session):
+    def __init__(self, session: Session, whatif: WhatIf | None = None):
+        """`whatif`: the app's one `WhatIf` (the race tab's suggested alpha reads its recommendation)."""
         self.session = session
-        self.whatif = WhatIf(session)
+        self.whatif = whatif or WhatIf(session)
 
     def build(self) -> None:
         with gr.Tab("What if", id="whatif") as self.tab:
@@ -169,7 +170,8 @@ class WhatIfTab:
             if note:  # the measurement is minutes on a CPU: say so before it starts
                 yield status_html(note, progress="measuring the lock-step profiles"), *([gr.skip()] * 5)
             recorded = trace.meta.get("seconds") if recorded_now else None
-            yield *self._plan(trace, *knobs, recorded=recorded, kept=not recorded_now), key, knobs[PROFILE]
+            planned = self._plan(trace, *knobs, recorded=recorded, kept=not recorded_now, owner=client_key(request))
+            yield *planned, key, knobs[PROFILE]
         except (ValueError, OSError) as error:
             raise as_error(error) from error
 
@@ -183,7 +185,7 @@ class WhatIfTab:
             trace = self.whatif.kept(*key, client_key(request))
             if trace is None:  # no longer kept: recording again needs the model queue
                 return status_html("The replay was dropped to make room: press Replay again."), *([gr.skip()] * 5)
-            return *self._plan(trace, *knobs, measure=False), knobs[PROFILE], gr.skip()
+            return *self._plan(trace, *knobs, measure=False, owner=client_key(request)), knobs[PROFILE], gr.skip()
         except (ValueError, OSError) as error:
             still = f" The figures still show the replay under '{drawn}'." if drawn else ""
             reverted = drawn is not None and knobs[PROFILE] != drawn
@@ -251,6 +253,7 @@ class WhatIfTab:
         recorded=None,
         measure=True,
         kept=False,
+        owner: str | None = None,
     ):
         """Plan and draw. A slider's re-plan (unqueued: it must not wait behind a race) never takes
         the model for a measurement (`measure` False); Replay, queued, may, and that measurement is
@@ -287,4 +290,7 @@ class WhatIfTab:
             words += " Clamped: " + "; ".join(plan.notes) + "."
         if profile_choice == SYNTHETIC:
             words += " The synthetic profile is made up from the three numbers beside it."
+        recommended = self.whatif.recommendation(owner, trace.drafter, profile_choice) if owner else None
+        if recommended is not None:  # the one recommendation the app makes, for this drafter and regime
+            words += f" Recommended: {recommended.words()}."
         return status_html(words), lengths, table, grid_fig
