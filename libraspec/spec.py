@@ -8,10 +8,9 @@ keyed by its field; a value that is not a number at all raises ValueError naming
 app's settings, its race API, bench, sweep, report, replay and the step-through all read a
 RunSpec and its defaults; the app passes tighter `Caps` (APP_CAPS) than the library's.
 
-The default alpha is the paper's 2.2 (Table 4: robust across its models). It is also this
-project's measured best for the embedded pair's look-up drafter: replaying 297 held-apart answers
-(benchmarks/results/lookup_alpha), LibraSpec at alpha 2.2 modeled 1.455x over AR, ahead of every
-static length (best: d = 4, 1.390x) and of alpha 1 (1.393x) and 8 (1.360x).
+The default alpha is the paper's 2.2 (Table 4: robust across its models); how it fares on the
+embedded pair's drafters, replayed on held-apart answers, is in benchmarks/results/lookup_alpha and
+BENCHMARKS.md (figures live there, not here, so they never go stale in a docstring).
 Paper symbols: alpha (trade-off), n (drafts per drafter step), d_max (cap on d).
 """
 
