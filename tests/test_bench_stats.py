@@ -258,6 +258,14 @@ def test_the_share_of_other_processes_leaves_this_process_out():
     sum(i * i for i in range(2_000_000))  # a reading across this process's own work
     end = provenance.cpu_clock()
     assert end[2] > start[2] and 0.0 <= provenance.others_share(start, end) <= 1.0
+    # a child process's finished work is this process's own (a report's worker pool), not another load
+    import subprocess
+    import sys
+
+    before = provenance.cpu_clock()
+    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+    after = provenance.cpu_clock()
+    assert after[2] - before[2] >= 0.05  # the child's CPU seconds were counted as this process's
 
 
 def test_pooled_intervals_resample_within_each_suite():
