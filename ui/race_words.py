@@ -113,6 +113,15 @@ def drift(check: dict) -> str:
     )
 
 
+def kept_profile(check: dict, now: dict) -> str:
+    """The run's note when its baseline ran off the profile but the AR step re-timed now agrees with it."""
+    return (
+        f"latency profile kept: {drift(check)}, but the AR step re-timed now took {1000 * now['measured_ar_s']:.1f} ms "
+        f"against the profile's {1000 * now['profile_ar_s']:.1f} ms (within ±{PROFILE_TOLERANCE:.0%}): the "
+        "baseline's own noise, not a change of load"
+    )
+
+
 def remeasured(before: dict, after: dict) -> str:
     """The run's note after a re-measured profile (`before`, `after`: `profile_check` of each)."""
     note = (

@@ -34,7 +34,7 @@ from libraspec.device import free_memory
 from libraspec.drafters import DRAFTERS, drafter_with_fallback
 from libraspec.engine import SpeculativeDecoder
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
-from libraspec.profiling import Progress, cached_profile, profile_reaching
+from libraspec.profiling import PROFILE_TOLERANCE, Progress, ar_check, ar_step_now, cached_profile, profile_reaching
 
 from .downloads import Downloads
 from .races import Races
@@ -177,6 +177,15 @@ class Session:
         (a view that must answer in milliseconds while another visitor's run holds the model)."""
         decoder = self.decoder
         return None if decoder is None else decoder.measured_profile
+
+    def ar_step_check(self) -> dict:
+        """`ar_check` of the profile's AR step timed now (`ar_step_now`, 15 forwards: about a second on a
+        CPU) against the profile, under the model lock: what a race's drift check confirms before it
+        spends minutes re-measuring the profile (a short baseline's own noise is no change of load)."""
+        with self._model_lock:
+            profile = self.decoder.profile
+            c0 = profile.context_len or int(profile.meta.get("context_len", 32))
+            return ar_check(ar_step_now(self.pair, c0), profile.ar_token_time(), PROFILE_TOLERANCE)
 
     def remeasure_profile(self) -> tuple[LatencyProfile, LatencyProfile]:
         """Measure the loaded pair's latency profile again over the same ranges, replace its disk
