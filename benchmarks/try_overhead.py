@@ -40,13 +40,31 @@ def one_try(session: Session, prompt: str, settings: RunSpec, drafter: str | Non
     return {"total_s": total, "decoding_s": decoding, "overhead_s": total - decoding, "finished": run.finished}
 
 
+def table(rows: list[dict], run: str) -> list[str]:
+    """One table row per kind of try ("first": the AR baseline decoded; "again": cached) of a run."""
+    out = []
+    for attempt in ("first", "again"):
+        mine = [r for r in rows if r["try"] == attempt]
+        total, decoding = sum(r["total_s"] for r in mine), sum(r["decoding_s"] for r in mine)
+        ratios = [r["overhead_s"] / r["decoding_s"] for r in mine]
+        out.append(
+            f"| {run} | {attempt} | {len(mine)} | {total:.1f} | {decoding:.1f} | {total - decoding:.1f} | "
+            f"{(total - decoding) / decoding:.2f} (per try {min(ratios):.2f}-{max(ratios):.2f}) |"
+        )
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--drafter", default="", help='"" = the pair\'s default')
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "try_overhead"))
+    parser.add_argument(
+        "--before", default="", help="an earlier run's results.json: its table is written beside this run's"
+    )
     args = parser.parse_args()
+    before = json.loads(Path(args.before).read_text()) if args.before else None
     torch.set_num_threads(args.threads)
     load_before = load_average()
     session = Session()
@@ -71,20 +89,21 @@ def main() -> int:
         "their rounds' measured seconds); the overhead is the rest (the AR baseline, decoded on a prompt's "
         "first try and cached after, the profile check, prefills, records).",
         "",
-        "| try | tries | total s | modes' decoding s | overhead s | overhead / decoding |",
-        "|---|---|---|---|---|---|",
+        "| run | try | tries | total s | modes' decoding s | overhead s | overhead / decoding |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for attempt in ("first", "again"):
-        mine = [r for r in rows if r["try"] == attempt]
-        total, decoding = sum(r["total_s"] for r in mine), sum(r["decoding_s"] for r in mine)
-        ratios = [r["overhead_s"] / r["decoding_s"] for r in mine]
-        lines.append(
-            f"| {attempt} | {len(mine)} | {total:.1f} | {decoding:.1f} | {total - decoding:.1f} | "
-            f"{(total - decoding) / decoding:.2f} (per try {min(ratios):.2f}-{max(ratios):.2f}) |"
-        )
+    lines += table(rows, "this run")
+    if before is not None:
+        lines += table(before["rows"], f"before: commit `{before.get('commit', '?')}`")
+        lines += [
+            "",
+            "The goal (issue 45): a try with the AR baseline cached ('again') at most 1.5x its modes' decoding.",
+        ]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(str(out / "results.json"), json.dumps({"rows": rows, "args": vars(args)}, indent=1) + "\n")
+    state = git_state()
+    payload = {"rows": rows, "args": vars(args), "commit": state["commit"], "dirty": state["dirty"]}
+    atomic_write_text(str(out / "results.json"), json.dumps(payload, indent=1) + "\n")
     atomic_write_text(str(out / "README.md"), "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
