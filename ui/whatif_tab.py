@@ -40,7 +40,6 @@ EXPLAIN = (
 
 
 PROFILE = 3  # the profile choice's place among the knobs (alpha, d_max, static, profile, t0, ...)
-MEASURED_S = 1.0  # choosing a profile that took this long measured it: said apart from the re-plan
 
 
 class WhatIfTab:
@@ -170,7 +169,9 @@ class WhatIfTab:
             if note:  # the measurement is minutes on a CPU: say so before it starts
                 yield status_html(note, progress="measuring the lock-step profiles"), *([gr.skip()] * 5)
             recorded = trace.meta.get("seconds") if recorded_now else None
-            planned = self._plan(trace, *knobs, recorded=recorded, kept=not recorded_now, owner=client_key(request))
+            planned = self._plan(
+                trace, *knobs, recorded=recorded, kept=not recorded_now, measured=bool(note), owner=client_key(request)
+            )
             yield *planned, key, knobs[PROFILE]
         except (ValueError, OSError) as error:
             raise as_error(error) from error
@@ -202,17 +203,10 @@ class WhatIfTab:
         trace = self.whatif.kept(*key, client_key(request))
         if trace is None:
             raise as_error("The replay was dropped to make room: press Replay again.")
-        alpha, d_max, static, profile_choice, t0, per_token, draft, rule = knobs
         try:
-            profile = self.whatif.profile(
-                profile_choice, float(t0 or 0), float(per_token or 0), float(draft or 0), False
-            )
-            planner = self.whatif.planner(trace, profile)
-            plan = planner.plan(RunSpec(alpha=float(alpha), d_max=int(d_max), static_length=int(static)), rule or None)
+            plan, _, alphas, d_maxes, grid = self._planned(trace, *knobs, measure=False)
         except ValueError as error:
             raise as_error(error) from error
-        alphas, d_maxes = grid_axes(trace, plan.settings)
-        grid = planner.grid(alphas, d_maxes)
         best = plan.best.speedup(plan.ar_seconds)
         about = {"race": key[0], "drafter": trace.drafter, "profile": plan.profile, "modeled": True}
         knobs_used = {
@@ -239,36 +233,28 @@ class WhatIfTab:
         pd.DataFrame(cells).to_csv(paths[1], index=False)
         return paths
 
-    def _plan(
-        self,
-        trace,
-        alpha,
-        d_max,
-        static,
-        profile_choice,
-        t0,
-        per_token,
-        draft,
-        rule,
-        recorded=None,
-        measure=True,
-        kept=False,
-        owner: str | None = None,
-    ):
-        """Plan and draw. A slider's re-plan (unqueued: it must not wait behind a race) never takes
-        the model for a measurement (`measure` False); Replay, queued, may, and that measurement is
-        timed apart from the re-plan. `recorded`: the seconds the trace took when recorded now;
-        `kept`: the trace was recorded by an earlier Replay."""
-        start = time.perf_counter()
+    def _planned(self, trace, alpha, d_max, static, profile_choice, t0, per_token, draft, rule, measure=True):
+        """(plan, (wall, CPU) seconds the profile choice took, grid alphas, grid d_maxes, grid): what the
+        tab draws and exports for a trace and the knobs. `measure`: whether a lock-step profile not
+        measured yet may be measured now (Replay, queued) or is refused (a slider's re-plan)."""
+        start, cpu = time.perf_counter(), time.thread_time()
         costs = (float(t0 or 0), float(per_token or 0), float(draft or 0))
         profile = self.whatif.profile(profile_choice, *costs, measure=measure)
-        measured_s = time.perf_counter() - start
-        start, cpu = time.perf_counter(), time.thread_time()
+        profile_s = (time.perf_counter() - start, time.thread_time() - cpu)
         planner = self.whatif.planner(trace, profile)
-        settings = RunSpec(alpha=float(alpha), d_max=int(d_max), static_length=int(static))
-        plan = planner.plan(settings, rule or None)
+        plan = planner.plan(RunSpec(alpha=float(alpha), d_max=int(d_max), static_length=int(static)), rule or None)
         alphas, d_maxes = grid_axes(trace, plan.settings)
-        grid = planner.grid(alphas, d_maxes)
+        return plan, profile_s, alphas, d_maxes, planner.grid(alphas, d_maxes)
+
+    def _plan(self, trace, *knobs, recorded=None, measure=True, kept=False, measured=False, owner=None):
+        """Plan and draw. A slider's re-plan (unqueued: it must not wait behind a race) never takes
+        the model for a measurement (`measure` False); Replay, queued, may (`measured`: it announced one),
+        and that measurement is timed apart from the re-plan. `recorded`: the seconds the trace took when
+        recorded now; `kept`: the trace was recorded by an earlier Replay."""
+        start, cpu = time.perf_counter(), time.thread_time()
+        plan, profile_s, alphas, d_maxes, grid = self._planned(trace, *knobs, measure=measure)
+        start, cpu = start + profile_s[0], cpu + profile_s[1]  # the re-plan's own time: a measurement apart
+        profile_choice = knobs[PROFILE]
         table = pd.DataFrame(plan.rows()).round(3)
         lengths = whatif_plots.lengths_figure(plan)
         chosen = (plan.settings.alpha, plan.settings.d_max)
@@ -280,8 +266,8 @@ class WhatIfTab:
             f"Modeled replay of {len(trace.output)} tokens drafted by {trace.drafter} under {plan.profile}; "
             f"re-planned in {elapsed:.0f} ms ({cpu:.0f} ms of CPU; the rest is waiting for the machine)."
         )
-        if measured_s >= MEASURED_S:  # a lock-step profile measured for this Replay (once per machine)
-            words = f"Measured the lock-step profiles in {measured_s:.0f} s (once per machine and pair). " + words
+        if measured:  # a lock-step profile measured for this Replay (once per machine)
+            words = f"Measured the lock-step profiles in {profile_s[0]:.0f} s (once per machine and pair). " + words
         if recorded is not None:
             words = f"Recorded the drafter's proposals in {recorded:.1f} s. " + words
         elif kept:
