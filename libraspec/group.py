@@ -98,6 +98,11 @@ def at_rows(profiles: Mapping[int, LatencyProfile], B: int, rows: float) -> floa
     return a + (b - a) * part
 
 
+def rows_of(record: RoundRecord) -> int:
+    """The rows a request's round verified: its tree's nodes or its d drafts, plus its last token."""
+    return (record.tree_size if record.tree_size else record.chosen_length) + 1
+
+
 def forward_s(profiles: Mapping[int, LatencyProfile], rows: Sequence[int], batching: str = PADDED) -> float:
     """One lock-step forward over the requests that verify `rows` rows each (d_b + 1; a tree's
     nodes + 1), priced `batching` (module docstring): padded, B' = len(rows) sequences of max(rows)
@@ -476,7 +481,7 @@ class PricedGroup(_DraftingGroup):
         if not live:
             return
         drafting = max(r.modeled_draft_s for r in live)
-        rows = [(r.tree_size if r.tree_size else r.chosen_length) + 1 for r in live]
+        rows = [rows_of(r) for r in live]
         self._seconds += drafting + upkeep_s(self.batch.base, self.batch.needs_features) + self.batch.forward_s(rows)
         self._tokens += sum(len(r.committed_tokens) for r in live)
         self._value = self.value_s()

@@ -296,5 +296,7 @@ def test_one_alpha_recommendation_everywhere_the_app_suggests_one(session):
     assert f"Recommended: alpha {recommended.alpha:g}" in steps[-1][0]
     after = races.use_suggested_alpha(request, "dflash")
     assert after.value == recommended.alpha and after.info.startswith("recommended: alpha")
+    steep = tab.whatif.profile(SYNTHETIC, 30.0, 8.0, 2.0)  # the regime is the profile given, numbers and all
+    assert "t0 30 ms + 8 ms per verified token" in tab.whatif.recommendation(owner, "dflash", steep).profile
     assert tab.whatif.recommendation(owner, "lookup") is None  # per drafter
     assert tab.whatif.recommendation("someone else", "dflash") is None  # per visitor

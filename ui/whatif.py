@@ -154,20 +154,21 @@ class WhatIf:
                 return measured[B]
         raise ValueError(f"unknown profile {choice!r}; choose one of {', '.join(profile_choices())}")
 
-    def recommendation(self, owner: str, drafter: str, choice: str = BATCH_1) -> Recommendation | None:
-        """The recommended alpha for `drafter` under the profile `choice` names, replayed on `owner`'s
-        kept traces of that drafter (`analysis.recommend`); None before any was recorded (a What-if
-        Replay records one) or when the profile is not at hand without measuring. Kept per set of traces
-        and profile."""
+    def recommendation(self, owner: str, drafter: str, profile: LatencyProfile | None = None) -> Recommendation | None:
+        """The recommended alpha for `drafter` under `profile` (None: this machine at batch 1), replayed
+        on `owner`'s kept traces of that drafter (`analysis.recommend`); None before any was recorded (a
+        What-if Replay records one) or when this machine's profile is not measured yet. Kept per set of
+        traces and profile."""
         mine = {run.run_id for run in self.session.races.runs(owner)}
         with self._lock:
             traces = [t for (run_id, d), t in self._traces.items() if d == drafter and run_id in mine]
         if not traces:
             return None
-        try:
-            profile = self.profile(choice, measure=False)
-        except ValueError:
-            return None
+        if profile is None:
+            try:
+                profile = self.profile(BATCH_1, measure=False)
+            except ValueError:
+                return None
         key = (tuple(id(t) for t in traces), describe(profile), tuple(profile.verify_s))
         with self._lock:
             found = self._recommended.get(key)

@@ -204,7 +204,7 @@ class WhatIfTab:
         if trace is None:
             raise as_error("The replay was dropped to make room: press Replay again.")
         try:
-            plan, _, alphas, d_maxes, grid = self._planned(trace, *knobs, measure=False)
+            plan, _, _, alphas, d_maxes, grid = self._planned(trace, *knobs, measure=False)
         except ValueError as error:
             raise as_error(error) from error
         best = plan.best.speedup(plan.ar_seconds)
@@ -234,7 +234,7 @@ class WhatIfTab:
         return paths
 
     def _planned(self, trace, alpha, d_max, static, profile_choice, t0, per_token, draft, rule, measure=True):
-        """(plan, (wall, CPU) seconds the profile choice took, grid alphas, grid d_maxes, grid): what the
+        """(plan, its profile, (wall, CPU) seconds the profile choice took, grid alphas, grid d_maxes, grid): what the
         tab draws and exports for a trace and the knobs. `measure`: whether a lock-step profile not
         measured yet may be measured now (Replay, queued) or is refused (a slider's re-plan)."""
         start, cpu = time.perf_counter(), time.thread_time()
@@ -244,7 +244,7 @@ class WhatIfTab:
         planner = self.whatif.planner(trace, profile)
         plan = planner.plan(RunSpec(alpha=float(alpha), d_max=int(d_max), static_length=int(static)), rule or None)
         alphas, d_maxes = grid_axes(trace, plan.settings)
-        return plan, profile_s, alphas, d_maxes, planner.grid(alphas, d_maxes)
+        return plan, profile, profile_s, alphas, d_maxes, planner.grid(alphas, d_maxes)
 
     def _plan(self, trace, *knobs, recorded=None, measure=True, kept=False, measured=False, owner=None):
         """Plan and draw. A slider's re-plan (unqueued: it must not wait behind a race) never takes
@@ -252,7 +252,7 @@ class WhatIfTab:
         and that measurement is timed apart from the re-plan. `recorded`: the seconds the trace took when
         recorded now; `kept`: the trace was recorded by an earlier Replay."""
         start, cpu = time.perf_counter(), time.thread_time()
-        plan, profile_s, alphas, d_maxes, grid = self._planned(trace, *knobs, measure=measure)
+        plan, profile, profile_s, alphas, d_maxes, grid = self._planned(trace, *knobs, measure=measure)
         start, cpu = start + profile_s[0], cpu + profile_s[1]  # the re-plan's own time: a measurement apart
         profile_choice = knobs[PROFILE]
         table = pd.DataFrame(plan.rows()).round(3)
@@ -276,7 +276,7 @@ class WhatIfTab:
             words += " Clamped: " + "; ".join(plan.notes) + "."
         if profile_choice == SYNTHETIC:
             words += " The synthetic profile is made up from the three numbers beside it."
-        recommended = self.whatif.recommendation(owner, trace.drafter, profile_choice) if owner else None
+        recommended = self.whatif.recommendation(owner, trace.drafter, profile) if owner else None
         if recommended is not None:  # the one recommendation the app makes, for this drafter and regime
             words += f" Recommended: {recommended.words()}."
         return status_html(words), lengths, table, grid_fig

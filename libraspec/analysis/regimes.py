@@ -30,7 +30,17 @@ import numpy as np
 
 from ..cost import LatencyProfile, upkeep_s
 from ..engine import DecodeConfig
-from ..group import PADDED, Batch, CalibratedGroup, GroupMember, at_batch, check_batching, checked_lengths, forward_s
+from ..group import (
+    PADDED,
+    Batch,
+    CalibratedGroup,
+    GroupMember,
+    at_batch,
+    check_batching,
+    checked_lengths,
+    forward_s,
+    rows_of,
+)
 from ..modes import AR, get_mode
 from ..records import RoundRecord
 from ..serving.vllm import OnlineCalibration
@@ -87,10 +97,6 @@ class Lockstep:
 
 
 _at_batch = at_batch  # a forward of B sequences of k rows (libraspec/group.py)
-
-
-def _rows(record: RoundRecord) -> int:
-    return (record.tree_size if record.tree_size else record.chosen_length) + 1
 
 
 def _chain(trace: DraftTrace, g: int) -> TraceBuffer:
@@ -158,11 +164,11 @@ def lockstep(
                 members[b].assign(lengths[b], chains[b])
         records = [next(runs[b]) for b in live]
         drafting = max(r.modeled_draft_s for r in records)  # the longest request's drafting (AR: none)
-        forward = forward_s(profiles, [_rows(r) for r in records], batching)
+        forward = forward_s(profiles, [rows_of(r) for r in records], batching)
         seconds += drafting + forward + (upkeep if mode != AR else 0.0)
         rounds += 1
         tokens += sum(len(r.committed_tokens) for r in records)
-        rows += sum(_rows(r) for r in records)
+        rows += sum(rows_of(r) for r in records)
         own_rounds += len(records)
         sum_d += sum(r.chosen_length for r in records)
         for b, r in zip(live, records):
