@@ -409,6 +409,13 @@ def ar_step_now(pair, context_len: int, repeats: int = 15) -> float:
     return timed_interleaved({"ar": step}, repeats, _sync(pair.target))["ar"]
 
 
+def ar_check_now(pair, profile: LatencyProfile, context_len: int = CONTEXT_LEN) -> dict:
+    """`ar_check` of the profile's AR step timed now (`ar_step_now`) after the context the profile was
+    timed at (`context_len` for a profile that names none): does it still describe this machine?"""
+    c0 = profile.context_len or int(profile.meta.get("context_len", context_len))
+    return ar_check(ar_step_now(pair, c0), profile.ar_token_time())
+
+
 def profile_path(pair) -> str:
     """One profile file per model pair, drafter weights, device, dtype and machine."""
     key = {
@@ -450,8 +457,7 @@ def cached_profile(
             if len(cached.verify_s) >= max_tokens and len(cached.draft_s) >= max_blocks:
                 if not check:
                     return cached
-                c0 = cached.context_len or int(cached.meta.get("context_len", context_len))
-                found = ar_check(ar_step_now(pair, c0), cached.ar_token_time())
+                found = ar_check_now(pair, cached, context_len)
                 if found["ok"]:
                     cached.meta["load_check"] = found | {"remeasured": False}
                     return cached

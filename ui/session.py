@@ -34,7 +34,7 @@ from libraspec.device import free_memory
 from libraspec.drafters import DRAFTERS, drafter_with_fallback
 from libraspec.engine import SpeculativeDecoder
 from libraspec.models.registry import check_pair_name, load_pair, offered_pairs
-from libraspec.profiling import PROFILE_TOLERANCE, Progress, ar_check, ar_step_now, cached_profile, profile_reaching
+from libraspec.profiling import Progress, ar_check_now, cached_profile, profile_reaching
 
 from .downloads import Downloads
 from .races import Races
@@ -183,9 +183,7 @@ class Session:
         CPU) against the profile, under the model lock: what a race's drift check confirms before it
         spends minutes re-measuring the profile (a short baseline's own noise is no change of load)."""
         with self._model_lock:
-            profile = self.decoder.profile
-            c0 = profile.context_len or int(profile.meta.get("context_len", 32))
-            return ar_check(ar_step_now(self.pair, c0), profile.ar_token_time(), PROFILE_TOLERANCE)
+            return ar_check_now(self.pair, self.decoder.profile)
 
     def remeasure_profile(self) -> tuple[LatencyProfile, LatencyProfile]:
         """Measure the loaded pair's latency profile again over the same ranges, replace its disk
