@@ -29,11 +29,13 @@ DIFFUSION, LOOKUP = "dflash", "lookup"  # the sources of a drafting step (`Draft
 class Drafting:
     """How a round that did not run drafts (theory, the step-through): the source kept at each
     step (`kept`, the last one repeating beyond), the proposals made within a step and not used
-    ((step, source), as `DraftBuffer.discarded`), and whether the drafter's context upkeep follows."""
+    ((step, source), as `DraftBuffer.discarded`), whether the drafter's context upkeep follows, and
+    the passes each block-diffusion step runs (`passes`: 1, or an iterative drafter's count)."""
 
     kept: tuple[str, ...] = (DIFFUSION,)
     discarded: tuple[tuple[int, str], ...] = ()
     needs_features: bool = True
+    passes: int = 1
 
     def __post_init__(self):
         sources = (DIFFUSION, LOOKUP)
@@ -41,11 +43,15 @@ class Drafting:
             raise ValueError(f"a round's kept sources are one or more of {sources}, got {self.kept!r}")
         if any(step < 0 or source not in sources for step, source in self.discarded):
             raise ValueError(f"discarded proposals are (step >= 0, one of {sources}), got {self.discarded!r}")
+        if isinstance(self.passes, bool) or not isinstance(self.passes, int) or self.passes < 1:
+            raise ValueError(f"a block-diffusion step runs passes >= 1, got {self.passes!r}")
 
     def steps(self, blocks: int) -> list[str]:
-        """Every step the round's first `blocks` steps run, as `DraftBuffer.steps_run` lists them."""
+        """Every step the round's first `blocks` steps run, as `DraftBuffer.steps_run` lists them
+        (an iterative step's passes before its last as its proposals not used)."""
         kept = [self.kept[min(b, len(self.kept) - 1)] for b in range(int(blocks))]
-        return kept + [source for step, source in self.discarded if step < blocks]
+        earlier = [DIFFUSION] * ((self.passes - 1) * kept.count(DIFFUSION))
+        return kept + [source for step, source in self.discarded if step < blocks] + earlier
 
 
 BLOCK_DIFFUSION = Drafting()  # every step a block-diffusion pass, upkeep after the round

@@ -87,7 +87,7 @@ class GreedyOracleDrafter(torch.nn.Module):
             self._memo[seq] = int(self.target.model(input_ids=torch.tensor([seq])).logits[0, -1].argmax())
         return self._memo[seq]
 
-    def draft_logits(self, cache, block_ids, positions):
+    def draft_logits(self, cache, block_ids, positions, mask=None):
         ids = block_ids[0].tolist()
         n = self.n
         seq = cache.tokens + ids[: len(ids) - n]
@@ -159,5 +159,5 @@ class PartlyRightModule(torch.nn.Module):
     def to_full_vocab(self, probs):
         return probs
 
-    def draft_logits(self, cache, block_ids, positions):
+    def draft_logits(self, cache, block_ids, positions, mask=None):
         return self.oracle.draft_logits(cache, block_ids, positions)

@@ -22,6 +22,7 @@ import itertools
 import pytest
 import torch
 from exact import Branching, output_distribution, total_variation
+from test_iterative_drafter import MIXED_THRESHOLD
 from test_sampling import filtered
 from test_sampling import pair as v6_pair  # noqa: F401  (fixture)
 
@@ -29,6 +30,7 @@ import libraspec.engine as engine
 import libraspec.tree as tree_module
 from libraspec.cost import LatencyProfile
 from libraspec.drafters.block import BlockDiffusionDrafter, BlockDraft
+from libraspec.drafters.iterative import IterativeBlockDrafter
 from libraspec.engine import SpeculativeDecoder
 from libraspec.modes import get_mode, make_policy
 from libraspec.priced import PricedLibraSpecPolicy
@@ -173,12 +175,21 @@ def exact(pair, mode: str, drafter, observe=None, new: int = NEW, **sampling) ->
     )
 
 
-@pytest.mark.parametrize("filt", FILTERS)
-@pytest.mark.parametrize("drafter", ["dflash", "lookup", "hybrid"])
+# the iterative drafter in one filter: its passes mix several fixes and one (tests/test_iterative_drafter.py)
+CELLS = [(d, f) for d in ("dflash", "lookup", "hybrid") for f in FILTERS] + [("fastdllm", "top-k")]
+
+
+def drafter_of(pair, name: str):
+    if name == "fastdllm":
+        return IterativeBlockDrafter(pair.drafter, pair.target, threshold=MIXED_THRESHOLD)
+    return name
+
+
+@pytest.mark.parametrize("drafter,filt", CELLS)
 @pytest.mark.parametrize("mode", MODES)
 def test_every_mode_and_drafter_samples_the_target_exactly(v6_pair, targets, mode, drafter, filt):  # noqa: F811
     records = []
-    dist = exact(v6_pair, mode, drafter, records.append, **FILTERS[filt])
+    dist = exact(v6_pair, mode, drafter_of(v6_pair, drafter), records.append, **FILTERS[filt])
     assert sum(dist.values()) == pytest.approx(1.0, abs=1e-12)
     tv = total_variation(dist, targets[filt])
     assert tv < 1e-9, f"{mode} / {drafter} / {filt}: total variation {tv:.3g}"
@@ -304,7 +315,7 @@ def topk_target(pair, prompt: list[int], k_tokens: int, top_k: int) -> dict[tupl
     return out
 
 
-@pytest.mark.parametrize("drafter", ["dflash", "hybrid"])
+@pytest.mark.parametrize("drafter", ["dflash", "fastdllm", "hybrid"])
 @pytest.mark.parametrize("mode", list(SECOND_BLOCK))
 def test_rounds_that_verify_second_block_drafts_sample_the_target_exactly(v6_pair, mode, drafter):  # noqa: F811
     """5 new tokens with top-k 2: rounds verify d = 4 > n = 3 drafts, so the second block's proposals
@@ -313,7 +324,7 @@ def test_rounds_that_verify_second_block_drafts_sample_the_target_exactly(v6_pai
     kept: second-block drafts verified against the steps' proposals swapped give TV 0.134; the
     3-token cells above never verify a second block.)"""
     records = []
-    decoder = SpeculativeDecoder(v6_pair, PROFILE, drafter=drafter)
+    decoder = SpeculativeDecoder(v6_pair, PROFILE, drafter=drafter_of(v6_pair, drafter))
     settings = SECOND_BLOCK[mode]
     make = (lambda state: None) if mode == "oracle" else (lambda state: make_policy(mode, v6_pair.n, **settings))
     dist = output_distribution(

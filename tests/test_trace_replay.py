@@ -67,8 +67,11 @@ def same_rounds(replayed, engine, where) -> None:
         assert mine == want, (where, ours.round_index)
 
 
-@pytest.mark.parametrize("double", ["random", "partly", "runner-up"])
-@pytest.mark.parametrize("drafter", DRAFTERS)
+# the iterative drafter with the real module only: the doubles ignore which positions are masked
+CELLS = [(d, double) for d in DRAFTERS for double in ("random", "partly", "runner-up")]
+
+
+@pytest.mark.parametrize("drafter,double", [c for c in CELLS if c[0] != "fastdllm" or c[1] == "random"])
 def test_replay_equals_the_engine_round_for_round(base, drafter, double):
     """Every mode of the registry (trees and the oracle included), annotated with d*: every field
     of every round but the measured times, from a trace recorded once per prompt."""

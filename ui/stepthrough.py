@@ -231,6 +231,8 @@ def step_view(inputs: Inputs, index: int, runs: list[Run] | None = None, measure
         dropped = ", ".join(SOURCE_TITLES[source] for _, source in drafting.discarded)
         cost_note += f", the proposals it did not keep ({dropped})" if dropped else ""
         cost_note += ", the upkeep" if drafting.needs_features else ", no upkeep"
+    if drafting.passes > 1:
+        cost_note += f"; every block priced at its most passes, {drafting.passes} (iterative unmasking)"
     final = states[-1].d
     best = exhaustive_argmax(q[:horizon], profile, horizon, drafting)
     head = f"**Step {index} of {len(states) - 1}.**" if len(states) > 1 else "**The only state: the loop never runs.**"
@@ -281,7 +283,7 @@ def drafting_of(source: Confidences, inputs: Inputs, measured: LatencyProfile | 
     passes otherwise (the linear cost's "drafting per block")."""
     if inputs.cost != "measured profile" or measured is None or source.record is None or source.drafter is None:
         return BLOCK_DIFFUSION
-    return round_drafting(source.drafter, source.record.draft_sources[:: source.n])
+    return round_drafting(source.drafter, source.record.draft_sources[:: source.n], source.n)
 
 
 def suggested_alpha(q: np.ndarray, d: int, profile: LatencyProfile) -> tuple[float, float] | None:

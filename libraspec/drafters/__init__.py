@@ -10,11 +10,13 @@ from ..cost import Drafting
 from .base import DraftBuffer, Drafter
 from .block import BlockDiffusionDrafter
 from .hybrid import HybridDrafter
+from .iterative import IterativeBlockDrafter
 from .lookup import LookupCalibration, LookupCalibrationError, LookupDrafter, load_corpus
 
-DRAFTERS = ("dflash", "lookup", "hybrid")
+DRAFTERS = ("dflash", "fastdllm", "lookup", "hybrid")
 DRAFTER_TITLES = {  # what the app's drafter choices say
     "dflash": "block diffusion (dflash)",
+    "fastdllm": "block diffusion, iterative unmasking (fastdllm)",
     "lookup": "look-up in the text so far (lookup)",
     "hybrid": "hybrid: per round the more promising of both",
 }
@@ -27,6 +29,8 @@ def make_drafter(name: str, pair) -> Drafter:
     of a pair drafts n = pair.n tokens per step."""
     if name == "dflash":
         return BlockDiffusionDrafter(pair.drafter, pair.target)
+    if name == "fastdllm":
+        return IterativeBlockDrafter(pair.drafter, pair.target)
     if name == "lookup":
         return _lookup(pair)
     if name == "hybrid":
@@ -34,14 +38,15 @@ def make_drafter(name: str, pair) -> Drafter:
     raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
 
 
-def round_drafting(name: str, kept: Sequence[str] = ()) -> Drafting:
+def round_drafting(name: str, kept: Sequence[str] = (), n: int | None = None) -> Drafting:
     """How a round of the named drafter drafts, to price it at any d (theory, the step-through):
     its class's `drafting`, given the source the round kept at each step (`kept`, a recorded
-    round's, which a hybrid round's mix depends on)."""
+    round's, which a hybrid round's mix depends on) and the drafts per step n (an iterative
+    round is priced at its most passes)."""
     if name not in DRAFTERS:
         raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
-    classes = {c.name: c for c in (BlockDiffusionDrafter, LookupDrafter, HybridDrafter)}
-    return classes[name].drafting(kept)
+    classes = (BlockDiffusionDrafter, IterativeBlockDrafter, LookupDrafter, HybridDrafter)
+    return {c.name: c for c in classes}[name].drafting(kept, n)
 
 
 def _lookup(pair) -> LookupDrafter:

@@ -65,7 +65,8 @@ class DraftBuffer:
     @property
     def discarded(self) -> list[tuple[int, str]]:
         """(step index, drafter) of proposals made within a step and not used (a composite
-        drafter's); their time is in that step's step_seconds. A single drafter has none."""
+        drafter's, or an iterative drafter's passes before a step's last); their time is in that
+        step's step_seconds. A single-pass drafter has none."""
         return []
 
     def _step(self) -> tuple[list[int], list[float], torch.Tensor | None, str]:
@@ -165,14 +166,15 @@ def one_hot(tokens: list[int], vocab_size: int) -> torch.Tensor:
 class Drafter(Protocol):
     """A source of drafts for one target model (docs/ARCHITECTURE.md, "The drafter interface")."""
 
-    name: str  # the registry name ("dflash", "lookup", "hybrid")
+    name: str  # the registry name (`drafters.DRAFTERS`)
     n: int  # drafts per step; a policy extends d by whole steps
     needs_features: bool  # whether `fit_context` reads the target's hidden states
 
     @classmethod
-    def drafting(cls, kept: Sequence[str] = ()) -> Drafting:
+    def drafting(cls, kept: Sequence[str] = (), n: int | None = None) -> Drafting:
         """How a round of this drafter drafts, to price it at any d (`cost.Drafting`); `kept` is a
-        recorded round's source per step, which a composite drafter's mix depends on."""
+        recorded round's source per step, which a composite drafter's mix depends on; n, the
+        drafts per step, bounds an iterative drafter's passes a step."""
 
     def new_context(self) -> object:
         """An empty per-sequence context."""

@@ -57,7 +57,7 @@ class BlockDiffusionDrafter:
     needs_features = True
 
     @classmethod
-    def drafting(cls, kept=()) -> Drafting:
+    def drafting(cls, kept=(), n=None) -> Drafting:
         return BLOCK_DIFFUSION  # a pass a step, the context upkeep after the round
 
     def __init__(self, module, target):

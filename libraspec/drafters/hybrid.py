@@ -62,7 +62,7 @@ class HybridDrafter:
     needs_features = True
 
     @classmethod
-    def drafting(cls, kept: Sequence[str] = ()) -> Drafting:
+    def drafting(cls, kept: Sequence[str] = (), n: int | None = None) -> Drafting:
         """A hybrid round that kept these sources: its steps, the proposals it did not keep and the
         block drafter's upkeep; with none known, one that kept block diffusion from its first step."""
         kept = tuple(kept) or (DIFFUSION,)

@@ -329,7 +329,7 @@ class LookupDrafter:
     needs_features = False
 
     @classmethod
-    def drafting(cls, kept=()) -> Drafting:
+    def drafting(cls, kept=(), n=None) -> Drafting:
         return LOOK_UP  # a look-up a step, no upkeep
 
     def __init__(
