@@ -14,7 +14,16 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from libraspec.models.dflash import DFlashDrafter
-from libraspec.train.data import IGNORE, ShardPool, coverage, draft_vocabulary, feature_stats, make_batch, vocab_lookup
+from libraspec.train.data import (
+    IGNORE,
+    ShardPool,
+    coverage,
+    draft_vocabulary,
+    feature_stats,
+    make_batch,
+    random_reveal,
+    vocab_lookup,
+)
 from libraspec.train.selfdistill import generate_with_features
 from libraspec.train.trainer import (
     TrainConfig,
@@ -116,6 +125,34 @@ def test_batch_matches_the_engine_pass(pool):
         assert b.block_positions[0, 1].tolist() == list(range(p + 1, p + 1 + q))
     with pytest.raises(ValueError):
         make_batch([s], [[s.prompt_len - 2]], N, 0, MASK, lookup)
+
+
+def test_revealed_slots_are_the_iterative_drafters_later_pass(target, pool):
+    """A revealed slot holds its true token, is clean and has no label; the others stay masked with
+    their labels; the drafter's logits at the masked slots equal those of the engine's pass over
+    the same partly fixed block (`draft_logits` with an explicit mask); `random_reveal` never shows
+    a whole block."""
+    drafter, lookup = prepared(target, pool)
+    s = pool.sequences[0]
+    p = s.prompt_len - 1
+    reveal = torch.zeros(1, 2, N, dtype=torch.bool)
+    reveal[0, 0, [0, 2]] = True
+    b = make_batch([s], [[p, p + 1]], N, 0, MASK, lookup, reveal)
+    for slot in (1, 3):  # block positions of mask slots 0 and 2
+        assert b.block_ids[0, 0, slot] == s.ids[p + slot] and not b.mask[0, 0, slot]
+        assert b.labels[0, 0, slot] == IGNORE
+    assert b.mask[0, 0].tolist() == [False, False, True, False] + [True] * (N - 3)
+    assert b.labels[0, 0, 2] == lookup[s.ids[p + 2]] and bool((b.block_ids[0, 1, 1:] == MASK).all())
+    with torch.no_grad():
+        trained = drafter.forward_train(b.features, b.block_ids, b.block_positions, b.context_limit, b.mask)[0, 0]
+        cache = drafter.new_cache()
+        drafter.extend_context(cache, b.features[:, :p], torch.arange(p))
+        engine = drafter.draft_logits(cache, b.block_ids[:, 0], b.block_positions[:, 0], b.mask[:, 0])[0]
+    assert torch.allclose(trained[b.mask[0, 0]], engine[b.mask[0, 0]], atol=1e-4)
+    shown = random_reveal(torch.Generator().manual_seed(1), 64, 8, N)
+    assert not bool(shown.all(-1).any()) and 0.3 < float(shown.float().mean()) < 0.7
+    with pytest.raises(ValueError, match="reveal must be"):
+        make_batch([s], [[p]], N, 0, MASK, lookup, torch.zeros(1, 1, N + 1, dtype=torch.bool))
 
 
 def test_loss_decreases_on_a_fixed_batch(target, pool):

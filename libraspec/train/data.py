@@ -188,12 +188,20 @@ def coverage(sequences: list[Sequence], draft_ids: torch.Tensor, vocab_size: int
 
 
 def make_batch(
-    sequences: list[Sequence], anchors: list[list[int]], n: int, clean: int, mask_id: int, lookup: torch.Tensor
+    sequences: list[Sequence],
+    anchors: list[list[int]],
+    n: int,
+    clean: int,
+    mask_id: int,
+    lookup: torch.Tensor,
+    reveal: torch.Tensor | None = None,
 ) -> Batch:
     """Blocks `[ids[p], ids[p+1..p+clean], MASK x n]` for the anchors p of each sequence.
 
     Every row must have the same number K of anchors. Context of a block = features < p.
-    Soft labels have the width k of the sequences' top-k (0 when none has one).
+    Soft labels have the width k of the sequences' top-k (0 when none has one). `reveal` (B, K, n)
+    bool shows those mask slots their true token instead, clean and without a label: a block an
+    iterative drafter has partly fixed (`drafters.iterative`).
     """
     k = len(anchors[0])
     if any(len(a) != k for a in anchors) or len(anchors) != len(sequences):
@@ -236,7 +244,36 @@ def make_batch(
     mask[..., 1 + clean :] = True
     slot = torch.zeros(b, k, q, dtype=torch.long)
     slot[..., 1 + clean :] = torch.arange(1, n + 1)
+    if reveal is not None:
+        if tuple(reveal.shape) != (b, k, n):
+            raise ValueError(f"reveal must be ({b}, {k}, {n}), got {tuple(reveal.shape)}")
+        shown = torch.zeros(b, k, q, dtype=torch.bool)
+        shown[..., 1 + clean :] = reveal.bool() & (labels[..., 1 + clean :] != IGNORE)  # true tokens only
+        truth = torch.stack([_block_truth(s, ps, q) for s, ps in zip(sequences, anchors)])  # (B, K, Q)
+        block_ids = torch.where(shown, truth, block_ids)
+        mask, labels, slot = mask & ~shown, labels.masked_fill(shown, IGNORE), slot.masked_fill(shown, 0)
+        soft_ids, soft_probs = (
+            soft_ids.masked_fill(shown[..., None], IGNORE),
+            soft_probs.masked_fill(shown[..., None], 0),
+        )
     return Batch(features, block_ids, positions, torch.tensor(anchors), mask, labels, slot, soft_ids, soft_probs)
+
+
+def _block_truth(s: Sequence, anchors: list[int], q: int) -> torch.Tensor:
+    """(K, Q) the sequence's tokens at each block's positions (the last one where they run out)."""
+    pos = torch.tensor(anchors)[:, None] + torch.arange(q)
+    return s.ids[pos.clamp(max=len(s.ids) - 1)]
+
+
+def random_reveal(rng: torch.Generator, b: int, k: int, n: int) -> torch.Tensor:
+    """(B, K, n) slots to reveal: per block a share r ~ U(0, 1), each slot shown with probability r,
+    never all n (a pass always has a position left to predict), as Fast-dLLM trains its masking."""
+    share = torch.rand(b, k, 1, generator=rng)
+    reveal = torch.rand(b, k, n, generator=rng) < share
+    full = reveal.all(-1)  # (B, K)
+    keep = torch.randint(n, (b, k), generator=rng)
+    reveal[full, keep[full]] = False
+    return reveal
 
 
 def sample_batch(
@@ -248,8 +285,10 @@ def sample_batch(
     clean: int,
     mask_id: int,
     lookup: torch.Tensor,
+    reveal: bool = False,
 ) -> Batch:
-    """`seqs` random sequences x `blocks` anchors drawn uniformly over each one's response anchors."""
+    """`seqs` random sequences x `blocks` anchors drawn uniformly over each one's response anchors;
+    with `reveal`, each block's mask slots partly shown (`random_reveal`)."""
     rows = torch.randint(len(pool), (seqs,), generator=rng).tolist()
     chosen, anchors = [], []
     for r in rows:
@@ -260,4 +299,5 @@ def sample_batch(
         idx = torch.randint(len(a), (blocks,), generator=rng).tolist()
         chosen.append(s)
         anchors.append([a[i] for i in idx])
-    return make_batch(chosen, anchors, n, clean, mask_id, lookup)
+    shown = random_reveal(rng, seqs, blocks, n) if reveal else None
+    return make_batch(chosen, anchors, n, clean, mask_id, lookup, shown)

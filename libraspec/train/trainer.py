@@ -41,6 +41,7 @@ class TrainConfig:
     blocks: int = 12  # anchors per sequence (K)
     clean_frac: float = 0.25  # batches with a clean prefix after the anchor (later drafter passes)
     passes: int = 2  # drafter passes a round may need, ceil(d_max / n): clean prefixes up to (passes-1)*n
+    reveal_frac: float = 0.0  # batches whose blocks are partly unmasked (iterative drafting's later passes)
     eval_minutes: float = 4.0
     ckpt_minutes: float = 3.0
     refresh_minutes: float = 2.0
@@ -210,7 +211,8 @@ def draw_batch(
 ) -> Batch:
     """A plain first-pass batch, or (clean_frac of the time) one with m clean tokens after the anchor:
     half of those times m = j*n (the engine's pass j+1 after j fully drafted blocks), else m uniform in
-    1..(passes-1)*n. Fewer blocks per sequence then, so every batch has about the same token count."""
+    1..(passes-1)*n. Fewer blocks per sequence then, so every batch has about the same token count.
+    reveal_frac of the time, the mask slots are partly shown (`data.random_reveal`)."""
     clean, top = 0, max(1, (cfg.passes - 1) * n)
     if cfg.passes > 1 and float(torch.rand((), generator=rng)) < cfg.clean_frac:
         if float(torch.rand((), generator=rng)) < 0.5:
@@ -218,7 +220,8 @@ def draw_batch(
         else:
             clean = int(torch.randint(1, top + 1, (), generator=rng))
     blocks = max(1, cfg.blocks * (1 + n) // (1 + clean + n))
-    return sample_batch(pool, rng, cfg.seqs, blocks, n, clean, mask_id, lookup)
+    reveal = cfg.reveal_frac > 0 and float(torch.rand((), generator=rng)) < cfg.reveal_frac
+    return sample_batch(pool, rng, cfg.seqs, blocks, n, clean, mask_id, lookup, reveal)
 
 
 def timed(fn, *args, **kwargs):
