@@ -668,7 +668,7 @@ class RaceTabs:
     ) -> tuple[str, str, str, dict]:
         """Race up to three modes on one prompt (static_length 0 = n; model "" = the app's current
         pair, else one of the pairs the app offers; drafter "" = the pair's default, else dflash,
-        lookup or hybrid; modes: comma-separated names, "" = "static,libraspec,oracle", any of
+        fastdllm, lookup or hybrid; modes: comma-separated names, "" = "static,libraspec,oracle", any of
         static, libraspec, g4, failfast, oracle, ddtree, ddtree-libraspec, ddtree-marginal,
         ddtree-priced; tree_depth 0 = n and node_budget: the tree modes' depth (ddtree) and nodes per
         tree, the cap of ddtree-marginal and ddtree-priced).

@@ -196,7 +196,7 @@ class SweepTab:
     ) -> list[dict]:
         """Run a sweep and return one row per (alpha, d_max) cell: tau, mean d, alpha used,
         measured and modeled speedup over AR, mean |d - d*|, and the drafter it drafted with
-        (drafter "" = the pair's default; dflash, lookup or hybrid); then one row per other chain
+        (drafter "" = the pair's default; dflash, fastdllm, lookup or hybrid); then one row per other chain
         rule x d_max (`mode` names it, alpha None), replayed from the same drafts, modeled only."""
         return self._sweep_gpu(client_key(request), alphas, d_maxes, prompt_set, count, max_new_tokens, drafter)
 
