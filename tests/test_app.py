@@ -16,7 +16,7 @@ pytest.importorskip("gradio_client")
 from gradio_client.exceptions import AppError  # noqa: E402
 
 from libraspec.records import LIST_COLUMNS, read_trace  # noqa: E402
-from ui.races import RACE_MODES  # noqa: E402
+from ui.run import RACE_MODES  # noqa: E402
 
 LAYER = "app"  # tests/conftest.py
 

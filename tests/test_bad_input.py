@@ -22,7 +22,7 @@ pytest.importorskip("gradio_client")
 httpx = pytest.importorskip("httpx")
 from gradio_client.exceptions import AppError  # noqa: E402
 
-from ui.races import RACE_MODES  # noqa: E402
+from ui.run import RACE_MODES  # noqa: E402
 from ui.settings import RACEABLE  # noqa: E402
 
 LAYER = "app"  # tests/conftest.py
@@ -39,7 +39,11 @@ REFUSED = [
     ("alpha not a number", dict(alpha="abc"), "alpha must be a number, got 'abc'"),
     ("d_max not a number", dict(d_max="many"), "d_max must be a number, got 'many'"),
     ("unknown model", dict(model="gpt-5"), "model pair 'gpt-5' is not offered here; choose one of tiny-llama"),
-    ("unknown drafter", dict(drafter="oracle"), "unknown drafter 'oracle'; choose one of dflash, fastdllm, lookup, hybrid"),
+    (
+        "unknown drafter",
+        dict(drafter="oracle"),
+        "unknown drafter 'oracle'; choose one of dflash, fastdllm, lookup, hybrid",
+    ),
 ]
 
 

@@ -1,5 +1,6 @@
-"""The library's modules import each other without a cycle, imports inside functions included
-(a function-level import only hides a cycle until the function runs)."""
+"""The library's modules, and the app's, import each other without a cycle, imports inside functions
+and under `TYPE_CHECKING` included (a function-level import only hides a cycle until the function
+runs; a typing-only one still ties two modules together)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 LAYER = "unit"  # tests/conftest.py
 
 PACKAGE = Path(__file__).resolve().parents[1] / "libraspec"
+APP = PACKAGE.parent / "ui"
 
 
 def module_name(path: Path) -> str:
@@ -36,8 +38,8 @@ def imported(path: Path, modules: set[str]) -> set[str]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    paths = sorted(PACKAGE.rglob("*.py"))
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    paths = sorted(package.rglob("*.py"))
     modules = {module_name(p) for p in paths}
     return {module_name(p): imported(p, modules) for p in paths}
 
@@ -76,8 +78,9 @@ def test_report_imports_report_md_and_not_the_reverse():
     assert "libraspec.experiments.report" not in graph["libraspec.experiments.report_md"]
 
 
-def test_no_import_cycle_in_the_library():
-    cycle = find_cycle(import_graph())
+@pytest.mark.parametrize("package", [PACKAGE, APP], ids=["libraspec", "ui"])
+def test_no_import_cycle(package):
+    cycle = find_cycle(import_graph(package))
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 

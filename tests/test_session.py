@@ -22,7 +22,7 @@ from libraspec.records import LIST_COLUMNS
 from libraspec.spec import RunSpec, bounds
 from ui.calibration_summary import summarize_calibration
 from ui.race_words import run_report
-from ui.races import RACE_MODES
+from ui.run import RACE_MODES
 from ui.session import Session
 from ui.settings import APP_CAPS, D_MAX_CAP
 from ui.stepthrough import Inputs, confidences_for, race_round_settings, step_view

@@ -18,8 +18,8 @@ from libraspec.models.registry import ByteTokenizer
 from libraspec.records import RoundRecord, summarize
 from libraspec.spec import RunSpec
 from ui.race_words import alpha_advice, run_report, verdict
-from ui.races import Run
 from ui.render import TextSegments, column_html, eta_text, legend_html, status_html
+from ui.run import Run
 from ui.settings import (
     ALPHA_MAX,
     ALPHA_MIN,

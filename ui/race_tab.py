@@ -36,8 +36,9 @@ from .history import COLUMNS as HISTORY_COLUMNS
 from .history import history_frame, history_notes
 from .hosting import LOAD_SECONDS, gpu, race_seconds
 from .race_words import round_info, run_report, tree_reasons, verdict
-from .races import RACE_MODES, Run, Snapshot
+from .races import Snapshot
 from .render import column_html, legend_html, status_html, title
+from .run import RACE_MODES, Run
 from .session import Session
 from .settings import FIELDS, RACE_COLUMNS, RACEABLE, allowed, check_race_modes, check_settings
 from .whatif import WhatIf

@@ -1,12 +1,11 @@
 """A race in words: the verdict, the JSON report, the progress line, the notes on the machine's
-load and the latency profile, and one round's narrative. Views of a `races.Run` and of
+load and the latency profile, and one round's narrative. Views of a `run.Run` and of
 `profile_check` results; nothing here decodes or measures."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
 
 from libraspec.drafters import SOURCE_TITLES
 from libraspec.modes import MODES, PAPER
@@ -15,10 +14,8 @@ from libraspec.records import NOISE_Z, RoundRecord, RunSummary, summarize
 from libraspec.views import plots
 
 from .render import duration, eta_text, title
+from .run import Run
 from .settings import FLAT_C_S, Suggestion
-
-if TYPE_CHECKING:
-    from .races import Run
 
 
 def verdict(run: Run) -> str | None:

@@ -22,7 +22,7 @@ from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec
 from libraspec.views import tuning_plots
 
-from .races import Run
+from .run import Run
 from .settings import APP_CAPS, FLAT_C_S, check_settings
 
 SOURCES = ("synthetic", "last race round", "pasted list")

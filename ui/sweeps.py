@@ -20,7 +20,7 @@ from libraspec.paths import PROMPTS_DIR, read_examples, read_prompts
 from libraspec.records import RoundRecord
 from libraspec.spec import RunSpec, as_number
 
-from .races import LOCAL
+from .run import LOCAL
 from .settings import APP_CAPS, check_settings
 
 EXAMPLES = "examples (app)"

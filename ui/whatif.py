@@ -26,7 +26,7 @@ from libraspec.paths import ASSETS
 from libraspec.profiling import cached_concurrency, concurrency_estimate_s, concurrency_stored
 from libraspec.records import committed_text
 
-from .races import LOCAL, Run
+from .run import LOCAL, Run
 from .session import Session
 
 PROFILES_DIR = ASSETS / "profiles"
