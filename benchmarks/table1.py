@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from libraspec.analysis.trace import DraftTrace, record_trace  # noqa: E402
+from libraspec.cost import LatencyProfile  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
 from libraspec.experiments import grids  # noqa: E402
 from libraspec.experiments.bench import PUBLISHED, label_title  # noqa: E402
@@ -100,12 +101,17 @@ def main() -> None:
     parser.add_argument("--data", default=str(PUBLIC_DATA))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument(
+        "--profile", default="", help="a latency profile JSON to price with (default: this pair's cached one)"
+    )
     args = parser.parse_args()
     args.drafters = args.drafters.split(",")
     torch.set_num_threads(args.threads)
     start = cpu_clock()
     pair = load_pair()
-    profile = SpeculativeDecoder(pair, drafter="dflash").profile
+    profile = (
+        LatencyProfile.from_json(args.profile) if args.profile else SpeculativeDecoder(pair, drafter="dflash").profile
+    )
     by_drafter = traces(pair, args)
     result = {"drafters": {}}
     for drafter, pairs in by_drafter.items():
@@ -129,7 +135,8 @@ def main() -> None:
         "max_new_tokens": args.max_new_tokens,
         "lookahead": args.lookahead,
         "drafter_id": pair.drafter_id,
-        "profile": dict(profile.meta),
+        "profile": args.profile or "this pair's cached profile",
+        "profile_meta": {k: v for k, v in profile.meta.items() if not k.startswith("raw_")},
         "other_cpu": others_share(start, cpu_clock()) or 0.0,
     }
     out = Path(args.out)
@@ -146,7 +153,8 @@ def table(result: dict) -> str:
         "",
         f"`python benchmarks/table1.py`: the first {meta['limit']} prompts of GSM8K, HumanEval, MATH-500 and "
         f"MT-Bench, {meta['max_new_tokens']} greedy tokens, drafter weights {meta['drafter_id']}. Speedup over AR "
-        "**modeled by replay** under this machine's batch-1 latency profile, pooled over prompts, with its 95% "
+        f"**modeled by replay** under this machine's batch-1 latency profile ({meta['profile']}), "
+        "pooled over prompts, with its 95% "
         'bootstrap interval (prompts resampled within their suite). "best static" is the best of d = 3..20 '
         "chosen in hindsight on these same prompts; a_1 the share of positions whose first draft equals the "
         f"text. Other processes used {meta['other_cpu']:.0%} of the CPU (replay is modeled: load changes no "
