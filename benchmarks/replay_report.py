@@ -439,7 +439,9 @@ def render(args, pair, profiles, concurrency, results, engines, ratios, measured
         "`~/.cache/libraspec/replay_report/`; a rerun resumes). The replay's exactness against the engine: "
         "`benchmarks/results/replay_check/` (`python benchmarks/replay_check.py`). Per-configuration numbers: "
         f"`{Path(args.results).relative_to(ROOT) if Path(args.results).is_relative_to(ROOT) else args.results}"
-        "/grids.json`.",
+        "/grids.json`. The paper's Table 1 rows with the single-pass and the iterative (Fast-dLLM-style) "
+        "block drafter, and the paper's claims on them: `benchmarks/results/table1/` "
+        "(`python benchmarks/table1.py`).",
         "",
     ]
     return "\n".join(lines)

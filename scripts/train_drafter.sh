@@ -9,6 +9,10 @@
 #   features   tapped features + the target's top-k per position, one teacher-forced pass per
 #              shard ($WORK/features, about 7 KB a token, rebuilt on a new machine in minutes);
 #   train      distillation training, resumed from $WORK/run/state.pt;
+#   reveal     issue 46's fine-tune for iterative unmasking (the fastdllm drafter): the shipped drafter,
+#              warm-started, half the batches with part of each block revealed (--reveal-frac 0.5),
+#              MINUTES (60) on one thread, resumed from $WORK/reveal/state.pt; final weights in
+#              $WORK/reveal/last (never assets/drafter: the single-pass monitor decides nothing here);
 #   ab         the A/B of assets/TRAINING.md instead of `train`: two arms side by side, one thread each,
 #              both warm-started from assets/drafter with --distill, the same MINUTES, taps without and
 #              with the last layer ($WORK/ab-taps5, $WORK/ab-taps6, resumed), then each arm's final
@@ -44,6 +48,11 @@ stage() {
             "$PY" -m libraspec.train --data "$WORK/features" --out "$WORK/run" --minutes "${MINUTES:-600}" --resume \
                 --taps "$TAPS" --distill "${DISTILL:-0.5}" --block-size 8 --blocks 24 --lr 2e-3 --warmup-steps 50 \
                 --threads 2 --export "$WORK/exported" ;;
+        reveal)
+            "$PY" -m libraspec.train --data "$WORK/features" --out "$WORK/reveal" --minutes "${MINUTES:-60}" --resume \
+                --init-from assets/drafter --taps 1,8,14,20,27 --distill "${DISTILL:-0.5}" --block-size 8 --blocks 24 \
+                --lr 1e-3 --warmup-steps 50 --threads 1 --reveal-frac 0.5 --min-shards 2 \
+                --export "$WORK/reveal/best" --export-last "$WORK/reveal/last" ;;
         ab)
             pids=()
             for arm in "5:1,8,14,20,27" "6:1,8,14,20,27,29"; do
@@ -64,7 +73,7 @@ stage() {
         all)
             for s in prompts responses features train; do stage "$s"; done ;;
         *)
-            echo "unknown stage $1 (prompts, responses, features, train, ab, all)" >&2; exit 2 ;;
+            echo "unknown stage $1 (prompts, responses, features, train, reveal, ab, all)" >&2; exit 2 ;;
     esac
 }
 
