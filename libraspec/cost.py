@@ -22,29 +22,34 @@ import numpy as np
 
 from .files import atomic_write_text
 
-DIFFUSION, LOOKUP = "dflash", "lookup"  # the sources of a drafting step (`DraftBuffer.step_sources`)
+DIFFUSION, LOOKUP, EAGLE = "dflash", "lookup", "eagle"  # the sources of a drafting step (`DraftBuffer.step_sources`)
+SOURCES = (DIFFUSION, LOOKUP, EAGLE)
 
 
 @dataclass(frozen=True)
 class Drafting:
     """How a round that did not run drafts (theory, the step-through): the source kept at each
     step (`kept`, the last one repeating beyond), the proposals made within a step and not used
-    ((step, source), as `DraftBuffer.discarded`), whether the drafter's context upkeep follows, and
-    the passes each block-diffusion step runs (`passes`: 1, or an iterative drafter's count)."""
+    ((step, source), as `DraftBuffer.discarded`), whether the drafter's context upkeep follows, the
+    passes each block-diffusion step runs (`passes`: 1, or an iterative drafter's count) and the
+    drafts a step makes (`n`: 0 for the profile's n, 1 for an autoregressive head)."""
 
     kept: tuple[str, ...] = (DIFFUSION,)
     discarded: tuple[tuple[int, str], ...] = ()
     needs_features: bool = True
     passes: int = 1
+    n: int = 0
 
     def __post_init__(self):
-        sources = (DIFFUSION, LOOKUP)
+        sources = SOURCES
         if not self.kept or any(source not in sources for source in self.kept):
             raise ValueError(f"a round's kept sources are one or more of {sources}, got {self.kept!r}")
         if any(step < 0 or source not in sources for step, source in self.discarded):
             raise ValueError(f"discarded proposals are (step >= 0, one of {sources}), got {self.discarded!r}")
         if isinstance(self.passes, bool) or not isinstance(self.passes, int) or self.passes < 1:
             raise ValueError(f"a block-diffusion step runs passes >= 1, got {self.passes!r}")
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 0:
+            raise ValueError(f"drafts per step n is >= 1, or 0 for the profile's, got {self.n!r}")
 
     def steps(self, blocks: int) -> list[str]:
         """Every step the round's first `blocks` steps run, as `DraftBuffer.steps_run` lists them
@@ -56,6 +61,7 @@ class Drafting:
 
 BLOCK_DIFFUSION = Drafting()  # every step a block-diffusion pass, upkeep after the round
 LOOK_UP = Drafting((LOOKUP,), needs_features=False)  # every step a look-up, no upkeep
+AUTOREGRESSIVE = Drafting((EAGLE,), n=1)  # every step one token of the EAGLE-style head, its upkeep after
 
 
 def _check_times(values, name: str, minimum: int) -> tuple[float, ...]:
@@ -92,6 +98,10 @@ class LatencyProfile:
     lookup_s: one look-up drafting step (a suffix match and its continuation).
     fit_s: bringing a block-diffusion drafter's context up to date after a verification (the
     target features of the committed tokens projected into its cache), once per round.
+    eagle_s, eagle_fit_s: one drafting step of the EAGLE-style head (one token) and its context
+    upkeep once per round (the committed tokens' features through its layer); 0 when the pair
+    has no head or the profile was measured before heads were timed (pricing a head round then
+    raises: re-measure).
     tree_verify_s[j]: verifying a draft tree of tree_rows[j] rows (root + nodes) in one forward with
     its 4-D attention mask; empty in profiles measured before trees were timed (then a tree costs
     a chain forward of as many rows).
@@ -116,6 +126,8 @@ class LatencyProfile:
     meta: dict = field(default_factory=dict, compare=False)  # machine, models, context, repeats
     lookup_s: float = 0.0
     fit_s: float = 0.0
+    eagle_s: float = 0.0
+    eagle_fit_s: float = 0.0
     tree_rows: tuple[int, ...] = ()
     tree_verify_s: tuple[float, ...] = ()
     context_len: int = 0  # c0: the context the tables were timed after (0: not recorded)
@@ -131,7 +143,7 @@ class LatencyProfile:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be an integer >= 1, got {n!r}")
         object.__setattr__(self, "n", int(n))
-        for name in ("lookup_s", "fit_s"):
+        for name in ("lookup_s", "fit_s", "eagle_s", "eagle_fit_s"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ValueError(f"{name} must be a finite time >= 0, got {getattr(self, name)!r}")
         object.__setattr__(self, "meta", dict(self.meta))
@@ -224,7 +236,7 @@ class LatencyProfile:
             raise ValueError(f"speculative length d must be >= 1, got {d}")
         if not isinstance(drafting, Drafting):
             raise ValueError(f"a round's drafting is a cost.Drafting, got {drafting!r}")
-        steps = drafting.steps(max(1, -(-int(d) // self.n)))
+        steps = drafting.steps(max(1, -(-int(d) // (drafting.n or self.n))))
         return chain_round_s(self, steps, int(d), needs_features=drafting.needs_features)
 
     def ar_token_time(self, context: int | None = None) -> float:
@@ -244,7 +256,9 @@ class LatencyProfile:
     ) -> "LatencyProfile":
         """A synthetic profile: verify t0 + c * k for k = 1..max_tokens, draft b * draft_per_block.
 
-        For theory and tests (the teaching view); measured profiles come from real models.
+        For theory and tests (the teaching view); measured profiles come from real models. A head
+        step of the EAGLE-style drafter is priced as one drafting pass (`eagle_s` = draft_per_block),
+        its upkeep as the block drafter's (none).
         """
         if max_tokens < 2:
             raise ValueError(f"max_tokens must be >= 2, got {max_tokens}")
@@ -258,6 +272,7 @@ class LatencyProfile:
             tuple(draft_per_block * b for b in range(1, blocks + 1)),
             n,
             info,
+            eagle_s=draft_per_block,
         )
 
     def to_dict(self) -> dict:
@@ -267,6 +282,8 @@ class LatencyProfile:
             "n": self.n,
             "lookup_s": self.lookup_s,
             "fit_s": self.fit_s,
+            "eagle_s": self.eagle_s,
+            "eagle_fit_s": self.eagle_fit_s,
             "tree_rows": list(self.tree_rows),
             "tree_verify_s": list(self.tree_verify_s),
             "context_len": self.context_len,
@@ -292,6 +309,8 @@ class LatencyProfile:
             dict(data.get("meta", {})),
             float(data.get("lookup_s", 0.0)),
             float(data.get("fit_s", 0.0)),
+            float(data.get("eagle_s", 0.0)),
+            float(data.get("eagle_fit_s", 0.0)),
             tuple(data.get("tree_rows", ())),
             tuple(data.get("tree_verify_s", ())),
             int(data.get("context_len", 0)),
@@ -317,28 +336,46 @@ class LatencyProfile:
 def drafting_s(profile: LatencyProfile, steps: tuple[str, ...] | list[str]) -> float:
     """Modeled seconds of a round's drafting steps, each priced by the drafter that ran it: a
     block-diffusion pass from `draft_time` (pass b of a round costs what the b-th pass costs), a
-    look-up step `lookup_s`. `steps` lists every step that ran, proposals made and not used included."""
+    look-up step `lookup_s`, a head step `eagle_s`. `steps` lists every step that ran, proposals made
+    and not used included."""
     lookups = sum(1 for source in steps if source == LOOKUP)
-    return profile.draft_time(len(steps) - lookups) + lookups * profile.lookup_s
+    eagles = sum(1 for source in steps if source == EAGLE)
+    if eagles:
+        _check_eagle(profile)
+    return profile.draft_time(len(steps) - lookups - eagles) + lookups * profile.lookup_s + eagles * profile.eagle_s
 
 
-def upkeep_s(profile: LatencyProfile, needs_features: bool) -> float:
-    """The drafter's context upkeep after a round: target features in, for drafters that read them."""
-    return profile.fit_s if needs_features else 0.0
+def _check_eagle(profile: LatencyProfile) -> None:
+    if not profile.eagle_s > 0:
+        raise ValueError(
+            "this latency profile has no timing of the EAGLE-style head (eagle_s): it was measured for a pair "
+            "without a head or before heads were timed; re-measure it (profiling.cached_profile(refresh=True))"
+        )
+
+
+def upkeep_s(profile: LatencyProfile, needs_features: bool, steps=()) -> float:
+    """The drafter's context upkeep after a round: target features in, for drafters that read them
+    (the EAGLE-style head's own, `eagle_fit_s`, when the round's `steps` are the head's)."""
+    if not needs_features:
+        return 0.0
+    if EAGLE in steps:
+        _check_eagle(profile)
+        return profile.eagle_fit_s
+    return profile.fit_s
 
 
 def chain_round_s(profile: LatencyProfile, steps, d: int, needs_features: bool, context: int | None = None) -> float:
     """A chain round after `context` committed tokens: its drafting `steps`, one verification of
     [last token, d drafts], the upkeep."""
     verify = profile.verify_time(int(d) + 1, context)
-    return drafting_s(profile, steps) + verify + upkeep_s(profile, needs_features)
+    return drafting_s(profile, steps) + verify + upkeep_s(profile, needs_features, steps)
 
 
 def tree_round_s(profile: LatencyProfile, steps, nodes: int, needs_features: bool, context: int | None = None) -> float:
     """A tree round after `context` committed tokens: its drafting `steps`, one tree verification
     of the root and `nodes` nodes, the upkeep."""
     verify = profile.tree_verify_time(int(nodes) + 1, context)
-    return drafting_s(profile, steps) + verify + upkeep_s(profile, needs_features)
+    return drafting_s(profile, steps) + verify + upkeep_s(profile, needs_features, steps)
 
 
 def tree_row_prices(profile: LatencyProfile, nodes: int) -> list[float]:

@@ -154,7 +154,7 @@ class Batch:
     def drafting_s(self, steps: Sequence[str]) -> float:
         """A request's drafting of these steps (their sources, `DraftBuffer.steps_run`) at batch 1,
         plus the drafter's upkeep after the round."""
-        return drafting_s(self.base, list(steps)) + upkeep_s(self.base, self.needs_features)
+        return drafting_s(self.base, list(steps)) + upkeep_s(self.base, self.needs_features, tuple(steps))
 
 
 # -- the interface ---------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from .cost import LatencyProfile
+from .drafters.autoregressive import EagleDrafter
 from .drafters.block import BlockDiffusionDrafter
 from .drafters.lookup import LookupCalibration, LookupDrafter
 from .files import atomic_write_text
@@ -179,7 +180,8 @@ def measure_profile(
     progress: Progress | None = None,
 ) -> LatencyProfile:
     """Median seconds of target forwards with 1..max_tokens new tokens, of 1..max_blocks drafts, of a
-    look-up step, of the block-diffusion drafter's context upkeep after a round (`fit_s`) and of
+    look-up step, of the block-diffusion drafter's context upkeep after a round (`fit_s`), of the
+    pair's EAGLE-style head if it has one (a step, `eagle_s`, and its upkeep, `eagle_fit_s`) and of
     draft-tree verifications of `tree_rows` rows (a 4-ary tree, best-first order, with its mask),
     all after `context_len` tokens; then the context term (`context_term`) from forwards after
     `contexts` tokens. `progress` expects every timed call of the three parts at once and ticks them."""
@@ -207,6 +209,20 @@ def measure_profile(
     k_fit = max(1, drafter.n // 2)  # a typical round's committed tokens
     fit_hidden = target.forward(cache, context[-1:] + context[: k_fit - 1]).hidden_states
     crop_cache(cache, context_len - 1)
+    head_calls = {}
+    if getattr(pair, "eagle", None) is not None:
+        head = EagleDrafter(pair.eagle, target)
+        hcontext = head.new_context()
+        head.fit_context(hcontext, context, out.hidden_states, 0)
+
+        def head_fit(k: int, hidden) -> None:
+            head.fit_context(hcontext, context + context[:k], hidden, context_len - 1)
+            head.fit_context(hcontext, context, None, None)
+
+        head_calls = {
+            "eagle": lambda: head.start_round(hcontext, context, SamplingConfig()).extend(1),
+            "eagle_fit": lambda: head_fit(k_fit, fit_hidden),
+        }
 
     def verify_tree(rows: int) -> None:
         nodes = rows - 1
@@ -224,7 +240,7 @@ def measure_profile(
         **{("chain", k): functools.partial(verify, k) for k in lengths},
         **{("tree", k): functools.partial(verify_tree, k) for k in tree_rows},
     }
-    step_keys = [("draft", b) for b in range(1, max_blocks + 1)] + ["lookup", "fit"]
+    step_keys = [("draft", b) for b in range(1, max_blocks + 1)] + ["lookup", "fit"] + list(head_calls)
     if progress is not None:  # the whole measurement's timed calls, so the time left is for all of it
         cs, ks = _context_plan(target, context_len, contexts, max_tokens)
         progress.expect(_calls_timed(chain_calls, repeats, {("chain", 1): AR_COPIES}))
@@ -243,6 +259,7 @@ def measure_profile(
             **{("draft", b): functools.partial(draft, b) for b in range(1, max_blocks + 1)},
             "lookup": lambda: lookup.start_round(index, repeated, SamplingConfig()).extend(1),
             "fit": lambda: fit(k_fit, fit_hidden),
+            **head_calls,
         },
         repeats,
         sync,
@@ -273,6 +290,8 @@ def measure_profile(
         meta=meta,
         lookup_s=lookup_s,
         fit_s=fit_s,
+        eagle_s=steps.get("eagle", 0.0),
+        eagle_fit_s=steps.get("eagle_fit", 0.0),
         tree_rows=tree_rows,
         tree_verify_s=monotone(tree_s) if tree_rows else (),
         context_len=context_len if context_k else 0,
@@ -426,6 +445,8 @@ def profile_path(pair) -> str:
         "dtype": str(pair.target.dtype),
         **machine_description(),
     }
+    if getattr(pair, "eagle_id", ""):  # a pair with an EAGLE-style head: its timings are in the profile
+        key["eagle"] = pair.eagle_id
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return os.path.join(cache_root(), "profiles", f"{pair.name}-{digest}.json")  # paths.cache_root
 

@@ -26,8 +26,8 @@ def with_drafter(pair, drafter, stop_ids=frozenset()):
 def check_caches(decoder, rebuild: bool = True, tolerance: float = 1e-6) -> list[int]:
     """Install a check that runs after every rollback (`SpeculativeDecoder.after_fit`): both caches
     hold len(ids) - 1 entries and, with `rebuild`, the target cache equals a fresh prefill of those
-    tokens and a block drafter's context (the hybrid's included) equals one rebuilt from their
-    features straight through the module, not the engine's code path. Returns the list of the
+    tokens and a block drafter's context (the hybrid's included) or the EAGLE-style head's equals one
+    rebuilt from their features straight through the module, not the engine's code path. Returns the list of the
     sequence lengths it checked, which grows as the decoder runs."""
     checked = []
     target, drafter = decoder.target, decoder.drafter
@@ -50,6 +50,16 @@ def check_caches(decoder, rebuild: bool = True, tolerance: float = 1e-6) -> list
                 positions = torch.arange(len(ids) - 1).view(1, -1)
                 module.extend_context(rebuilt, module.target_features(out.hidden_states), positions)
                 for have, want in zip(own.keys + own.values, rebuilt.keys + rebuilt.values):
+                    torch.testing.assert_close(have, want, **close)
+            head = getattr(drafter, "head", None)  # the EAGLE-style drafter's head
+            if head is not None:
+                rebuilt = head.new_cache()
+                features = head.target_features(out.hidden_states)
+                head.extend_context(rebuilt, torch.tensor([ids[:-1]]), features, 0)
+                for have, want in zip(
+                    context.keys + context.values + [context.features],
+                    rebuilt.keys + rebuilt.values + [rebuilt.features],
+                ):
                     torch.testing.assert_close(have, want, **close)
         checked.append(len(ids))
 

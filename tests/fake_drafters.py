@@ -161,3 +161,52 @@ class PartlyRightModule(torch.nn.Module):
 
     def draft_logits(self, cache, block_ids, positions, mask=None):
         return self.oracle.draft_logits(cache, block_ids, positions)
+
+
+def toy_sequences(pair, count: int, length: int = 40, seed: int = 1, prompts=()) -> list:
+    """The tiny target's own greedy continuations of `prompts` and of random 6-token prompts (`count`
+    in all) as training sequences (`train.data.Sequence`: ids, features of the pair's EAGLE-style
+    head's taps, top-4), each `length` tokens past its prompt's start."""
+    from libraspec.train.data import Sequence
+
+    gen, seqs = torch.Generator().manual_seed(seed), []
+    model = pair.target.model
+    for i in range(count):
+        ids = (
+            list(prompts[i])
+            if i < len(prompts)
+            else torch.randint(3, pair.target.vocab_size, (6,), generator=gen).tolist()
+        )
+        plen, length_i = len(ids), len(ids) + length - 6
+        with torch.no_grad():
+            while len(ids) < length_i:
+                ids.append(int(model(input_ids=torch.tensor([ids], device=model.device)).logits[0, -1].argmax()))
+            out = model(input_ids=torch.tensor([ids], device=model.device), output_hidden_states=True)
+        feats = pair.eagle.target_features(out.hidden_states)[0, :-1].cpu()
+        top = torch.softmax(out.logits[0, :-1].float().cpu(), -1).topk(4, -1)
+        seqs.append(Sequence(torch.tensor(ids), plen, feats.half(), top.indices.int(), top.values.half()))
+    return seqs
+
+
+def trained_eagle(pair, steps: int = 60, sequences: int = 9, prompts=()):
+    """A copy of the pair's random EAGLE-style head trained `steps` steps (the project's loss, three
+    unrolled passes) on the tiny target's own text after `prompts` and random ones: on those
+    texts its drafts are right often, not always."""
+    from libraspec.models.eagle import EagleHead
+    from libraspec.train.eagle import loss_of, make_batch
+
+    model = pair.target.model
+    head = EagleHead(pair.eagle.config, model.get_input_embeddings(), model.get_output_embeddings())
+    head = head.to(pair.eagle.fc.weight.dtype)
+    head.load_state_dict(pair.eagle.state_dict())
+    head.train()
+    train = toy_sequences(pair, sequences, prompts=prompts)
+    lookup = torch.arange(pair.target.vocab_size)
+    opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=3e-3)
+    spans = [(0, len(s.ids) - 2) for s in train]
+    for _ in range(steps):
+        loss, _ = loss_of(head, make_batch(train, spans, lookup, 3), 3, 0.5, 0.8)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return head.eval()

@@ -42,7 +42,7 @@ REFUSED = [
     (
         "unknown drafter",
         dict(drafter="oracle"),
-        "unknown drafter 'oracle'; choose one of dflash, fastdllm, lookup, hybrid",
+        "unknown drafter 'oracle'; choose one of dflash, fastdllm, eagle, lookup, hybrid",
     ),
 ]
 

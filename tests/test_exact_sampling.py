@@ -175,8 +175,9 @@ def exact(pair, mode: str, drafter, observe=None, new: int = NEW, **sampling) ->
     )
 
 
-# the iterative drafter in one filter: its passes mix several fixes and one (tests/test_iterative_drafter.py)
-CELLS = [(d, f) for d in ("dflash", "lookup", "hybrid") for f in FILTERS] + [("fastdllm", "top-k")]
+# the iterative drafter in one filter: its passes mix several fixes and one (tests/test_iterative_drafter.py);
+# the autoregressive head in one: a draft a step, each step fed the head's own hidden state
+CELLS = [(d, f) for d in ("dflash", "lookup", "hybrid") for f in FILTERS] + [("fastdllm", "top-k"), ("eagle", "top-k")]
 
 
 def drafter_of(pair, name: str):
@@ -315,7 +316,7 @@ def topk_target(pair, prompt: list[int], k_tokens: int, top_k: int) -> dict[tupl
     return out
 
 
-@pytest.mark.parametrize("drafter", ["dflash", "fastdllm", "hybrid"])
+@pytest.mark.parametrize("drafter", ["dflash", "fastdllm", "eagle", "hybrid"])
 @pytest.mark.parametrize("mode", list(SECOND_BLOCK))
 def test_rounds_that_verify_second_block_drafts_sample_the_target_exactly(v6_pair, mode, drafter):  # noqa: F811
     """5 new tokens with top-k 2: rounds verify d = 4 > n = 3 drafts, so the second block's proposals

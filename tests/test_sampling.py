@@ -34,7 +34,7 @@ from libraspec.cost import LatencyProfile
 from libraspec.device import DEVICE_ENV
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.models.dflash import DFlashConfig, DFlashDrafter
-from libraspec.models.registry import ByteTokenizer, ModelPair
+from libraspec.models.registry import ByteTokenizer, ModelPair, tiny_eagle
 from libraspec.models.target import TargetModel
 from libraspec.modes import make_policy
 from libraspec.policy import LibraSpecPolicy
@@ -74,7 +74,8 @@ def pair():
     dcfg = DFlashConfig.from_target_config(cfg, block_size=4, num_hidden_layers=1, mask_token_id=0)
     drafter = DFlashDrafter(dcfg, model.get_input_embeddings(), model.get_output_embeddings()).double()
     drafter = drafter.to(device).eval()
-    return ModelPair("tiny-v6", "tiny-vocabulary pair", TargetModel(model), drafter, ByteTokenizer())
+    eagle = tiny_eagle(model, 7).double().to(device)
+    return ModelPair("tiny-v6", "tiny-vocabulary pair", TargetModel(model), drafter, ByteTokenizer(), eagle=eagle)
 
 
 def filtered(p: list[float], top_k: int, top_p: float) -> list[float]:

