@@ -1,7 +1,8 @@
 """The paper's Table 1 rows on the embedded pair, modeled by replay: `python benchmarks/table1.py`.
 
-For the single-pass block drafter (dflash) and the iterative one (fastdllm, Fast-dLLM-style; the
-paper's Table 1 drafter is Fast-dLLM v2): AR, every static length 3..20 (the best one chosen in
+For the single-pass block drafter (dflash), the iterative one (fastdllm, Fast-dLLM-style; the
+paper's Table 1 drafter is Fast-dLLM v2) and the autoregressive head (eagle, EAGLE-3-style, the
+paper's autoregressive baseline): AR, every static length 3..20 (the best one chosen in
 hindsight on these prompts, as the paper sweeps it), FailFast with this project's and the FailFast
 paper's settings, G4-style, LibraSpec at the paper's alpha 2.0 and d_max 60, the per-round oracle
 and the best schedule in hindsight. The first --limit prompts of GSM8K, HumanEval, MATH-500 and
@@ -9,8 +10,10 @@ MT-Bench (../shared/data, read at run time), --max-new-tokens tokens of greedy t
 **modeled by replay** under this machine's measured latency profile at batch 1 (greedy rounds are
 exact; their seconds come from the profile, which prices every iterative pass as a pass): the
 speedup over AR pooled over all prompts (ratio of sums) with its 95% bootstrap interval over
-prompts, stratified by suite. Traces are cached per prompt and drafter (a rerun resumes); set
-LIBRASPEC_DRAFTER to replay another drafter's weights (the cache is keyed by their hash).
+prompts, stratified by suite; a_1 and the ECE of q over every position's first draft and the
+drafts a greedy round of the whole chain judges. Traces are cached per prompt and drafter (a rerun
+resumes); set LIBRASPEC_DRAFTER or LIBRASPEC_EAGLE to replay other weights (the cache is keyed by
+their hashes).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from libraspec.analysis.calibration import expected_calibration_error  # noqa: E402
 from libraspec.analysis.trace import DraftTrace, record_trace  # noqa: E402
 from libraspec.cost import LatencyProfile  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
@@ -84,7 +88,8 @@ def traces(pair, args) -> dict[str, list[tuple[str, DraftTrace]]]:
                 atomic_write_text(str(text_file), json.dumps(committed_text(decoder.run(prompt, "ar", None, config))))
             output = json.loads(text_file.read_text())
             for drafter in args.drafters:
-                path = cache / f"{suite}-{i}-{drafter}.npz"
+                weights = f"-{pair.eagle_id[7:19]}" if drafter == "eagle" else ""  # the head's own hash
+                path = cache / f"{suite}-{i}-{drafter}{weights}.npz"
                 if not path.exists():
                     record_trace(pair, drafter, prompt, output, args.max_new_tokens, args.lookahead).save(path)
                     print(suite, i, drafter, flush=True)
@@ -124,17 +129,22 @@ def main() -> None:
         steps = sum(int(t.steps[g]) for _, t in pairs for g in range(len(t)))
         passes = steps + sum(len(t.discarded[g]) for _, t in pairs for g in range(len(t)))
         first = [int(t.tokens[g, 0] == t.output[g]) for _, t in pairs for g in range(len(t)) if not t.empty[g]]
+        q, right = judged(t for _, t in pairs)
         result["drafters"][drafter] = {
             "rows": rows,
             "best_static": best,
             "passes_per_block": passes / steps,
             "a_1": sum(first) / len(first),  # the first draft equals the text, over every position
+            "ece": expected_calibration_error(q, right),
+            "mean_q1": float(sum(float(t.q[g, 0]) for _, t in pairs for g in range(len(t)) if not t.empty[g]))
+            / len(first),
         }
     result["meta"] = {
         "limit": args.limit,
         "max_new_tokens": args.max_new_tokens,
         "lookahead": args.lookahead,
         "drafter_id": pair.drafter_id,
+        "eagle_id": pair.eagle_id,
         "profile": args.profile or "this pair's cached profile",
         "profile_meta": {k: v for k, v in profile.meta.items() if not k.startswith("raw_")},
         "other_cpu": others_share(start, cpu_clock()) or 0.0,
@@ -144,6 +154,21 @@ def main() -> None:
     atomic_write_text(str(out / "summary.json"), json.dumps(result, indent=1))
     atomic_write_text(str(out / "README.md"), table(result))
     print(table(result))
+
+
+def judged(traces) -> tuple[list[float], list[int]]:
+    """(q_i, accepted) of every draft a greedy round verifying an anchor's whole chain judges: drafts
+    1 .. matches + 1 (the first wrong one included), as `libraspec.train.evaluate` counts them."""
+    q, right = [], []
+    for t in traces:
+        for g in range(len(t)):
+            if t.empty[g]:
+                continue
+            m, drafted = t.matches(g), min(int(t.steps[g]) * t.n, len(t.output) - g)
+            for i in range(min(m + 1, drafted)):
+                q.append(float(t.q[g, i]))
+                right.append(int(i < m))
+    return q, right
 
 
 def table(result: dict) -> str:
@@ -157,11 +182,12 @@ def table(result: dict) -> str:
         "pooled over prompts, with its 95% "
         'bootstrap interval (prompts resampled within their suite). "best static" is the best of d = 3..20 '
         "chosen in hindsight on these same prompts; a_1 the share of positions whose first draft equals the "
-        f"text. Other processes used {meta['other_cpu']:.0%} of the CPU (replay is modeled: load changes no "
+        "text, q_1 its mean confidence, ECE the calibration error of q over the drafts a greedy round judges. "
+        f"Other processes used {meta['other_cpu']:.0%} of the CPU (replay is modeled: load changes no "
         "figure).",
         "",
-        "| drafter | a_1 | passes per block | row | speedup (95% interval) | tau | mean d |",
-        "|---|---|---|---|---|---|---|",
+        "| drafter | a_1 | q_1 | ECE | passes per block | row | speedup (95% interval) | tau | mean d |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for drafter, entry in result["drafters"].items():
         rows = entry["rows"]
@@ -173,7 +199,9 @@ def table(result: dict) -> str:
             tau = "" if row["tau"] is None else f"{row['tau']:.2f}"
             mean_d = "" if row["mean_d"] is None else f"{row['mean_d']:.1f}"
             lines.append(
-                f"| {drafter} | {entry['a_1']:.3f} | {entry['passes_per_block']:.2f} | {name} | {row['speedup']:.3f} "
+                f"| {drafter} | {entry['a_1']:.3f} | {entry.get('mean_q1', float('nan')):.3f} "
+                f"| {entry.get('ece', float('nan')):.3f} | {entry['passes_per_block']:.2f} | {name} "
+                f"| {row['speedup']:.3f} "
                 f"({low:.3f}-{high:.3f}) | {tau} | {mean_d} |"
             )
     return "\n".join(lines) + "\n"

@@ -148,8 +148,9 @@ def test_the_race_drafts_with_the_chosen_drafter_and_says_which(client):
     assert set(frame["drafter"]) == {"hybrid"} and all(p.endswith("-hybrid" + os.path.splitext(p)[1]) for p in paths)
     sources = {s for row in frame[frame["mode"] != "ar"]["draft_sources"] for s in row}
     assert sources and sources <= {"dflash", "lookup"}
-    static, libraspec, oracle, summary = race(client, prompt="Count to ten.", max_new_tokens=12, drafter="fastdllm")
-    assert static == libraspec == oracle and summary["drafter"] == "fastdllm" and summary["finished"]
+    for drafter in ("fastdllm", "eagle"):
+        static, libraspec, oracle, summary = race(client, prompt="Count to ten.", max_new_tokens=12, drafter=drafter)
+        assert static == libraspec == oracle and summary["drafter"] == drafter and summary["finished"]
 
 
 def test_finish_ranks_follow_measured_seconds_and_the_verdict_weighs_noise(client):

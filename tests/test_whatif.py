@@ -205,6 +205,24 @@ def test_what_if_and_sweep_follow_the_races_drafter(session):
     assert sweep.follow_race(request)["value"] == "lookup"
 
 
+def test_a_race_of_the_autoregressive_head_replays_under_every_profile(session):
+    """The head drafts one token a step whatever the profile's n (its steps are priced by eagle_s):
+    What-if plans its race under each profile, and the replay of the race's settings makes the
+    race's LibraSpec rounds."""
+    settings = RunSpec(alpha=2.2, d_max=12, max_new_tokens=24)
+    run = list(session.races.stream(PROMPT, settings, "local", "eagle"))[-1].run
+    whatif = WhatIf(session)
+    trace = list(whatif.trace(run.run_id, "eagle"))[-1]
+    assert trace.n == 1 and trace.drafter == "eagle"
+    replayed = replay(trace, "libraspec", session.profile(), settings)
+    assert [(r.chosen_length, r.accepted) for r in replayed] == [
+        (r.chosen_length, r.accepted) for r in run.records["libraspec"]
+    ]
+    for choice in profile_choices():
+        plan = whatif.planner(trace, whatif.profile(choice, 30.0, 4.0, 2.0)).plan(settings)
+        assert plan.best.seconds <= plan.libraspec.seconds * (1 + 1e-12), choice
+
+
 def gr_skip():
     import gradio as gr
 

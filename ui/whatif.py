@@ -21,7 +21,7 @@ from libraspec.analysis.regimes import describe, synthetic_profile
 from libraspec.analysis.trace import DraftTrace, iter_trace
 from libraspec.analysis.whatif import Planner
 from libraspec.cost import LatencyProfile
-from libraspec.drafters import DRAFTERS
+from libraspec.drafters import DRAFTERS, round_drafting
 from libraspec.paths import ASSETS
 from libraspec.profiling import cached_concurrency, concurrency_estimate_s, concurrency_stored
 from libraspec.records import committed_text
@@ -200,7 +200,7 @@ class WhatIf:
     def planner(self, trace: DraftTrace, profile: LatencyProfile) -> Planner:
         """The planner of a trace under a profile, kept so that moving a slider replays LibraSpec only.
         The key is everything a plan reads of the profile: its description and every price."""
-        if profile.n != trace.n:
+        if round_drafting(trace.drafter, (), trace.n).n == 0 and profile.n != trace.n:  # a head prices per draft
             raise ValueError(
                 f"the profile {describe(profile)} prices drafting passes of n = {profile.n} drafts; this "
                 f"race's drafter drafts n = {trace.n}: choose another profile"
@@ -215,6 +215,8 @@ class WhatIf:
             tuple(profile.tree_verify_s),
             profile.lookup_s,
             profile.fit_s,
+            profile.eagle_s,
+            profile.eagle_fit_s,
         )
         with self._lock:
             planner = self._planners.get(key)

@@ -42,7 +42,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..cost import DIFFUSION, LatencyProfile, drafting_s, upkeep_s
+from ..cost import DIFFUSION, EAGLE, LatencyProfile, drafting_s, upkeep_s
 from ..paths import ASSETS
 from ..policy import Decision, DraftBufferLike, _check_buffer, _check_int, _checked_list, _ensure_drafted
 from ..records import RoundRecord
@@ -172,7 +172,8 @@ class VLLMAdaptivePolicy:
 
     def _fixed_s(self, buffer, blocks: int) -> float:
         """vLLM's draft_cost[1]: the drafting of `blocks` blocks and the drafter's upkeep."""
-        return drafting_s(self.profile, _steps(buffer, blocks)) + upkeep_s(self.profile, self._pays_upkeep(buffer))
+        steps = _steps(buffer, blocks)
+        return drafting_s(self.profile, steps) + upkeep_s(self.profile, self._pays_upkeep(buffer), steps)
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
         n, _ = _check_buffer(buffer)
@@ -200,6 +201,8 @@ class VLLMAdaptivePolicy:
         return False
 
     def _pays_upkeep(self, buffer) -> bool:
+        if EAGLE in (getattr(buffer, "step_sources", ()) or ()):
+            return True  # the head's context always takes the round's tokens
         if self._upkeep is not None:
             return self._upkeep
         return DIFFUSION in (getattr(buffer, "step_sources", ()) or (DIFFUSION,))  # a first guess

@@ -12,7 +12,8 @@ anchored at j - k + 1, which must be the last prompt token or later.
 
 Resumes from RUN/state.pt (model, optimizer, elapsed time, step: the --minutes budget is kept
 across resumes); RUN/log.jsonl has one line per logged step and per held-apart evaluation, whose
-sequences (`data.held_apart`) are never trained on. --export receives the weights with the best
+sequences (`data.held_apart`) are never trained on; each evaluation also loads the shards written
+since (the features stage may run beside training). --export receives the weights with the best
 held-apart tau_3 (accepted drafts + 1 over three greedy steps); RUN/last the final ones.
 """
 
@@ -228,7 +229,16 @@ def main(argv=None) -> None:
 
     def evaluate() -> None:
         metrics = held_apart_metrics(head, held, lookup, args.passes)
-        log({"step": state["step"], "elapsed_min": round(state["elapsed"] / 60, 2), "held_apart": metrics})
+        added = pool.refresh()  # shards the features stage wrote meanwhile join the training pool
+        metrics["train_sequences"] = len(pool.sequences)
+        log(
+            {
+                "step": state["step"],
+                "elapsed_min": round(state["elapsed"] / 60, 2),
+                "held_apart": metrics,
+                "added": added,
+            }
+        )
         print(f"step {state['step']}: held apart {metrics}", flush=True)
         score = metrics[f"tau_{args.passes}"]
         if score > state["best"]:
