@@ -39,6 +39,8 @@ MODES_OF = {
     "dflash": ("static", "libraspec", "ddtree", "ddtree-libraspec", "ddtree-marginal", "ddtree-priced"),
     "lookup": ("static", "libraspec"),
     "hybrid": ("static", "libraspec"),
+    "fastdllm": ("static", "libraspec"),
+    "eagle": ("static", "libraspec", "ddtree"),
 }
 OUT = ROOT / "benchmarks" / "results" / "replay_check"
 

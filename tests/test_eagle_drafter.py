@@ -160,3 +160,14 @@ def test_training_raises_acceptance_on_the_tiny_pair(pair):
     batch = make_batch(held, [(0, 10)] * len(held), lookup, 3)
     assert batch["scored"][2].sum() < batch["scored"][0].sum()  # pass 3 scores only anchors with room
     assert (batch["hard"] != IGNORE).all()
+
+
+def test_a_pair_with_a_head_has_its_steps_timed_and_its_own_profile_file(pair):
+    from libraspec.profiling import measure_profile, profile_path
+
+    timed = measure_profile(pair, max_tokens=4, max_blocks=1, repeats=3, contexts=())
+    assert timed.eagle_s > 0 and timed.eagle_fit_s > 0
+    assert timed.round_time(3, AUTOREGRESSIVE) > timed.round_time(2, AUTOREGRESSIVE)
+    bare = dataclasses.replace(pair, eagle=None, eagle_id="")
+    assert measure_profile(bare, max_tokens=4, max_blocks=1, repeats=3, contexts=()).eagle_s == 0.0
+    assert profile_path(bare) != profile_path(pair)  # a profile measured without the head is not reused

@@ -193,6 +193,21 @@ def test_greedy_speculative_output_equals_ar_and_the_drafter_drafts(decoder):
     assert committed / rounds > 1.2  # tau of static d = n; held-out prompts 33-48 measured 1.67 (assets/TRAINING.md)
 
 
+def test_the_shipped_eagle_head_drafts_and_stays_lossless(decoder):
+    """The EAGLE-style head of assets/eagle, one draft a step: static d = 5 and LibraSpec commit AR's
+    tokens, and static d = 5 commits more than one token a round on held-out prompts."""
+    head = SpeculativeDecoder(decoder.pair, decoder.profile, drafter="eagle")
+    committed = rounds = 0
+    for prompt in heldout_prompts()[:3]:
+        ids = decoder.pair.encode_prompt(prompt)
+        ar, _ = tokens(decoder, ids, "ar", None)
+        static, static_rounds = tokens(head, ids, "static", StaticPolicy(5))
+        libraspec, _ = tokens(head, ids, "libraspec", LibraSpecPolicy(2.2, 24))
+        assert static == ar and libraspec == ar
+        committed, rounds = committed + len(static), rounds + static_rounds
+    assert committed / rounds > EAGLE_TAU_FLOOR
+
+
 def test_greedy_draft_trees_equal_ar_and_accept_more_than_the_chain(decoder):
     """ddtree (depth n, 16 nodes) and ddtree-libraspec on the embedded pair: AR's tokens, and the
     tree commits more per round than the chain of the same depth."""
