@@ -193,7 +193,9 @@ def test_greedy_speculative_output_equals_ar_and_the_drafter_drafts(decoder):
     assert committed / rounds > 1.2  # tau of static d = n; held-out prompts 33-48 measured 1.67 (assets/TRAINING.md)
 
 
-EAGLE_TAU_FLOOR = 1.2  # tau of static d = 5 with the shipped head on held-out prompts 33-35: see assets/TRAINING.md
+EAGLE_TAU_FLOOR = (
+    1.5  # tau of static d = 5 with the shipped head on held-out prompts 1-3 measured 2.12; a random head ~1
+)
 
 
 def test_the_shipped_eagle_head_drafts_and_stays_lossless(decoder):
