@@ -440,8 +440,8 @@ def render(args, pair, profiles, concurrency, results, engines, ratios, measured
         "`benchmarks/results/replay_check/` (`python benchmarks/replay_check.py`). Per-configuration numbers: "
         f"`{Path(args.results).relative_to(ROOT) if Path(args.results).is_relative_to(ROOT) else args.results}"
         "/grids.json`. The paper's Table 1 rows with the single-pass and the iterative (Fast-dLLM-style) "
-        "block drafter, and the paper's claims on them: `benchmarks/results/table1/` "
-        "(`python benchmarks/table1.py`).",
+        "block drafter and the EAGLE-3-style head, and the paper's claims on them: `benchmarks/results/table1/` "
+        "(`python benchmarks/table1.py`; CLAIMS.md there).",
         "",
     ]
     return "\n".join(lines)

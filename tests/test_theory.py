@@ -1,5 +1,6 @@
 """Tests for libraspec.analysis.theory: expectations by exact enumeration and Theorems 3.2-3.6."""
 
+import dataclasses
 import itertools
 import math
 
@@ -200,8 +201,12 @@ def test_a_round_is_priced_by_the_steps_its_drafter_runs():
     for bad in (dict(kept=()), dict(kept=("hybrid",)), dict(discarded=((-1, "lookup"),))):
         with pytest.raises(ValueError, match="kept sources|discarded"):
             Drafting(**bad)
+    with pytest.raises(ValueError, match="drafts per step"):
+        Drafting(n=-1)
+    head = dataclasses.replace(profile, eagle_s=0.002, eagle_fit_s=0.001)  # a head round: d passes of one token
+    assert head.round_time(4, round_drafting("eagle")) == pytest.approx(head.verify_time(5) + 4 * 0.002 + 0.001)
     with pytest.raises(ValueError, match="unknown drafter"):
-        round_drafting("eagle")
+        round_drafting("medusa")
     measured = Inputs(cost="measured profile")
     kept = ("lookup",) * 2 + ("dflash",) * 4  # n = 2: steps lookup, dflash, dflash
     race_of = lambda drafter: SimpleNamespace(  # noqa: E731  (a replayed race round)
