@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from libraspec.cost import LatencyProfile
+from libraspec.cost import AUTOREGRESSIVE, LatencyProfile
 
 
 def physical(
@@ -19,3 +19,6 @@ def physical(
         assert np.all(grid > 0)
     drafts = [p.draft_time(b) for b in range(0, 12)]
     assert all(b >= a for a, b in zip(drafts, drafts[1:]))
+    if p.eagle_s > 0:  # a head round of d drafts: d passes, d + 1 rows; one more draft never costs less
+        rounds = [p.round_time(d, AUTOREGRESSIVE) for d in ks]
+        assert all(b > a for a, b in zip(rounds, rounds[1:]))
