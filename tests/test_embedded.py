@@ -268,6 +268,19 @@ def test_damaged_drafter_says_how_to_restore_it(monkeypatch, tmp_path, damage):
         registry.smollm2_pair()
 
 
+def test_a_damaged_eagle_head_says_how_to_restore_it_and_a_missing_one_leaves_the_pair_without(monkeypatch, tmp_path):
+    folder = tmp_path / "eagle"
+    shutil.copytree(registry.ASSETS / "eagle", folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:4096])
+    monkeypatch.setenv(registry.EAGLE_ENV, str(folder))
+    with pytest.raises(RuntimeError, match=r"embedded eagle head in .* is damaged .*git checkout -- assets/eagle"):
+        registry.smollm2_pair()
+    monkeypatch.setenv(registry.EAGLE_ENV, str(tmp_path / "nowhere"))
+    pair = registry.smollm2_pair()
+    assert pair.eagle is None and pair.eagle_id == ""  # the other drafters still work
+
+
 def test_the_profile_key_follows_the_drafter_weights_not_the_checkout(decoder, monkeypatch, tmp_path):
     """A fresh clone or worktree (new mtimes) reuses the pair's profile file; other weights get their own."""
     copy = tmp_path / "drafter"

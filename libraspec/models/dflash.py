@@ -30,21 +30,14 @@ mask id can also be a real drafted token).
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
+from .checkpoint import check_state, check_target, read_folder, target_parts, write_folder
 from .dflash_config import EXTENSIONS, DFlashConfig, default_target_layer_ids
-from .layers import DrafterLayer, RMSNorm, rope_cos_sin
-
-CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
+from .layers import DrafterLayer, RMSNorm, rope_cos_sin, tapped_features
 
 
 @dataclass
@@ -66,12 +59,6 @@ def _as_batch(positions: torch.Tensor, batch: int, length: int) -> torch.Tensor:
     if tuple(positions.shape) != (batch, length):
         raise ValueError(f"positions of shape {tuple(positions.shape)} do not match ({batch}, {length}) or ({length},)")
     return positions
-
-
-def _target_parts(target_model) -> tuple[nn.Module, nn.Embedding, nn.Linear]:
-    """(causal LM, embed_tokens, lm_head) of a transformers model or a wrapper holding one in `.model`."""
-    model = target_model if hasattr(target_model, "get_input_embeddings") else target_model.model
-    return model, model.get_input_embeddings(), model.get_output_embeddings()
 
 
 class DFlashDrafter(nn.Module):
@@ -130,12 +117,7 @@ class DFlashDrafter(nn.Module):
 
     def target_features(self, hidden_states) -> torch.Tensor:
         """Concatenate the tapped layers of a transformers `hidden_states` tuple -> (B, T, L*H_t)."""
-        if len(hidden_states) != self.config.num_target_layers + 1:
-            raise ValueError(
-                f"expected {self.config.num_target_layers + 1} hidden states (embeddings + one per "
-                f"target layer), got {len(hidden_states)}"
-            )
-        return torch.cat([hidden_states[i + 1] for i in self.target_layer_ids], dim=-1)
+        return tapped_features(hidden_states, self.target_layer_ids, self.config.num_target_layers)
 
     def fuse_context(self, features: torch.Tensor) -> torch.Tensor:
         """(B, C, L*H_t) target features -> (B, C, H) fused context (optionally standardised first)."""
@@ -312,7 +294,7 @@ class DFlashDrafter(nn.Module):
         """Copy target decoder layers `layer_ids` (and the final norm) where shapes match,
         then zero o_proj and down_proj so each drafter layer starts as the identity.
         Returns the drafter keys that were copied."""
-        model, _, _ = _target_parts(target_model)
+        model, _, _ = target_parts(target_model)
         source_layers = model.get_decoder().layers
         if len(layer_ids) != len(self.layers):
             raise ValueError(f"need {len(self.layers)} target layer ids, got {len(layer_ids)}")
@@ -337,56 +319,22 @@ class DFlashDrafter(nn.Module):
 
     def save_pretrained(self, path) -> None:
         """Write config.json + model.safetensors (unprefixed keys, no embeddings/head), atomically."""
-        path = Path(path)
         state = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the renamed checkpoint should not be
-        try:
-            (tmp / CONFIG_FILE).write_text(json.dumps(self.config.to_dict(), indent=2, sort_keys=True))
-            save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
-            if path.exists():
-                for name in (CONFIG_FILE, WEIGHTS_FILE):
-                    os.replace(tmp / name, path / name)
-            else:
-                os.replace(tmp, path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        write_folder(path, self.config.to_dict(), state)
 
     def load_checkpoint_state(self, state: dict[str, torch.Tensor]) -> None:
         """Load an unprefixed state dict; a missing, unexpected or mis-shaped key raises ValueError."""
-        own = self.state_dict()
-        missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
-        if missing:
-            raise ValueError(f"drafter checkpoint is missing keys {missing[:8]}")
-        if unexpected:
-            raise ValueError(f"drafter checkpoint has unexpected keys {unexpected[:8]}")
-        for key, value in state.items():
-            if tuple(value.shape) != tuple(own[key].shape):
-                raise ValueError(
-                    f"drafter checkpoint key {key!r} has shape {tuple(value.shape)}, expected {tuple(own[key].shape)}"
-                )
+        check_state(self.state_dict(), state, "drafter")
         self.load_state_dict(state)
 
     @classmethod
     def from_pretrained(cls, path, target_model) -> "DFlashDrafter":
         """Load a DFlash-format directory and bind it to the target's embeddings and head."""
-        path = Path(path)
-        for name in (CONFIG_FILE, WEIGHTS_FILE):
-            if not (path / name).is_file():
-                raise FileNotFoundError(f"drafter checkpoint {path} has no {name}")
-        config = DFlashConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
-        model, embed, head = _target_parts(target_model)
-        tc = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-        for key, theirs in (
-            ("hidden_size", tc.hidden_size),
-            ("vocab_size", embed.weight.shape[0]),
-            ("num_target_layers", tc.num_hidden_layers),
-        ):
-            if getattr(config, key) != int(theirs):
-                raise ValueError(f"drafter {key} {getattr(config, key)} does not match the target's {int(theirs)}")
+        data, state = read_folder(path, "drafter")
+        config = DFlashConfig.from_dict(data)
+        embed, head = check_target(config, target_model, "drafter")
         drafter = cls(config, embed, head)
-        drafter.load_checkpoint_state(load_file(str(path / WEIGHTS_FILE)))
+        drafter.load_checkpoint_state(state)
         return drafter.to(device=embed.weight.device, dtype=embed.weight.dtype).eval()
 
 

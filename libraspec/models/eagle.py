@@ -23,22 +23,15 @@ Shapes: B batch, T positions, H hidden size, L taps, V_d draft vocabulary.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .dflash import _target_parts
-from .layers import DrafterLayer, RMSNorm, apply_rope, rope_cos_sin
+from .checkpoint import check_state, check_target, read_folder, target_parts, write_folder
+from .layers import DrafterLayer, RMSNorm, apply_rope, rope_cos_sin, tapped_features
 
-CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 ARCHITECTURE = "LibraSpecEagleHead"
 
 
@@ -135,12 +128,7 @@ class EagleHead(nn.Module):
 
     def target_features(self, hidden_states) -> torch.Tensor:
         """The tapped layers of a transformers `hidden_states` tuple, concatenated -> (B, T, L*H)."""
-        if len(hidden_states) != self.config.num_target_layers + 1:
-            raise ValueError(
-                f"expected {self.config.num_target_layers + 1} hidden states (embeddings + one per "
-                f"target layer), got {len(hidden_states)}"
-            )
-        return torch.cat([hidden_states[i + 1] for i in self.target_layer_ids], dim=-1)
+        return tapped_features(hidden_states, self.target_layer_ids, self.config.num_target_layers)
 
     def fuse(self, features: torch.Tensor) -> torch.Tensor:
         """(B, T, L*H) tapped features -> (B, T, H) g: standardised, clipped, then fc."""
@@ -296,7 +284,7 @@ class EagleHead(nn.Module):
     def init_from_target(self, target_model, layer_id: int) -> None:
         """Attention of target layer `layer_id` and the final norm where shapes match; o_proj and
         down_proj zeroed so the layer starts as the identity."""
-        model, _, _ = _target_parts(target_model)
+        model, _, _ = target_parts(target_model)
         decoder = model.get_decoder()
         src = decoder.layers[layer_id].state_dict()
         for name, p in self.layer.state_dict().items():
@@ -311,7 +299,6 @@ class EagleHead(nn.Module):
 
     def save_pretrained(self, path) -> None:
         """config.json + model.safetensors (bfloat16 weights, float32 buffers), atomically."""
-        path = Path(path)
         buffers = {name for name, _ in self.named_buffers()}
         state = {}
         for k, v in self.state_dict().items():
@@ -319,49 +306,19 @@ class EagleHead(nn.Module):
             if v.is_floating_point():
                 v = v.float() if k in buffers else v.to(torch.bfloat16)  # weights halved on disk
             state[k] = v.contiguous()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        os.chmod(tmp, 0o755)
-        try:
-            (tmp / CONFIG_FILE).write_text(json.dumps(self.config.to_dict(), indent=2, sort_keys=True))
-            save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
-            if path.exists():
-                for name in (CONFIG_FILE, WEIGHTS_FILE):
-                    os.replace(tmp / name, path / name)
-            else:
-                os.replace(tmp, path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        write_folder(path, self.config.to_dict(), state)
 
     def load_checkpoint_state(self, state: dict[str, torch.Tensor]) -> None:
         own = self.state_dict()
-        missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
-        if missing or unexpected:
-            raise ValueError(f"eagle head checkpoint: missing keys {missing[:8]}, unexpected keys {unexpected[:8]}")
-        for key, value in state.items():
-            if tuple(value.shape) != tuple(own[key].shape):
-                raise ValueError(
-                    f"eagle head key {key!r} has shape {tuple(value.shape)}, expected {tuple(own[key].shape)}"
-                )
+        check_state(own, state, "eagle head")
         self.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()})
 
     @classmethod
     def from_pretrained(cls, path, target_model) -> "EagleHead":
         """Load a head folder and bind it to the target's embeddings and head."""
-        path = Path(path)
-        for name in (CONFIG_FILE, WEIGHTS_FILE):
-            if not (path / name).is_file():
-                raise FileNotFoundError(f"eagle head {path} has no {name}")
-        config = EagleConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
-        model, embed, head = _target_parts(target_model)
-        tc = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-        for key, theirs in (
-            ("hidden_size", tc.hidden_size),
-            ("vocab_size", embed.weight.shape[0]),
-            ("num_target_layers", tc.num_hidden_layers),
-        ):
-            if getattr(config, key) != int(theirs):
-                raise ValueError(f"eagle head {key} {getattr(config, key)} does not match the target's {int(theirs)}")
+        data, state = read_folder(path, "eagle head")
+        config = EagleConfig.from_dict(data)
+        embed, head = check_target(config, target_model, "eagle head")
         module = cls(config, embed, head)
-        module.load_checkpoint_state(load_file(str(path / WEIGHTS_FILE)))
+        module.load_checkpoint_state(state)
         return module.to(device=embed.weight.device, dtype=embed.weight.dtype).eval()

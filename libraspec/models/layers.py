@@ -136,3 +136,14 @@ class DrafterLayer(nn.Module):
     def forward(self, x, cos, sin, ctx_k, ctx_v, mask=None) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, ctx_k, ctx_v, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+
+def tapped_features(hidden_states, layer_ids, num_target_layers: int) -> torch.Tensor:
+    """The target layers `layer_ids` of a transformers `hidden_states` tuple (index 0 the embeddings,
+    id i is hidden_states[i + 1]), concatenated -> (B, T, L*H); what both drafters read."""
+    if len(hidden_states) != num_target_layers + 1:
+        raise ValueError(
+            f"expected {num_target_layers + 1} hidden states (embeddings + one per target layer), "
+            f"got {len(hidden_states)}"
+        )
+    return torch.cat([hidden_states[i + 1] for i in layer_ids], dim=-1)

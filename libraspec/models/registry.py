@@ -207,14 +207,19 @@ def _embedded_eagle(model) -> tuple[EagleHead | None, str]:
     folder = eagle_dir()
     if not (folder / "config.json").is_file():
         return None, ""
+    head = _load_shipped(EagleHead, folder, model, "eagle head", "assets/eagle", "scripts/train_eagle.sh")
+    return head, "sha256:" + sha256_file(folder / "model.safetensors")[:16]
+
+
+def _load_shipped(cls, folder: Path, model, what: str, asset: str, train: str):
+    """`cls.from_pretrained(folder, model)`; a damaged checkpoint says how to restore or retrain it."""
     try:
-        head = EagleHead.from_pretrained(folder, model)
+        return cls.from_pretrained(folder, model)
     except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as err:
         raise RuntimeError(
-            f"the embedded eagle head in {folder} is damaged ({err}): restore assets/eagle from the repository "
-            f"(git checkout -- assets/eagle) or train one with `scripts/train_eagle.sh`"
+            f"the embedded {what} in {folder} is damaged ({err}): restore {asset} from the repository "
+            f"(git checkout -- {asset}) or train one with `{train}`"
         ) from err
-    return head, "sha256:" + sha256_file(folder / "model.safetensors")[:16]
 
 
 def drafter_dir() -> Path:
@@ -239,13 +244,7 @@ def smollm2_pair(dtype: torch.dtype | None = None, device=None) -> ModelPair:
             f"the embedded drafter is missing from {folder}: restore assets/drafter from the repository "
             f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`"
         )
-    try:
-        drafter = DFlashDrafter.from_pretrained(folder, model)
-    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as err:
-        raise RuntimeError(
-            f"the embedded drafter in {folder} is damaged ({err}): restore assets/drafter from the repository "
-            f"(git checkout -- assets/drafter) or train one with `python -m libraspec.train`"
-        ) from err
+    drafter = _load_shipped(DFlashDrafter, folder, model, "drafter", "assets/drafter", "python -m libraspec.train")
     eagle, eagle_id = _embedded_eagle(model)
     return ModelPair(
         name=DEFAULT_PAIR,

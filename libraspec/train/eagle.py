@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from ..files import atomic_write, atomic_write_text
+from ..models.checkpoint import target_parts
 from ..models.eagle import EagleConfig, EagleHead
 from .data import IGNORE, Sequence, ShardPool, feature_stats, vocab_lookup
 
@@ -163,9 +164,7 @@ def lr_at(step: int, frac: float, lr: float, warmup: int) -> float:
 
 
 def build_head(target, taps, vocab_ids: torch.Tensor, intermediate: int, train_seqs) -> EagleHead:
-    from ..models.dflash import _target_parts
-
-    model, embed, head_w = _target_parts(target)
+    model, embed, head_w = target_parts(target)
     tc = model.config
     config = EagleConfig(
         hidden_size=tc.hidden_size,
