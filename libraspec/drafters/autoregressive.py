@@ -29,7 +29,8 @@ class HeadDraft(DraftBuffer):
         self.anchor, self.anchor_position = int(anchor), int(anchor_position)
         h = head.config.hidden_size
         last = cache.features[:, -1:] if cache.length else None  # g_{L-1}, (1, 1, H)
-        self._g = last if last is not None else torch.zeros(1, 1, h, dtype=head.fc.weight.dtype)
+        weight = head.fc.weight
+        self._g = last if last is not None else torch.zeros(1, 1, h, dtype=weight.dtype, device=weight.device)
         self._round_kv: list = []  # the head's K/V of this round's steps
         self._dists: list[torch.Tensor] = []  # (V_d,) per step
 
