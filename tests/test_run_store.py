@@ -53,6 +53,9 @@ def race_in_fork(session: Session) -> tuple[str, str, bool]:
     parent, child = multiprocessing.get_context("fork").Pipe()
     worker = multiprocessing.get_context("fork").Process(target=_race_in_worker, args=(session, child))
     worker.start()
+    if not parent.poll(240):  # a child that spins (seen once under the two-worker suite) fails, not hangs
+        worker.kill()
+        raise AssertionError("the forked worker sent no race in 240 s")
     reply = parent.recv()
     worker.join(120)
     assert worker.exitcode == 0
