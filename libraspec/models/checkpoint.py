@@ -77,3 +77,14 @@ def check_target(config, target_model, what: str) -> tuple[nn.Embedding, nn.Line
         if getattr(config, key) != int(theirs):
             raise ValueError(f"{what} {key} {getattr(config, key)} does not match the target's {int(theirs)}")
     return embed, head
+
+
+def load_module(cls, config_cls, path, target_model, what: str):
+    """A module of class `cls` from a checkpoint folder (its config read by `config_cls.from_dict`),
+    bound to the target's embeddings and head, in their device and dtype, in eval mode."""
+    data, state = read_folder(path, what)
+    config = config_cls.from_dict(data)
+    embed, head = check_target(config, target_model, what)
+    module = cls(config, embed, head)
+    module.load_checkpoint_state(state)
+    return module.to(device=embed.weight.device, dtype=embed.weight.dtype).eval()

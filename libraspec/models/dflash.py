@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .checkpoint import check_state, check_target, read_folder, target_parts, write_folder
+from .checkpoint import check_state, load_module, target_parts, write_folder
 from .dflash_config import EXTENSIONS, DFlashConfig, default_target_layer_ids
 from .layers import DrafterLayer, RMSNorm, rope_cos_sin, tapped_features
 
@@ -330,12 +330,7 @@ class DFlashDrafter(nn.Module):
     @classmethod
     def from_pretrained(cls, path, target_model) -> "DFlashDrafter":
         """Load a DFlash-format directory and bind it to the target's embeddings and head."""
-        data, state = read_folder(path, "drafter")
-        config = DFlashConfig.from_dict(data)
-        embed, head = check_target(config, target_model, "drafter")
-        drafter = cls(config, embed, head)
-        drafter.load_checkpoint_state(state)
-        return drafter.to(device=embed.weight.device, dtype=embed.weight.dtype).eval()
+        return load_module(cls, DFlashConfig, path, target_model, "drafter")
 
 
 __all__ = ["EXTENSIONS", "DFlashConfig", "DFlashDrafter", "DrafterCache", "default_target_layer_ids"]

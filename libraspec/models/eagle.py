@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checkpoint import check_state, check_target, read_folder, target_parts, write_folder
+from .checkpoint import check_state, load_module, target_parts, write_folder
 from .layers import DrafterLayer, RMSNorm, apply_rope, rope_cos_sin, tapped_features
 
 ARCHITECTURE = "LibraSpecEagleHead"
@@ -316,9 +316,4 @@ class EagleHead(nn.Module):
     @classmethod
     def from_pretrained(cls, path, target_model) -> "EagleHead":
         """Load a head folder and bind it to the target's embeddings and head."""
-        data, state = read_folder(path, "eagle head")
-        config = EagleConfig.from_dict(data)
-        embed, head = check_target(config, target_model, "eagle head")
-        module = cls(config, embed, head)
-        module.load_checkpoint_state(state)
-        return module.to(device=embed.weight.device, dtype=embed.weight.dtype).eval()
+        return load_module(cls, EagleConfig, path, target_model, "eagle head")
