@@ -201,6 +201,20 @@ def test_the_roc_refit_minimises_fpr_plus_three_fnr():
     assert policy.choose_length(stream([0.5, 0.36, 0.34, 0.9], 2)).d == 3  # 0.34 < 0.35 stops
 
 
+def test_confidences_equal_in_meaning_are_equal_at_the_threshold():
+    # a drafter reporting q = 0.9 everywhere gives values a few ulps apart (the softmax's summation
+    # order differs between CPUs): the re-fitted threshold is one of them, and drafting must not stop
+    # at a value 1e-16 below it, nor go on past one 1e-6 below it
+    ulp = np.spacing(0.9)
+    policy = ConfidenceThresholdPolicy(24)
+    policy.update(record(4, 3, (0.9 + 7 * ulp, 0.9 + 4 * ulp, 0.9, 0.9)))
+    policy.update(record(4, 1, (0.9 + ulp, 0.9 + 9 * ulp, 0.9, 0.9)))
+    assert policy.threshold == 0.9  # 6 pairs of both kinds, all q read as 0.9: the re-fit's threshold
+    assert {q for q, _ in policy.pairs} == {0.9}
+    assert policy.choose_length(stream(np.full(24, 0.9 - 3 * ulp), 4)).d == 20  # not below 0.9
+    assert policy.choose_length(stream([0.9, 0.9 - 1e-6, 0.9, 0.9], 2)).d == 2  # below: stops
+
+
 def test_no_refit_from_one_kind_of_pair_and_reset_restores_the_initial_state():
     policy = ConfidenceThresholdPolicy(24)
     for _ in range(3):

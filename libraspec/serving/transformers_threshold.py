@@ -35,7 +35,12 @@ Simplified or mapped here:
   pairs: the re-fitted threshold lives in the generator's copy of the config); under "heuristic"
   transformers carries num_assistant_tokens into the next call, which reset() does not (that is its
   "heuristic_transient");
-- the draft length's room (max_length) is the engine's; universal assisted generation is not modelled.
+- the draft length's room (max_length) is the engine's; universal assisted generation is not modelled;
+- q is read at DIGITS (9) decimals, both where pairs are kept and where drafting stops: a drafter whose
+  q_i are equal in meaning gives values 1e-16 apart that differ between CPUs (summation order in the
+  softmax), and the re-fitted threshold is one of those q, so at full precision whether drafting stops
+  at the threshold would be decided by float noise (transformers compares float32 probabilities and
+  meets the same tie).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ NUM_ASSISTANT_TOKENS = 20  # num_assistant_tokens
 SCHEDULE = "constant"  # num_assistant_tokens_schedule
 FN_WEIGHT = 3.0  # the re-fit's cost fpr + 3 fnr ("25% to false positives and 75% to false negatives")
 MIN_PAIRS = 6  # a re-fit needs more than 5 pairs, at least one of each kind
+DIGITS = 9  # q is read at 9 decimals (module docstring): differences below are float noise
 SCHEDULES = ("constant", "heuristic")
 
 
@@ -110,7 +116,7 @@ class ConfidenceThresholdPolicy:
                 buffer.extend(1)
                 q = _checked_list(buffer.confidences)
             d += 1
-            if q[d - 1] < self.threshold:  # ConfidenceCriteria stops after a token with p < threshold
+            if round(q[d - 1], DIGITS) < self.threshold:  # ConfidenceCriteria stops after a token with p < threshold
                 break
         return Decision(d)
 
@@ -121,7 +127,7 @@ class ConfidenceThresholdPolicy:
         if self.schedule == "heuristic":
             self.num_tokens = self.num_tokens + 2 if accepted == d else max(1, self.num_tokens - 1)
         kept = min(accepted + 1, d)  # the accepted drafts and the first rejected one
-        self.pairs += tuple((float(q), i < accepted) for i, q in enumerate(record.confidences[:kept]))
+        self.pairs += tuple((round(float(q), DIGITS), i < accepted) for i, q in enumerate(record.confidences[:kept]))
         labels = {m for _, m in self.pairs}
         if len(self.pairs) >= self.min_pairs and labels == {True, False}:
             self.threshold = roc_threshold([q for q, _ in self.pairs], [m for _, m in self.pairs])
