@@ -64,8 +64,8 @@ def test_known_text_gives_the_verified_look_ahead_without_its_forward(pair, draf
     target, field by field, and every round with a look-ahead runs one target forward fewer."""
     decoder = SpeculativeDecoder(pair, PROFILE, drafter=drafter)
     prompt = [5, 17, 42, 9, 33]
-    config = DecodeConfig(max_new_tokens=24, lookahead=20, annotate_oracle=True)
-    text = tuple(generated(decode(decoder, prompt, "ar", DecodeConfig(max_new_tokens=24))))
+    config = DecodeConfig(max_new_tokens=16, lookahead=20, annotate_oracle=True)
+    text = tuple(generated(decode(decoder, prompt, "ar", DecodeConfig(max_new_tokens=16))))
     for mode in [m for m in MODES if m != "ar"]:
         with CountingForwards(pair.target) as verified:
             plain = decode(decoder, prompt, mode, config)
