@@ -103,8 +103,8 @@ MODES: dict[str, Mode] = {
             "LibraSpec",
             "#D55E00",
             "policy",
-            lambda s: LibraSpecPolicy(s.alpha, s.d_max),
-            knobs=("alpha", "d_max"),
+            lambda s: LibraSpecPolicy(s.alpha, s.d_max, s.libraspec_start),
+            knobs=("alpha", "d_max", "libraspec_start"),
             role="paper",
         ),
         Mode(

@@ -166,20 +166,29 @@ class LibraSpecPolicy:
     too, although the paper no longer uses it. eps* is capped at d_max inside the loop
     (docs/ARCHITECTURE.md, "Length policies"), so no block is drafted that d cannot reach. With d_max == n
     the loop never runs and d = n.
+
+    `start` (the paper's "initial speculative length", 10 for its Fast-dLLM runs; None = n, the
+    drafter's block, as Algorithm 1 writes it) moves line 4 to d <- start, first drafting the blocks
+    that reach it; B = drafted - start, so a start below n leaves the rest of the block as budget.
     """
 
     name = "libraspec"
 
-    def __init__(self, alpha: float, d_max: int):
+    def __init__(self, alpha: float, d_max: int, start: int | None = None):
         self.alpha = _check_alpha(alpha)
         self.d_max = _check_int(d_max, "d_max")
+        self.start = None if start is None else _check_int(start, "LibraSpec start")
+        if self.start is not None and self.start > self.d_max:
+            raise ValueError(f"LibraSpec start {start} exceeds d_max {d_max}")
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
         n, drafted = _check_buffer(buffer)  # line 3: one block is already drafted
-        if n > self.d_max:
+        if self.start is None and n > self.d_max:
             raise ValueError(f"LibraSpec needs d_max >= n, got d_max={self.d_max}, n={n}")
+        d = n if self.start is None else self.start
+        _ensure_drafted(buffer, d)  # a start past the first block: the blocks that reach it
         q = _checked_list(buffer.confidences)
-        d, budget = n, drafted - n  # line 4: d <- n; B <- 0 (+ blocks drafted ahead)
+        budget = len(q) - d  # line 4: d <- n (or start); B <- 0 (+ blocks drafted ahead)
         steps = []
         while d < self.d_max:  # line 5
             eps_star = min(_bounds(q, d, self.alpha))  # line 6: eps* <- min_i eps_i

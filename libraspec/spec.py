@@ -1,6 +1,6 @@
 """The one checked spec of a run: every policy and decoding knob, one set of defaults, one clamp.
 
-`RunSpec` holds the knobs of every length policy (LibraSpec's alpha and d_max, the static length,
+`RunSpec` holds the knobs of every length policy (LibraSpec's alpha, d_max and start, the static length,
 G4's and FailFast's, the tree modes' depth and node budget) and of decoding (temperature, max new
 tokens, seed). `RunSpec.checked(n, context, prompt_tokens, caps)` is the one place any of them is
 validated: a value out of range is clamped, never refused, and every change comes back as a note
@@ -28,6 +28,7 @@ SEED_MAX = 2**31 - 1
 NAMES = {
     "alpha": "alpha",
     "d_max": "d_max",
+    "libraspec_start": "LibraSpec start",
     "static_length": "static length",
     "g4_initial": "G4 initial length",
     "failfast_threshold": "FailFast threshold",
@@ -38,8 +39,16 @@ NAMES = {
     "max_new_tokens": "max new tokens",
     "seed": "seed",
 }
-LENGTHS = ("d_max", "static_length", "g4_initial", "failfast_step", "tree_depth", "node_budget")  # `Caps.length`'s
-N_DEFAULT = ("static_length", "tree_depth")  # None or 0 means n, the drafter's step (not a change)
+LENGTHS = (
+    "d_max",
+    "libraspec_start",
+    "static_length",
+    "g4_initial",
+    "failfast_step",
+    "tree_depth",
+    "node_budget",
+)  # `Caps.length`'s
+N_DEFAULT = ("static_length", "tree_depth", "libraspec_start")  # None or 0 means n, the drafter's step (not a change)
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,7 @@ class RunSpec:
 
     alpha: float = DEFAULT_ALPHA  # LibraSpec's trade-off (module docstring)
     d_max: int = 24  # cap on d (the paper's for DFlash); also the oracle's look-ahead
+    libraspec_start: int | None = None  # LibraSpec's first d (Algorithm 1 line 4); None or 0 = n, capped at d_max
     static_length: int | None = None  # static d; None or 0 = n
     g4_initial: int | None = None  # G4's first d; None = min(static length, d_max) (set by `checked`)
     failfast_threshold: float = 0.6  # FailFast extends while every q_i >= this
@@ -103,6 +113,10 @@ class RunSpec:
         fixed = dict(
             alpha=clamp("alpha", integer=False),
             d_max=d_max,
+            # unset: n, or d_max where a window holds d_max below n (no note: nothing was asked)
+            libraspec_start=min(n, d_max)
+            if or_n("libraspec_start") == n
+            else clamp("libraspec_start", value=or_n("libraspec_start"), d_max=d_max),
             static_length=static_length,
             g4_initial=min(static_length, d_max) if self.g4_initial is None else clamp("g4_initial", d_max=d_max),
             failfast_threshold=clamp("failfast_threshold", integer=False),
@@ -140,6 +154,7 @@ def bounds(
     return {
         "alpha": ALPHA_RANGE,
         "d_max": (min(n, high), high),
+        "libraspec_start": (1, d_max or high),
         "static_length": (1, high),
         "g4_initial": (1, d_max or high),
         "failfast_threshold": (0.0, 1.0),

@@ -542,6 +542,18 @@ def test_fair_grids():
     assert bench.label_title("failfast-paper") == "FailFast (paper)"
 
 
+def test_libraspec_starts_where_the_bench_says():
+    """`--libraspec-start 10` (the paper's Fast-dLLM setting): line 4 starts at d = 10 on the tiny
+    pair (n = 7), the knob is in the summary's settings, and a start past d_max is lowered to it."""
+    spec = bench.BenchSpec(modes=("ar", "libraspec"), max_new_tokens=8, d_max=20, libraspec_start=10)
+    result = bench.run_bench(tiny_pair("llama"), ["Add 2 and 3."], spec, profile=PROFILE)
+    first = result.records["libraspec"][0][0]
+    assert first.policy_steps[0].d_before == 10 and first.blocks_drafted >= 2
+    assert result.summary["config"]["settings"]["libraspec"]["libraspec_start"] == 10
+    fixed, notes = bench.BenchSpec(d_max=12, libraspec_start=30).checked(7)
+    assert fixed.libraspec_start == 12 and notes == ["LibraSpec start 30 -> 12 (allowed 1..12)"]
+
+
 def test_automatic_alpha_in_bench(prompt_file):
     spec = bench.BenchSpec(modes=("ar", "libraspec"), max_new_tokens=6, alpha="auto")
     result = bench.run_bench(tiny_pair("llama"), read_prompts(prompt_file)[:1], spec, profile=PROFILE)

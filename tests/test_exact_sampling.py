@@ -34,6 +34,7 @@ from libraspec.drafters.block import BlockDiffusionDrafter, BlockDraft
 from libraspec.drafters.iterative import IterativeBlockDrafter
 from libraspec.engine import SpeculativeDecoder
 from libraspec.modes import get_mode, make_policy
+from libraspec.policy import LibraSpecPolicy
 from libraspec.priced import PricedLibraSpecPolicy
 from libraspec.serving.sglang import SGLangAdaptivePolicy
 from libraspec.serving.transformers_threshold import ConfidenceThresholdPolicy
@@ -206,6 +207,22 @@ def test_every_mode_and_drafter_samples_the_target_exactly(v6_pair, targets, mod
     if mode == "libraspec" and drafter == "dflash":
         steps = [s for r in records for s in r.policy_steps]
         assert any(s.blocks_requested for s in steps) and any(s.rollback for s in steps)  # a second block, a rollback
+
+
+def test_libraspec_from_a_start_past_the_first_block_samples_the_target_exactly(v6_pair, targets):  # noqa: F811
+    """LibraSpec started at 5 drafts (the paper starts its Fast-dLLM runs at 10): two blocks of n = 3
+    are drafted before line 4, the loop reads their q_i only, and the output is the target's."""
+    records = []
+    decoder = SpeculativeDecoder(v6_pair, PROFILE, drafter="dflash")
+    sampling = dict(temperature=1.0, lookahead=6, top_k=3)
+
+    def make(state):
+        return LibraSpecPolicy(3.0, 6, start=5)
+
+    dist = output_distribution(decoder, PROMPT, "libraspec", make, NEW, sampling, observe=records.append)
+    assert total_variation(dist, targets["top-k"]) < 1e-9
+    assert all(r.blocks_drafted >= 2 for r in records if r.chosen_length)  # the start's two blocks
+    assert {s.d_before for r in records for s in r.policy_steps[:1]} == {5}
 
 
 # -- planted bugs: each must move the output away from the target --------------------------------

@@ -26,9 +26,12 @@ def naive_eps(q, alpha):
     return out
 
 
-def naive_libraspec(q_all, n, alpha, d_max):
-    """Algorithm 1 with naive bounds; returns (d, tokens drafted), from one drafted block."""
-    d, budget, drafted = n, 0, n
+def naive_libraspec(q_all, n, alpha, d_max, start=None):
+    """Algorithm 1 with naive bounds; returns (d, tokens drafted), from one drafted block (and the
+    blocks that reach `start`, d's first value, n when None)."""
+    d = n if start is None else start
+    drafted = max(1, math.ceil(d / n)) * n
+    budget = drafted - d
     while d < d_max:
         eps_star = min(naive_eps(list(q_all[:d]), alpha))
         if eps_star <= d:
@@ -168,6 +171,23 @@ def test_worked_example_all_zero_rolls_back_to_one():
     assert buf.extend_calls == 0
 
 
+def test_worked_example_a_start_past_the_first_block():
+    # n = 4, alpha = 2, d_max = 12, start = 6: blocks 1 and 2 are drafted first, d = 6, B = 8 - 6 = 2.
+    # q = [1, 1, .75, .5 | .5, .5, 0, 0 | 0 ...]: over q_1..q_6, S_6 = .5, S_5 = .75, S_4 = .875,
+    #   S_3 = 1.40625, S_2 = 2.40625, S_1 = 3.40625: eps = (7, 6, 5, 5, 6, 7), eps* = 5 <= 6: roll back to 5.
+    buf = stream([1, 1, 0.75, 0.5, 0.5, 0.5, 0, 0, 0, 0, 0, 0], 4)
+    decision = LibraSpecPolicy(2.0, 12, start=6).choose_length(buf)
+    assert decision.d == 5 and decision.steps == (PolicyStep(6, 5, 5, 3, 0, True),)
+    assert len(buf.confidences) == 8 and buf.extend_calls == 1
+    # a start below n leaves the rest of the block as budget: start 2, B = 2; eps* over q_1, q_2 = 1, 1
+    # is floor(2 * 1 + 2) = 4 (i = 2); d = 4 uses the budget, no block is drafted
+    buf = stream([1, 1, 0.75, 0.5, 0.5, 0.5, 0, 0], 4)
+    decision = LibraSpecPolicy(2.0, 12, start=2).choose_length(buf)
+    assert decision.steps[0] == PolicyStep(2, 4, 4, 0, 0, False) and decision.d == 5
+    with pytest.raises(ValueError, match="start 13 exceeds d_max 12"):
+        LibraSpecPolicy(2.0, 12, start=13)
+
+
 # ---- properties ------------------------------------------------------------------
 
 probs = st.floats(0.0, 1.0, allow_nan=False)
@@ -212,6 +232,20 @@ def test_libraspec_invariants(case):
         if step.blocks_requested:
             assert step.budget < n  # blocks only when the budget was exhausted
     assert sum(s.rollback for s in decision.steps) <= 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(rounds(), st.integers(1, 40))
+def test_libraspec_from_any_start_is_algorithm_1_from_there(case, start):
+    q, n, alpha, d_max = case
+    start = min(start, d_max)
+    buf = stream(q, n)
+    decision = LibraSpecPolicy(alpha, d_max, start=start).choose_length(buf)
+    assert 1 <= decision.d <= d_max and sum(s.rollback for s in decision.steps) <= 1
+    assert (decision.d, len(buf.confidences)) == naive_libraspec(q, n, alpha, d_max, start)
+    assert all(step.budget >= 0 for step in decision.steps)
+    as_written = LibraSpecPolicy(alpha, d_max).choose_length(stream(q, n))
+    assert LibraSpecPolicy(alpha, d_max, start=n).choose_length(stream(q, n)) == as_written  # start n
 
 
 @settings(deadline=None)

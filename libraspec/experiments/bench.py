@@ -114,6 +114,7 @@ class BenchSpec:
     seed: int = RunSpec.seed  # prompt i is decoded with seed + i in every mode
     alpha: float | str = RunSpec.alpha  # "auto": alpha = T / (tau c) online (autoalpha.py)
     d_max: int = RunSpec.d_max  # also the oracle's look-ahead
+    libraspec_start: int | None = None  # LibraSpec's first d (the paper's Fast-dLLM runs: 10); None: n
     static_lengths: tuple[int, ...] | None = None  # None: d = n, DFlash's static length
     annotate: bool | tuple[str, ...] = True  # oracle annotation (for mad_vs_oracle): all policy modes,
     # none, or the policy modes named (the annotation's look-ahead costs a long verification a round)
@@ -149,6 +150,8 @@ class BenchSpec:
         numbers["seed"] = self.seed
         if self.alpha != AUTO:
             numbers["alpha"] = self.alpha
+        if self.libraspec_start is not None:
+            numbers["libraspec_start"] = self.libraspec_start
         checked = RunSpec(**numbers).checked(n, context, prompt_tokens)
         fixed, lengths = checked.spec, []
         changes = {name: getattr(fixed, name) for name in numbers}
@@ -310,14 +313,15 @@ def run_bench(
 
 
 def _settings(spec: BenchSpec, n: int, label: str, mode: str, value: int | None) -> RunSpec:
-    """The policy knobs of one label but alpha (`driver.alpha_policy` sets the bench's): the
-    static length (n when unset), a MODE-paper label's published settings (`Mode.published`),
+    """The policy knobs of one label but alpha (`driver.alpha_policy` sets the bench's): LibraSpec's
+    start and the static length (n when unset), a MODE-paper label's published settings (`Mode.published`),
     ddtree's depth (n when unset) and a tree mode's node budget (`value`)."""
     if label in PUBLISHED:
         return RunSpec(**dict(MODES[mode].published)).checked(n).spec
     tree = MODES[mode].kind == "tree"
     settings = RunSpec(
         d_max=spec.d_max,
+        libraspec_start=spec.libraspec_start,
         static_length=n if tree else value or n,
         tree_depth=spec.tree_depth or n,
         node_budget=value if tree else spec.node_budgets[0],
@@ -460,6 +464,12 @@ def add_arguments(parser) -> None:
         "--alpha", default=f"{RunSpec.alpha:g}", help="LibraSpec's alpha: a number, or auto (T / (tau c) online)"
     )
     parser.add_argument("--d-max", type=int, default=RunSpec.d_max)
+    parser.add_argument(
+        "--libraspec-start",
+        type=int,
+        default=None,
+        help="LibraSpec's first d (the paper's Fast-dLLM runs: 10; default: n)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: unchanged)")
     parser.add_argument("--model", default=None, help="model pair (default: the registry default)")
     parser.add_argument("--limit", type=int, default=None, help="use the first K prompts only")
@@ -513,6 +523,7 @@ def run(args) -> int:
         seed=args.seed,
         alpha=args.alpha,
         d_max=args.d_max,
+        libraspec_start=args.libraspec_start,
         static_lengths=parse_lengths(args.static_lengths),
         annotate=parse_annotate(args.annotate),
         drafter=args.drafter,
