@@ -48,7 +48,7 @@ LENGTHS = (
     "tree_depth",
     "node_budget",
 )  # `Caps.length`'s
-N_DEFAULT = ("static_length", "tree_depth", "libraspec_start")  # None or 0 means n, the drafter's step (not a change)
+N_DEFAULT = ("static_length", "tree_depth")  # the form's fields where None or 0 means n (libraspec_start too)
 
 
 @dataclass(frozen=True)
