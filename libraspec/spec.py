@@ -48,7 +48,7 @@ LENGTHS = (
     "tree_depth",
     "node_budget",
 )  # `Caps.length`'s
-N_DEFAULT = ("static_length", "tree_depth")  # the form's fields where None or 0 means n (libraspec_start too)
+N_DEFAULT = ("static_length", "tree_depth")  # None or 0 means n, the drafter's step (not a change)
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class RunSpec:
 
     alpha: float = DEFAULT_ALPHA  # LibraSpec's trade-off (module docstring)
     d_max: int = 24  # cap on d (the paper's for DFlash); also the oracle's look-ahead
-    libraspec_start: int | None = None  # LibraSpec's first d (Algorithm 1 line 4); None or 0 = n, capped at d_max
+    libraspec_start: int | None = None  # LibraSpec's first d (Algorithm 1 line 4), at most d_max; None or 0 = n
     static_length: int | None = None  # static d; None or 0 = n
     g4_initial: int | None = None  # G4's first d; None = min(static length, d_max) (set by `checked`)
     failfast_threshold: float = 0.6  # FailFast extends while every q_i >= this
@@ -113,10 +113,12 @@ class RunSpec:
         fixed = dict(
             alpha=clamp("alpha", integer=False),
             d_max=d_max,
-            # unset: n, or d_max where a window holds d_max below n (no note: nothing was asked)
-            libraspec_start=min(n, d_max)
-            if or_n("libraspec_start") == n
-            else clamp("libraspec_start", value=or_n("libraspec_start"), d_max=d_max),
+            # unset stays None: the policy starts at the n of the drafter that runs (a head's 1, a
+            # block's n), which the n given here need not be
+            libraspec_start=None
+            if self.libraspec_start is None
+            or (not isinstance(self.libraspec_start, bool) and self.libraspec_start == 0)
+            else clamp("libraspec_start", d_max=d_max),
             static_length=static_length,
             g4_initial=min(static_length, d_max) if self.g4_initial is None else clamp("g4_initial", d_max=d_max),
             failfast_threshold=clamp("failfast_threshold", integer=False),

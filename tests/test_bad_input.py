@@ -145,7 +145,7 @@ def test_server_answers_a_normal_request_afterwards(client):
     assert summary["settings"] == {
         "alpha": 2.2,
         "d_max": 24,
-        "libraspec_start": N,  # the whole run spec: LibraSpec starts at n unless set
+        "libraspec_start": None,  # the whole run spec: LibraSpec starts at the drafter's n unless set
         "static_length": N,
         "temperature": 0.0,
         "max_new_tokens": 12,

@@ -15,23 +15,20 @@ def test_defaults_are_one_set_and_a_valid_spec_is_left_alone():
     spec = RunSpec()
     assert spec.alpha == DEFAULT_ALPHA == 2.2 and spec.d_max == 24 and spec.max_new_tokens == 128
     checked, notes = spec.checked(7)
-    assert notes == {} and checked == dataclasses.replace(
-        spec, static_length=7, tree_depth=7, g4_initial=7, libraspec_start=7
-    )
+    assert notes == {} and checked == dataclasses.replace(spec, static_length=7, tree_depth=7, g4_initial=7)
     assert RunSpec(static_length=3, d_max=2).checked(1).spec.g4_initial == 2  # min(static length, d_max)
     assert RunSpec(g4_initial=9, d_max=8).checked(1).notes["g4_initial"].startswith("G4 initial length 9 -> 8")
 
 
-def test_libraspec_start_is_n_unless_set_and_at_most_d_max():
-    """The paper starts LibraSpec at 10 drafts on Fast-dLLM (its block elsewhere): unset or 0 is n
-    (d_max where a window holds d_max below n, without a note: nothing was asked); a start past
-    d_max is lowered to it with a note."""
+def test_libraspec_start_is_unset_unless_given_and_at_most_d_max():
+    """The paper starts LibraSpec at 10 drafts on Fast-dLLM (its block elsewhere). Unset or 0 stays
+    None, so the policy starts at the n of the drafter that runs (an EAGLE-style head drafts 1 a step
+    where the pair's block is 7); a start past d_max is lowered to it with a note."""
     assert RunSpec(libraspec_start=0).checked(7) == RunSpec().checked(7)
+    assert RunSpec().checked(7).spec.libraspec_start is None
     assert RunSpec(libraspec_start=10, d_max=60).checked(15).spec.libraspec_start == 10
     checked, notes = RunSpec(libraspec_start=30, d_max=20).checked(7)
     assert checked.libraspec_start == 20 and notes == {"libraspec_start": "LibraSpec start 30 -> 20 (allowed 1..20)"}
-    checked, notes = RunSpec().checked(15, context=12)  # the window lowers d_max below n = 15
-    assert (checked.d_max, checked.libraspec_start) == (10, 10) and "libraspec_start" not in notes
     with pytest.raises(SettingError, match="LibraSpec start must be a number"):
         RunSpec(libraspec_start="ten").checked(7)
 

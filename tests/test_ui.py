@@ -224,6 +224,25 @@ def test_a_field_that_is_not_a_number_says_so_under_itself_only():
     assert "alpha must be a number; the field is empty" in info and "None" not in info
 
 
+def test_a_fields_check_sets_the_value_only_when_it_corrected_it():
+    """A check answers after the visitor left the field; on a loaded server the visitor may have typed
+    a new value by then (a browser run typed alpha 24, then 2.2, and the late check of 24 put 24 back).
+    So a value the check left unchanged is not sent back; a corrected one is."""
+    from types import SimpleNamespace
+
+    from ui.race_tab import RaceTabs
+    from ui.settings import FIELDS
+
+    tab = RaceTabs.__new__(RaceTabs)
+    tab.session = SimpleNamespace(n=7)
+    values = dict(zip(FIELDS, (24.0, 24, 0, 0.0, 64, 0, 0, 32)))
+    update = tab.check_field("alpha", *values.values())
+    assert update.value is None and "allowed 0.05..64" in update.info
+    values["alpha"] = 100.0
+    update = tab.check_field("alpha", *values.values())
+    assert update.value == 64.0 and "alpha 100 -> 64" in update.info
+
+
 def test_a_clamped_seed_is_written_in_full():
     """Whole numbers in notes are written in full: the seed's range reads 0..2147483647 in the note
     as in the field's hint, never 2.14748e+09 (issue 45)."""

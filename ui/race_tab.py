@@ -487,8 +487,10 @@ class RaceTabs:
         except ValueError as error:  # this field's own refusal (the others are numbers)
             return gr.Number(info=field_info(name, n, str(error)))
         info = field_info(name, n, checked.notes.get(name))
-        if name in N_DEFAULT and values[FIELDS.index(name)] in (0, None):
-            return gr.Number(info=info)  # 0 stays 0 ("= n")
+        if name not in checked.notes or (name in N_DEFAULT and values[FIELDS.index(name)] in (0, None)):
+            # nothing corrected (0 stays 0, "= n"): the value is left alone, so a check that answers
+            # late on a loaded server never puts back what the visitor has typed over since
+            return gr.Number(info=info)
         return gr.Number(value=getattr(checked.spec, name), info=info)
 
     @staticmethod
