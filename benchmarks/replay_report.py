@@ -431,8 +431,8 @@ def render(args, pair, profiles, concurrency, results, engines, ratios, measured
         lines.append("")
     lines += ["## Measured check (block-diffusion drafter)", ""]
     lines += measured_table(measured, args)
+    lines += ["", *kept_table1(Path(args.out))]
     lines += [
-        "",
         "## Reproduce",
         "",
         f"`{meta['command']}` (traces and measured runs are cached per prompt under "
@@ -445,6 +445,18 @@ def render(args, pair, profiles, concurrency, results, engines, ratios, measured
         "",
     ]
     return "\n".join(lines)
+
+
+def kept_table1(path: Path) -> list[str]:
+    """The Table 1 section benchmarks/table1.py wrote into `path` (between its markers), kept as it is:
+    this report does not record the iterative drafter's and the head's traces."""
+    from table1 import MARKERS
+
+    text = path.read_text() if path.exists() else ""
+    if MARKERS[0] not in text or MARKERS[1] not in text:
+        return []
+    kept = text.split(MARKERS[0], 1)[1].split(MARKERS[1], 1)[0]
+    return [MARKERS[0] + kept + MARKERS[1], ""]
 
 
 ENGINE_ROWS_NOTE = (

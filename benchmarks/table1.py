@@ -115,6 +115,11 @@ def main() -> None:
     parser.add_argument(
         "--profile", default="", help="a latency profile JSON to price with (default: this pair's cached one)"
     )
+    parser.add_argument(
+        "--benchmarks",
+        default=str(ROOT / "BENCHMARKS.md"),
+        help="the file whose Table 1 section this run rewrites ('' for none)",
+    )
     args = parser.parse_args()
     args.drafters = args.drafters.split(",")
     torch.set_num_threads(args.threads)
@@ -159,7 +164,46 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(str(out / "summary.json"), json.dumps(result, indent=1))
     atomic_write_text(str(out / "README.md"), table(result))
+    if args.benchmarks:
+        splice(Path(args.benchmarks), section(result, out))
     print(table(result))
+
+
+MARKERS = ("<!-- table1: written by benchmarks/table1.py -->", "<!-- /table1 -->")
+
+
+def section(result: dict, out: Path) -> str:
+    """BENCHMARKS.md's Table 1 section: this run's table under its own heading, between MARKERS (which
+    benchmarks/replay_report.py keeps when it writes the rest of the file)."""
+    where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    body = table(result).split("\n", 2)[2]  # the table without the README's title
+    return "\n".join(
+        [
+            MARKERS[0],
+            "## The paper's Table 1 on the embedded pair (modeled by replay)",
+            "",
+            f"From one run of `benchmarks/table1.py` (`{where}/`); the paper's claims, point by point, "
+            "are in `benchmarks/results/table1/CLAIMS.md`.",
+            "",
+            body.rstrip("\n"),
+            MARKERS[1],
+            "",
+        ]
+    )
+
+
+def splice(path: Path, text: str) -> None:
+    """Replace the section between MARKERS in `path`, or put it before "## Reproduce" (else at the end)."""
+    old = path.read_text()
+    if MARKERS[0] in old and MARKERS[1] in old:
+        head, rest = old.split(MARKERS[0], 1)
+        new = head + text.rstrip("\n") + rest.split(MARKERS[1], 1)[1]
+    elif "\n## Reproduce" in old:
+        head, rest = old.split("\n## Reproduce", 1)
+        new = head + "\n" + text + "\n## Reproduce" + rest
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    atomic_write_text(str(path), new)
 
 
 def judged(traces) -> tuple[list[float], list[int]]:

@@ -658,3 +658,26 @@ def test_span_prints_one_value_when_both_ends_print_the_same():
     assert report_md._span([1.2, 0.8], "{:.0f}") == "1"  # BENCHMARKS.md once read "1-1%"
     assert report_md._span([0.4, 3.0], "{:.0f}") == "0-3"
     assert report_md._span([0.51, 0.512], "{:.2f}") == "0.51"
+
+
+def test_table1_writes_its_own_section_of_benchmarks_md_and_the_report_keeps_it(tmp_path, monkeypatch):
+    """benchmarks/table1.py rewrites only its section of BENCHMARKS.md (before "## Reproduce" the first
+    time, in place after), and benchmarks/replay_report.py, which writes the rest, keeps it as it is."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import replay_report
+    import table1
+
+    path = tmp_path / "BENCHMARKS.md"
+    path.write_text("# Benchmarks\n\n## Grid\n\nrows\n\n## Reproduce\n\nhow\n")
+    table1.splice(path, table1.MARKERS[0] + "\n## Table 1\n\nfirst\n" + table1.MARKERS[1] + "\n")
+    first = path.read_text()
+    assert first.index("## Grid") < first.index("first") < first.index("## Reproduce") and first.endswith("how\n")
+    table1.splice(path, table1.MARKERS[0] + "\n## Table 1\n\nsecond\n" + table1.MARKERS[1] + "\n")
+    second = path.read_text()
+    assert "first" not in second and second.count(table1.MARKERS[0]) == 1
+    assert second.replace("second", "first") == first  # nothing else moved
+    kept = replay_report.kept_table1(path)
+    assert kept[0].startswith(table1.MARKERS[0]) and "second" in kept[0] and kept[0].endswith(table1.MARKERS[1])
+    assert replay_report.kept_table1(tmp_path / "absent.md") == []
