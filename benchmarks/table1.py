@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -36,6 +37,7 @@ from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
 from libraspec.experiments import grids  # noqa: E402
 from libraspec.experiments.bench import PUBLISHED, label_title  # noqa: E402
 from libraspec.experiments.provenance import cpu_clock, others_share  # noqa: E402
+from libraspec.experiments.stats import speedup_interval  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import AR, BASELINE, MODES, ORACLE, PAPER  # noqa: E402
@@ -116,6 +118,12 @@ def main() -> None:
         "--profile", default="", help="a latency profile JSON to price with (default: this pair's cached one)"
     )
     parser.add_argument(
+        "--measured",
+        type=int,
+        default=0,
+        help="also decode the first K prompts of each suite with the engine and time them (run it idle)",
+    )
+    parser.add_argument(
         "--benchmarks",
         default=str(ROOT / "BENCHMARKS.md"),
         help="the file whose Table 1 section this run rewrites ('' for none)",
@@ -150,8 +158,11 @@ def main() -> None:
             "mean_q1": float(sum(float(t.q[g, 0]) for _, t in pairs for g in range(len(t)) if not t.empty[g]))
             / len(first),
         }
+    if args.measured:
+        result["measured"] = measured_check(pair, profile, args, result)
     result["meta"] = {
         "limit": args.limit,
+        "measured_limit": args.measured,
         "max_new_tokens": args.max_new_tokens,
         "lookahead": args.lookahead,
         "drafter_id": pair.drafter_id,
@@ -206,6 +217,63 @@ def splice(path: Path, text: str) -> None:
     atomic_write_text(str(path), new)
 
 
+def measured_check(pair, profile: LatencyProfile, args, result: dict) -> dict:
+    """Wall clock on the first `args.measured` prompts of each suite: AR, then for each drafter its best
+    static length (chosen by replay above) and both LibraSpec rows, decoded by the engine. Speedup =
+    AR's seconds per token over the row's, pooled over prompts, with its 95% bootstrap interval, beside
+    the modeled speedup of the same engine rounds; each row's text is checked against AR's."""
+    by_label = {config.label: config for config in configs()}
+    libraspec = [label for label in by_label if label.startswith("LibraSpec")]
+    rows: dict[str, dict[str, list[dict]]] = {}
+    strata, equal = [], {}
+    warm = SpeculativeDecoder(pair, profile, drafter="dflash")
+    list(warm.run(pair.encode_prompt("Hello."), "ar", None, DecodeConfig(max_new_tokens=8)))  # first-call costs
+    for suite, file in SUITES.items():
+        for text in read_prompts(Path(args.data) / file)[: args.measured]:
+            prompt = pair.encode_prompt(text)
+            strata.append(suite)
+            start = time.perf_counter()
+            ar = list(warm.run(prompt, "ar", None, DecodeConfig(max_new_tokens=args.max_new_tokens)))
+            ar_s = time.perf_counter() - start
+            ar_text = committed_text(ar)
+            for drafter in args.drafters:
+                decoder = SpeculativeDecoder(pair, profile, drafter=drafter)
+                for label in [result["drafters"][drafter]["best_static"], *libraspec]:
+                    config = by_label[label]
+                    settings, _ = config.settings.checked(decoder.n, context=pair.target.max_positions)
+                    policy = MODES[config.mode].policy(settings, profile)
+                    run = DecodeConfig(max_new_tokens=args.max_new_tokens, lookahead=settings.d_max)
+                    start = time.perf_counter()
+                    records = list(decoder.run(prompt, config.mode, policy, run))
+                    wall = time.perf_counter() - start
+                    key = f"{drafter} / {label}"
+                    equal[key] = equal.get(key, True) and committed_text(records) == ar_text
+                    rows.setdefault(drafter, {}).setdefault(label, []).append(
+                        {
+                            "tokens": len(committed_text(records)),
+                            "wall_s": wall,
+                            "modeled_s": records[-1].cumulative_modeled_s,
+                            "ar_tokens": len(ar_text),
+                            "ar_wall_s": ar_s,
+                            "ar_modeled_s": ar[-1].cumulative_modeled_s,
+                        }
+                    )
+            print("measured", suite, len(strata), flush=True)
+    out = {}
+    for drafter, by_row in rows.items():
+        for label, mine in by_row.items():
+            summary = {}
+            for seconds in ("wall_s", "modeled_s"):
+                ar_rate = sum(r[f"ar_{seconds}"] for r in mine) / sum(r["ar_tokens"] for r in mine)
+                rate = sum(r[seconds] for r in mine) / sum(r["tokens"] for r in mine)
+                summary[seconds] = {
+                    "speedup": ar_rate / rate,
+                    "interval": speedup_interval(mine, seconds, strata=strata),
+                }
+            out.setdefault(drafter, {})[label] = {**summary, "equals_ar": equal[f"{drafter} / {label}"]}
+    return out
+
+
 def judged(traces) -> tuple[list[float], list[int]]:
     """(q_i, accepted) of every draft a greedy round verifying an anchor's whole chain judges: drafts
     1 .. matches + 1 (the first wrong one included), as `libraspec.train.evaluate` counts them."""
@@ -254,6 +322,25 @@ def table(result: dict) -> str:
                 f"| {row['speedup']:.3f} "
                 f"({low:.3f}-{high:.3f}) | {tau} | {mean_d} |"
             )
+    if result.get("measured"):
+        lines += [
+            "",
+            f"**Measured check** (wall clock, engine decoding, the first {meta['measured_limit']} prompts of each "
+            f"suite, {meta['max_new_tokens']} greedy tokens; other processes used {meta['other_cpu']:.0%} of the CPU "
+            "over the whole run): speedup over AR measured and, for the same engine rounds, modeled by the profile.",
+            "",
+            "| drafter | row | measured speedup (95% interval) | modeled, same rounds (95% interval) | equals AR |",
+            "|---|---|---|---|---|",
+        ]
+        for drafter, by_row in result["measured"].items():
+            for label, row in by_row.items():
+                cells = []
+                for seconds in ("wall_s", "modeled_s"):
+                    low, high = row[seconds]["interval"] or (float("nan"), float("nan"))
+                    cells.append(f"{row[seconds]['speedup']:.3f} ({low:.3f}-{high:.3f})")
+                lines.append(
+                    f"| {drafter} | {label} | {cells[0]} | {cells[1]} | {'yes' if row['equals_ar'] else 'NO'} |"
+                )
     return "\n".join(lines) + "\n"
 
 
