@@ -542,13 +542,13 @@ def _head(data, default_plan) -> list[str]:
 
 def _knob_phrases(config: dict, d_max: int) -> list[str]:
     """ "; FailFast threshold 0.6, start and step 4" per label whose policy read a knob the line has
-    not said (bench's config "settings"), each knob's name without the label's title; a label with
-    its paper's settings (`Mode.published`) says them all."""
+    not said (bench's config "settings"), each knob's name without the label's title, unset knobs
+    (LibraSpec's start at n) left out; a label with its paper's settings (`Mode.published`) says them all."""
     said = {"d_max", "static_length"}  # the setup line's
     phrases = []
     for label, knobs in (config.get("settings") or {}).items():
         paper = label in PUBLISHED
-        shown = {k: v for k, v in knobs.items() if paper or k not in said}
+        shown = {k: v for k, v in knobs.items() if v is not None and (paper or k not in said)}  # None: unset (n)
         if shown:
             title = label_title(label)
             mode = title.split(" (")[0] + " "  # "FailFast (paper)" names its knobs "FailFast ..."
