@@ -154,7 +154,9 @@ def test_broken_verifier_is_detected(pair, monkeypatch):
         return drafts.shape[0], rng.sample(torch.softmax(target_logits[-1].double() / cfg.temperature, -1))
 
     monkeypatch.setattr(engine, "sample_accept", accept_everything)
-    statistic, threshold, _ = chi2(pair)
+    # 600 draws, a quarter of the real test's: chi-square grows with the draws for a fixed error, so
+    # what fails by far here fails by more at 2400 (there it was 7526 against a threshold of 66.7)
+    statistic, threshold, _ = chi2(pair, n=N // 4)
     print(f"broken verifier: chi-square {statistic:.1f}, threshold {threshold:.1f}")
     assert statistic > 3 * threshold, f"broken verifier not detected: chi-square {statistic:.1f}"
 

@@ -76,9 +76,10 @@ def same_rounds(replayed, engine, where) -> None:
 
 
 # the iterative drafter with the real module only: the doubles ignore which positions are masked;
-# the head has no runner-up double (its "partly" is a head trained on the tiny target's text)
+# the head with its "partly" double only: a head trained on the tiny target's text, whose rounds reject
+# and accept several drafts (asserted below), which covers a random head's rounds that reject at once
 CELLS = [(d, double) for d in DRAFTERS for double in ("random", "partly", "runner-up")]
-SKIP = {("fastdllm", "partly"), ("fastdllm", "runner-up"), ("eagle", "runner-up")}
+SKIP = {("fastdllm", "partly"), ("fastdllm", "runner-up"), ("eagle", "random"), ("eagle", "runner-up")}
 
 
 @pytest.mark.parametrize("drafter,double", [c for c in CELLS if c not in SKIP])
