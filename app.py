@@ -53,7 +53,7 @@ def build_demo(session: Session | None = None) -> gr.Blocks:
             WhatIfTab(session, whatif).build()
             SweepTab(session).build()
             CalibrationTab(session, tabs.drafter).build()
-        tabs.link_teach(teach, tab_set)
+        tabs.inspector.link_teach(teach, tab_set)
         tabs.attach_load(demo)
         teach.attach_load(demo)
     demo.queue(default_concurrency_limit=4)

@@ -78,15 +78,18 @@ def test_races_are_seen_only_by_their_visitor(session):
     assert calibration_tab.calibration(ALICE)["samples"] > 0
     assert calibration_tab.calibration(BOB)["samples"] == 0
     assert calibration_tab.show(BOB, SOURCES[0], False, [])[0].startswith("No submitted drafts")
-    assert race_tab.inspect_mode_changed(BOB, run_id, "libraspec") == (gr.skip(),) * 7  # nothing to show
-    assert race_tab.inspect_mode_changed(ALICE, run_id, "libraspec")[0] != gr.skip()
-    assert race_tab.inspect_round(BOB, run_id, "libraspec", 0) == (gr.skip(),) * 5
-    assert len(race_tab.inspect_round(ALICE, run_id, "libraspec", 0)) == 5
+    inspector = race_tab.inspector
+    assert inspector.mode_changed(BOB, run_id, "libraspec") == gr.skip()  # nothing to show
+    assert len(inspector.mode_changed(ALICE, run_id, "libraspec")) == 7
+    assert inspector.inspect_round(BOB, run_id, "libraspec", 0) == gr.skip()
+    assert len(inspector.inspect_round(ALICE, run_id, "libraspec", 0)) == 5
+    assert inspector.jump_to_round(BOB, run_id, "libraspec", 0) == gr.skip()
+    assert len(inspector.jump_to_round(ALICE, run_id, "libraspec", 0)) == 6
     with pytest.raises(gr.Error, match="Run a race first"):
-        race_tab.check_teach_round(BOB, run_id, "libraspec")
+        inspector.check_teach_round(BOB, run_id, "libraspec")
     with pytest.raises(gr.Error, match="LibraSpec's Algorithm 1"):
-        race_tab.check_teach_round(ALICE, run_id, "static")
-    race_tab.check_teach_round(ALICE, run_id, "libraspec")  # Alice's last race: it opens
+        inspector.check_teach_round(ALICE, run_id, "static")
+    inspector.check_teach_round(ALICE, run_id, "libraspec")  # Alice's last race: it opens
     _, source, shown, cost = teach_tab.open_race_round(0)
     assert (
         "of the last race"

@@ -358,23 +358,28 @@ def test_a_field_left_at_zero_keeps_its_zero_after_a_race(session):
     went blank (their update carried gr.skip() as the value) and the next Run was refused with
     "static length must be a number, got {'__type__': 'update'}". The race's field updates must
     leave a 0 untouched, and a second race with the same values must run."""
-    from ui.race_tab import RaceTabs
+    import gradio as gr
+
+    from ui.race_tab import RaceForm, RaceTabs
     from ui.settings import FIELDS
 
     tabs = RaceTabs(session)
+    with gr.Blocks():
+        tabs.build_status()
+        with gr.Tabs():
+            tabs.build()
     values = dict(
         alpha=2.2, d_max=14, static_length=0, temperature=0.0, max_new_tokens=6, seed=0, tree_depth=0, node_budget=8
     )
     for attempt in range(2):
-        yields = list(tabs._race_live("zero-owner", "Hello there", *values.values(), None, None, None, None))
-        shown = [dict(zip(FIELDS, y[-len(FIELDS) :])) for y in yields]
-        shown = [fields for fields in shown if not isinstance(fields["d_max"], dict)]  # dicts: gr.skip()
+        yields = list(tabs._race_live("zero-owner", RaceForm.of(dict(values, prompt="Hello there"))))
+        shown = [{name: y[tabs.fields[name]] for name in FIELDS} for y in yields if tabs.fields["d_max"] in y]
         assert shown, "the race never showed its checked settings"
         for fields in shown:
             for name in ("static_length", "tree_depth"):
                 assert fields[name].value is None, (attempt, name, fields[name].value)  # no value: 0 stays
             assert fields["d_max"].value == 14  # other fields carry their checked value
-        assert "Not run" not in str(yields[-1][0]), yields[-1][0]
+        assert "Not run" not in str(yields[-1][tabs.status]), yields[-1][tabs.status]
 
 
 def test_a_prompt_beyond_the_cap_is_refused_within_seconds(session, monkeypatch):

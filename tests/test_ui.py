@@ -496,3 +496,29 @@ def test_the_inspector_offers_the_rounds_worth_showing():
         ("largest |d - d*| (d = 5, d* = 1): round 2", 2),
     ]  # round 1 is the first extend and the first extend-then-roll-back: named once
     assert interesting_rounds([rounds(0, (stop,), 5, 5)]) == [] and interesting_rounds([]) == []
+
+
+def test_the_race_form_is_named_once_and_sizes_its_gpu_call():
+    """Issue 44: the form's values reach the session as one named `RaceForm` (no positional
+    14-argument handlers); the live race's inputs are `FORM`'s, in its order, and a Space's GPU
+    reservation reads max_new_tokens from the form by name."""
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from ui.hosting import race_seconds
+    from ui.race_tab import FORM, RaceForm, RaceTabs, _race_gpu_seconds
+
+    form = RaceForm.of({"prompt": "Hi", "alpha": 3.5, "max_new_tokens": 512, "modes": ["static"], "drafter": "lookup"})
+    assert (form.prompt, form.settings.alpha, form.settings.max_new_tokens) == ("Hi", 3.5, 512)
+    assert (form.modes, form.drafter, form.model, form.inspect_mode) == (["static"], "lookup", None, None)
+    assert form.settings.d_max == RunSpec.d_max  # a value the form lacks is the spec's default
+    assert _race_gpu_seconds("owner", form) == race_seconds(512) > race_seconds(8)
+    tab = RaceTabs(SimpleNamespace(n=7, loaded=False, offered=["one"], model="one", default_drafter=None))
+    with gr.Blocks():
+        tab.build_status()
+        with gr.Tabs():
+            tab.build()
+    named = tab._form_components()
+    assert tuple(named) == tuple(name for name in FORM if name != "model")  # one pair: no model field
+    assert named["alpha"] is tab.fields["alpha"] and named["inspect_mode"] is tab.inspector.mode

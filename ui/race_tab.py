@@ -1,10 +1,12 @@
-"""Race and Round-inspector tabs: layout and wiring only (logic lives in `session`, `libraspec`).
+"""The Race tab: layout and wiring only (logic lives in `session`, `libraspec`).
 
 Up to three modes decode the same prompt side by side (default: static n, LibraSpec alpha /
 d_max, the oracle d*; any policy, oracle or tree mode of the registry can be chosen, one column
-each) with the drafter chosen next to the model; the inspector shows the same run's figures
-(`libraspec.views.plots`), what each round drafted, from which source, and for a tree mode the
-round's draft tree. Every model call runs in one queue (`concurrency_id="model"`, one at a time).
+each) with the drafter chosen next to the model; the Round inspector tab (`inspector_tab`) shows
+the same run's figures. Every model call runs in one queue (`concurrency_id="model"`, one at a time).
+
+The form's values reach the session as one `RaceForm` (named, built in `RaceForm.of`), and the
+handlers answer with updates by component: what they leave out stays as it is.
 
 The settings are plain number fields: `ui.settings.check_settings` clamps what is out of
 range, and each clamp is written under its field (on leaving the field and when a race
@@ -15,6 +17,7 @@ the status line; the previous run's results stay as they were, unmarked.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -24,10 +27,7 @@ import pandas as pd
 
 from libraspec.drafters import DRAFTER_TITLES, DRAFTERS
 from libraspec.models.registry import describe_pair
-from libraspec.modes import PAPER
 from libraspec.paths import read_examples
-from libraspec.profiling import PROFILE_TOLERANCE
-from libraspec.records import interesting_rounds, records_to_frame
 from libraspec.spec import N_DEFAULT, RunSpec
 from libraspec.views import plots
 
@@ -35,7 +35,8 @@ from .common import QUEUE, as_error, client_key
 from .history import COLUMNS as HISTORY_COLUMNS
 from .history import history_frame, history_notes
 from .hosting import LOAD_SECONDS, gpu, race_seconds
-from .race_words import round_info, run_report, tree_reasons, verdict
+from .inspector_tab import InspectorTab
+from .race_words import run_report, verdict
 from .races import Snapshot
 from .render import column_html, legend_html, status_html, title
 from .run import RACE_MODES, Run
@@ -44,7 +45,6 @@ from .settings import FIELDS, RACE_COLUMNS, RACEABLE, allowed, check_race_modes,
 from .whatif import WhatIf
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
-EMPTY = records_to_frame([])
 LABELS = {
     "alpha": "alpha (LibraSpec trade-off)",
     "d_max": "d_max (length cap)",
@@ -60,19 +60,33 @@ ELEM_IDS = {name: f"ls-{name.replace('_', '-')}" for name in FIELDS} | {"max_new
 RUN_LABEL = "Run race"
 
 
-def _race_gpu_seconds(
-    owner=None,
-    prompt=None,
-    alpha=None,
-    d_max=None,
-    static_length=None,
-    temperature=None,
-    max_new_tokens=128,
-    *rest,
-    **named,
-) -> int:
-    """GPU seconds a Space reserves for one race call (same arguments as `_race_live` and `_race`)."""
-    return race_seconds(named.get("max_new_tokens", max_new_tokens))
+FORM = ("prompt", *FIELDS, "inspect_mode", "drafter", "modes", "model")  # the live race's inputs, in order
+
+
+@dataclasses.dataclass(frozen=True)
+class RaceForm:
+    """What a visitor asked of one race, by name: the form's values (or the `race` API's arguments)."""
+
+    prompt: str | None
+    settings: RunSpec  # as typed: `Races.stream` checks it once
+    inspect_mode: str | None = None
+    drafter: str | None = None
+    modes: object = None  # a list (the form), a comma-separated string (the API) or None
+    model: str | None = None
+
+    @classmethod
+    def of(cls, values: dict) -> RaceForm:
+        """From values by name (`FORM`'s; a missing one is None: the form has no model field with one pair)."""
+        return cls(
+            values.get("prompt"),
+            RunSpec(**{name: values[name] for name in FIELDS if name in values}),
+            *(values.get(name) for name in ("inspect_mode", "drafter", "modes", "model")),
+        )
+
+
+def _race_gpu_seconds(owner=None, form: RaceForm | None = None) -> int:
+    """GPU seconds a Space reserves for one race call (the arguments of `_race_live` and `_race`)."""
+    return race_seconds(form.settings.max_new_tokens if form is not None else RunSpec.max_new_tokens)
 
 
 def field_info(name: str, n: int | None, note: str | None = None) -> str:
@@ -114,11 +128,11 @@ class RaceTabs:
     def __init__(self, session: Session, whatif: WhatIf | None = None):
         """`whatif`: the app's one `WhatIf`, whose recommendation "Use suggested alpha" sets."""
         self.session, self.whatif = session, whatif
+        self.inspector = InspectorTab(session)
         # spaces.GPU on a Space, else unchanged; the client's key, not its request, crosses into a GPU call
         self._warm_up_gpu = gpu(lambda *args, **named: LOAD_SECONDS)(self.warm_up)
         self._race_live_gpu = gpu(_race_gpu_seconds)(self._race_live)
         self._race_gpu = gpu(_race_gpu_seconds)(self._race)
-        self._remeasure_gpu = gpu(lambda *args, **named: LOAD_SECONDS)(self.remeasure_profile)
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -133,7 +147,7 @@ class RaceTabs:
         with gr.Tab("Race", id="race"):
             self._race_layout()
         with gr.Tab("Round inspector", id="inspector"):
-            self._inspector_layout()
+            self.inspector.layout()
             self._wire()  # inside the tab: gr.api adds a block that would split the tab bar
 
     def _race_layout(self) -> None:
@@ -229,90 +243,19 @@ class RaceTabs:
                 label="round records (CSV, Parquet)", file_count="multiple", interactive=False, elem_id="ls-files"
             )
 
-    def _inspector_layout(self) -> None:
-        gr.Markdown(
-            "Figures of your last race. Lines: the chosen length d of each mode; diamonds: the "
-            "oracle's d* for the same round state."
-        )
-        with gr.Row():
-            self.length_plot = gr.Plot(
-                plots.length_figure(EMPTY), label="chosen vs oracle length", show_label=False, elem_id="ls-length-plot"
-            )
-            self.speedup_plot = gr.Plot(
-                plots.speedup_figure(EMPTY, None, None),
-                label="cumulative speedup",
-                show_label=False,
-                elem_id="ls-speedup-plot",
-            )
-        with gr.Row():
-            self.inspect_mode = gr.Dropdown(
-                [(title(m), m) for m in RACE_MODES],
-                value=PAPER,
-                label="mode to inspect",
-                elem_id="ls-inspect-mode",
-            )
-            self.round = gr.Slider(0, 1, value=0, step=1, label="round", elem_id="ls-round")
-            self.jump = gr.Dropdown(
-                [],
-                value=None,
-                label="interesting rounds",
-                info="most iterations, an extend, a roll-back, the largest |d - d*|",
-                elem_id="ls-jump",
-            )
-            self.to_teach = gr.Button(
-                "Open this round in the step-through", size="sm", elem_id="ls-open-teach", scale=0
-            )
-        self.round_text = gr.Markdown("Run a race to inspect its rounds.", elem_id="ls-round-info")
-        with gr.Row():  # tree modes only
-            self.tree_plot = gr.Plot(
-                None, label="draft tree of the round", show_label=False, elem_id="ls-tree-plot", visible=False, scale=3
-            )
-            self.tree_size_plot = gr.Plot(
-                None, label="tree size per round", show_label=False, elem_id="ls-tree-size-plot", visible=False, scale=2
-            )
-        with gr.Row():
-            self.heatmap_plot = gr.Plot(
-                plots.confidence_heatmap(EMPTY), label="confidences q_i", show_label=False, elem_id="ls-heatmap-plot"
-            )
-            self.eps_plot = gr.Plot(
-                None, label="eps_i bounds and Algorithm 1 steps", show_label=False, elem_id="ls-eps-plot"
-            )
-        with gr.Accordion("Latency profile of this machine", open=False):
-            with gr.Row():
-                self.remeasure_button = gr.Button(
-                    "Re-measure latency profile", size="sm", elem_id="ls-remeasure", scale=0
-                )
-                self.profile_text = gr.Markdown(
-                    "Modeled times come from this profile. A race whose AR baseline is more than "
-                    f"{PROFILE_TOLERANCE:.0%} off it re-measures it; measure it again here after the machine's "
-                    "load changed.",
-                    elem_id="ls-profile-info",
-                )
-            self.profile_plot = gr.Plot(None, label="latency profile", show_label=False)
-
     # -- wiring -------------------------------------------------------------------------------
+
+    def _form_components(self) -> dict:
+        """`FORM`'s components by name (no model field when the app offers one pair)."""
+        named = {"prompt": self.prompt, **self.fields, "inspect_mode": self.inspector.mode}
+        named |= {"drafter": self.drafter, "modes": self.race_modes, "model": self.model}
+        return {name: named[name] for name in FORM if named[name] is not None}
 
     def _wire(self) -> None:
         fields = [self.fields[name] for name in FIELDS]
-        inputs = [self.prompt, *fields, self.inspect_mode, self.drafter, self.race_modes] + (
-            [self.model] if self.model else []
-        )
-        outputs = [
-            self.status,
-            *self.columns,
-            self.run_id,
-            self.length_plot,
-            self.speedup_plot,
-            self.heatmap_plot,
-            self.eps_plot,
-            self.round,
-            self.profile_plot,
-            self.round_text,
-            self.inspect_mode,
-            self.tree_plot,
-            self.tree_size_plot,
-            *fields,
-        ]
+        inputs = list(self._form_components().values())
+        outputs = [self.status, *self.columns, self.run_id, *self.inspector.outputs(), *fields]
+        inspector = self.inspector
         races = []
         for trigger, api in (
             (self.run_button.click, dict(api_name="race_live", api_visibility="undocumented")),
@@ -327,7 +270,11 @@ class RaceTabs:
             )
             race = started.then(self.race_live, inputs, outputs, show_progress="hidden", **api, **QUEUE)
             race.then(self.unlock, None, [self.run_button], queue=False, api_visibility="private").then(
-                self.interesting, [self.run_id, self.inspect_mode], [self.jump], queue=False, api_visibility="private"
+                inspector.interesting,
+                [self.run_id, inspector.mode],
+                [inspector.jump],
+                queue=False,
+                api_visibility="private",
             ).then(
                 self.history,
                 None,
@@ -349,44 +296,11 @@ class RaceTabs:
         self.suggest_button.click(
             self.use_suggested_alpha, [self.drafter], [self.fields["alpha"]], queue=False, api_visibility="private"
         )
-        self.remeasure_button.click(
-            self._remeasure_gpu, None, [self.profile_plot, self.profile_text], api_visibility="private", **QUEUE
-        )
         self.race_modes.change(
             self.show_columns, [self.race_modes], self.columns, queue=False, api_visibility="private"
         )
         self.run_id.change(self.export_trace, [self.run_id], [self.files], api_name="export_trace")
-        self.inspect_mode.change(
-            self.interesting, [self.run_id, self.inspect_mode], [self.jump], queue=False, api_visibility="private"
-        )
-        self.jump.input(
-            self.jump_to_round,
-            [self.run_id, self.inspect_mode, self.jump],
-            [self.round, self.eps_plot, self.round_text, self.tree_plot, self.heatmap_plot, self.length_plot],
-            api_visibility="private",
-        )
-        self.inspect_mode.change(
-            self.inspect_mode_changed,
-            [self.run_id, self.inspect_mode],
-            [
-                self.heatmap_plot,
-                self.eps_plot,
-                self.round,
-                self.round_text,
-                self.tree_plot,
-                self.tree_size_plot,
-                self.length_plot,
-            ],
-            api_visibility="private",
-        )
-        # input: every change the visitor makes (dragging, arrow keys, typing), never the race's own updates
-        self.round.input(
-            self.inspect_round,
-            [self.run_id, self.inspect_mode, self.round],
-            [self.eps_plot, self.round_text, self.tree_plot, self.heatmap_plot, self.length_plot],
-            api_visibility="private",
-            trigger_mode="always_last",
-        )
+        inspector.wire(self.run_id)
         gr.api(self.race, api_name="race", **QUEUE)
         if self.model is not None:
             self.model.change(
@@ -417,51 +331,45 @@ class RaceTabs:
         (Run disabled until `warm_up` has loaded the pair)."""
         if self.session.ready:
             return self._ready()
-        skip = (gr.skip(),) * (len(self._warm_outputs()) - 2)
-        return (
-            status_html(f"Loading {self.session.model} (first use only)…"),
-            *skip,
-            gr.Button("Loading the model…", interactive=False),
-        )
+        return self._loading(f"Loading {self.session.model} (first use only)…")
 
     def warm_up(self, model: str | None = None):
         """After the page opens or a model is chosen: load the models once (status shown meanwhile),
         then set the n-dependent fields and the pair's default drafter, and enable Run. Nothing
         changes when the pair was ready already (`page_opened` showed it)."""
         if self.session.ready and model in (None, "", self.session.model):
-            yield (gr.skip(),) * len(self._warm_outputs())
+            yield gr.skip()
             return
-        loading = gr.Button("Loading the model…", interactive=False)
-        skip = (gr.skip(),) * (len(self._warm_outputs()) - 2)
         try:
             self.session.select(model)
             for line in self.session.load():
-                yield status_html(line), *skip, loading
+                yield self._loading(line)
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
-            yield (
-                status_html(f"Could not load the model: {error}", error=True),
-                *skip,
-                gr.Button(RUN_LABEL, interactive=True),
-            )
+            message = status_html(f"Could not load the model: {error}", error=True)
+            yield {self.status: message, self.run_button: gr.Button(RUN_LABEL, interactive=True)}
             return
         yield self._ready()
 
-    def _ready(self) -> tuple:
+    def _loading(self, line: str) -> dict:
+        return {self.status: status_html(line), self.run_button: gr.Button("Loading the model…", interactive=False)}
+
+    def _ready(self) -> dict:
         n, times = self.session.n, self.session.load_seconds
         took = ", ".join(f"{step} {seconds:.1f} s" for step, seconds in times.items())
-        return (
-            status_html(f"Ready: {self.session.describe()}", progress=f"load times: {took}" if took else ""),
-            plots.profile_figure(self.session.profile()),
-            gr.Number(info=field_info("d_max", n)),
-            *(gr.Number(value=n, info=field_info(name, n)) for name in N_DEFAULT),
-            gr.Dropdown(value=self.session.default_drafter),
-            gr.Button(RUN_LABEL, interactive=True),
-        )
+        progress = f"load times: {took}" if took else ""
+        return {
+            self.status: status_html(f"Ready: {self.session.describe()}", progress=progress),
+            self.inspector.profile_plot: plots.profile_figure(self.session.profile()),
+            self.fields["d_max"]: gr.Number(info=field_info("d_max", n)),
+            **{self.fields[name]: gr.Number(value=n, info=field_info(name, n)) for name in N_DEFAULT},
+            self.drafter: gr.Dropdown(value=self.session.default_drafter),
+            self.run_button: gr.Button(RUN_LABEL, interactive=True),
+        }
 
     def _warm_outputs(self) -> list:
         return [
             self.status,
-            self.profile_plot,
+            self.inspector.profile_plot,
             self.fields["d_max"],
             *(self.fields[name] for name in N_DEFAULT),
             self.drafter,
@@ -493,17 +401,16 @@ class RaceTabs:
             return gr.Number(info=info)
         return gr.Number(value=getattr(checked.spec, name), info=info)
 
-    @staticmethod
-    def _field_updates(settings: RunSpec, notes: dict[str, str], n: int | None, keep=()) -> tuple:
-        """Each field's checked value and its line: what was corrected, or the allowed range; the
-        fields in `keep` (0 = n) keep their value."""
-        updates = []
+    def _field_updates(self, checked, n: int | None, keep=()) -> dict:
+        """Each field's checked value and its line (what was corrected, or the allowed range), by
+        component; the fields in `keep` (0 = n) keep their value."""
+        updates = {}
         for name in FIELDS:
-            info = field_info(name, n, notes.get(name))
+            info = field_info(name, n, checked.notes.get(name))
             # 0 stays 0 ("= n"): an update without a value (gr.skip() as the value blanked the field)
-            keeps = name in keep
-            updates.append(gr.Number(info=info) if keeps else gr.Number(value=getattr(settings, name), info=info))
-        return tuple(updates)
+            value = {} if name in keep else {"value": getattr(checked.spec, name)}
+            updates[self.fields[name]] = gr.Number(info=info, **value)
+        return updates
 
     def history(self, request: gr.Request):
         """This visitor's tries (`ui.history`): the notes, the table and its CSV."""
@@ -539,119 +446,39 @@ class RaceTabs:
             f"What-if tab, and alpha is then chosen from those replays.{formula}"
         )
 
-    def remeasure_profile(self):
-        """The profile figure and what changed, after measuring the latency profile again."""
-        start = time.perf_counter()
-        try:
-            old, new = self.session.remeasure_profile()
-        except ValueError as error:
-            return gr.skip(), f"⚠ Not re-measured: {error}"
-        (t0, c), (old_t0, old_c) = new.linear_fit(), old.linear_fit()
-        return (
-            plots.profile_figure(new),
-            f"Re-measured in {time.perf_counter() - start:.1f} s: an AR step now takes "
-            f"{1000 * new.ar_token_time():.1f} ms (was {1000 * old.ar_token_time():.1f} ms), verification "
-            f"{1000 * t0:.1f} + {1000 * c:.2f} k ms (was {1000 * old_t0:.1f} + {1000 * old_c:.2f} k ms). "
-            "Races from now on are modeled with it.",
-        )
+    def race_live(self, request: gr.Request, *values):
+        """Stream the race: columns at most 4 times a second, figures once a second, always the end.
+        `values`: the form's, in `FORM`'s order."""
+        yield from self._race_live_gpu(client_key(request), RaceForm.of(dict(zip(FORM, values))))
 
-    def race_live(
-        self,
-        request: gr.Request,
-        prompt,
-        alpha,
-        d_max,
-        static_length,
-        temperature,
-        max_new_tokens,
-        seed,
-        tree_depth,
-        node_budget,
-        inspect_mode,
-        drafter=None,
-        modes=None,
-        model=None,
-    ):
-        """Stream the race: columns at most 4 times a second, figures once a second, always the end."""
-        yield from self._race_live_gpu(
-            client_key(request),
-            prompt,
-            alpha,
-            d_max,
-            static_length,
-            temperature,
-            max_new_tokens,
-            seed,
-            tree_depth,
-            node_budget,
-            inspect_mode,
-            drafter,
-            modes,
-            model,
-        )
-
-    def _race_live(
-        self,
-        owner,
-        prompt,
-        alpha,
-        d_max,
-        static_length,
-        temperature,
-        max_new_tokens,
-        seed,
-        tree_depth,
-        node_budget,
-        inspect_mode,
-        drafter,
-        modes,
-        model,
-    ):
-        settings = RunSpec(
-            **dict(
-                zip(FIELDS, (alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget))
-            )
-        )
-        keep = [name for name in N_DEFAULT if getattr(settings, name) in (0, None)]
-        skip = (gr.skip(),) * 11  # run id, the six figure outputs, the round text, the inspected mode, the trees
-        same_fields = (gr.skip(),) * len(FIELDS)
-        no_columns = (gr.skip(),) * len(RACEABLE)
+    def _race_live(self, owner, form: RaceForm):
+        keep = [name for name in N_DEFAULT if getattr(form.settings, name) in (0, None)]
         figures_at, offered = 0.0, False  # offered: the inspector's mode dropdown lists this run's modes
         try:
-            self.session.select(model)
-            for snap in self.session.races.stream(prompt, settings, owner, drafter, modes):
-                fields = (
-                    same_fields
-                    if snap.checked is None
-                    else self._field_updates(snap.checked.spec, snap.checked.notes, self.session.n, keep)
-                )
+            self.session.select(form.model)
+            for snap in self.session.races.stream(form.prompt, form.settings, owner, form.drafter, form.modes):
+                fields = {} if snap.checked is None else self._field_updates(snap.checked, self.session.n, keep)
                 if snap.run is None:
-                    waiting = check_race_modes(modes)
-                    columns = (
-                        [
-                            column_html(m, None, None, None, "waiting for the AR baseline…")
-                            if m in waiting
-                            else gr.skip()
-                            for m in RACEABLE
-                        ]
-                        if snap.phase == "baseline" and not snap.final
-                        else no_columns
+                    waiting = check_race_modes(form.modes) if snap.phase == "baseline" and not snap.final else ()
+                    columns = {
+                        column: column_html(m, None, None, None, "waiting for the AR baseline…")
+                        for m, column in zip(RACEABLE, self.columns)
+                        if m in waiting
+                    }
+                    yield (
+                        {self.status: status_html(snap.status, form.prompt, progress=snap.progress)} | columns | fields
                     )
-                    yield (status_html(snap.status, prompt, progress=snap.progress), *columns, *skip, *fields)
                     continue
                 due = snap.final or time.monotonic() - figures_at >= FIGURE_INTERVAL_S
-                figures = self._figures(snap.run, inspect_mode, snap.final, not offered) if due else skip
+                figures = self.inspector.figures(snap.run, form.inspect_mode, snap.final, not offered) if due else {}
+                if due and snap.final:
+                    figures[self.run_id] = snap.run.run_id
                 figures_at = time.monotonic() if due else figures_at
                 offered = offered or due
-                yield (self._status(snap), *self._columns(snap.run), *figures, *fields)
+                yield {self.status: self._status(snap)} | self._columns(snap.run) | figures | fields
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             # not a gr.Error: that would mark every output, the previous run's results included, with an error
-            yield (
-                status_html(f"Not run: {error}", prompt, error=True),
-                *no_columns,
-                *skip,
-                *(gr.skip(),) * len(FIELDS),
-            )
+            yield {self.status: status_html(f"Not run: {error}", form.prompt, error=True)}
 
     def race(
         self,
@@ -682,55 +509,15 @@ class RaceTabs:
         tokens/s, speedups over AR (measured, modeled), finish rank by measured time and the modes
         within timing noise of it, and a verdict on the winner.
         """
-        return self._race_gpu(
-            client_key(request),
-            prompt,
-            alpha,
-            d_max,
-            static_length,
-            temperature,
-            max_new_tokens,
-            seed,
-            model,
-            drafter,
-            modes,
-            tree_depth,
-            node_budget,
-        )
+        values = (alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget)
+        form = RaceForm(prompt, RunSpec(**dict(zip(FIELDS, values))), None, drafter, modes, model)
+        return self._race_gpu(client_key(request), form)
 
-    def _race(
-        self,
-        owner,
-        prompt,
-        alpha,
-        d_max,
-        static_length,
-        temperature,
-        max_new_tokens,
-        seed,
-        model,
-        drafter,
-        modes,
-        tree_depth,
-        node_budget,
-    ):
+    def _race(self, owner, form: RaceForm):
         snap = None
         try:
-            self.session.select(model)
-            for snap in self.session.races.stream(
-                prompt,
-                RunSpec(
-                    **dict(
-                        zip(
-                            FIELDS,
-                            (alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget),
-                        )
-                    )
-                ),
-                owner,
-                drafter,
-                modes,
-            ):
+            self.session.select(form.model)
+            for snap in self.session.races.stream(form.prompt, form.settings, owner, form.drafter, form.modes):
                 pass
         except (ValueError, OSError, ImportError) as error:  # ImportError: a pair's package is missing
             raise as_error(error) from error
@@ -759,84 +546,7 @@ class RaceTabs:
             return [gr.skip()] * len(RACEABLE)
         return [gr.HTML(visible=mode in chosen) for mode in RACEABLE]
 
-    def link_teach(self, teach, tabs: gr.Tabs) -> None:
-        """The inspector's "open in step-through": once the inspected round is one the step-through
-        can replay (`check_teach_round`), that tab shows it (`TeachTab.open_race_round`), takes the
-        race's alpha, n and d_max and draws its first step, in this order."""
-        every = [teach.index, *teach.controls]
-        self.to_teach.click(
-            self.check_teach_round, [self.run_id, self.inspect_mode], None, api_visibility="private"
-        ).success(
-            teach.open_race_round, [self.round], [tabs, teach.source, teach.round, teach.cost], api_visibility="private"
-        ).success(teach.adopt_race_round, every, [teach.alpha, teach.n, teach.d_max], api_visibility="private").success(
-            teach.restart, every, teach.outputs, api_visibility="private"
-        )
-
-    def check_teach_round(self, request: gr.Request, run_id: str, mode: str) -> None:
-        """Refuse, saying why, what the step-through cannot replay: no race, a mode other than
-        LibraSpec, a race older than the visitor's last LibraSpec race."""
-        owner = client_key(request)
-        run = self._stored(run_id, owner)
-        if run is None:
-            raise as_error("Run a race first: the step-through replays a round of your last race.")
-        if mode != PAPER:
-            raise as_error(
-                f"The step-through walks LibraSpec's Algorithm 1: choose LibraSpec as the mode to inspect "
-                f"(this is {title(mode)})."
-            )
-        latest = [r for r in self.session.races.runs(owner) if r.records.get(PAPER)]
-        if not latest or latest[-1].run_id != run.run_id:
-            raise as_error("The step-through replays your last race with LibraSpec; this is an older one.")
-
-    def inspect_mode_changed(self, request: gr.Request, run_id: str, mode: str):
-        run = self._stored(run_id, client_key(request))
-        if run is None or mode not in run.modes:
-            return (gr.skip(),) * 7
-        first = self._first_round(run, mode)
-        frame = run.frame(with_ar=False)
-        return (
-            plots.confidence_heatmap(frame, mode, highlight=first),
-            self._eps(run, mode, first),
-            self._round_slider(run, mode, first),
-            round_info(run, mode, first),
-            self._tree(run, mode, first),
-            self._tree_sizes(run, mode),
-            plots.length_figure(frame, highlight=(mode, first)),
-        )
-
-    def interesting(self, request: gr.Request, run_id: str, mode: str):
-        """The inspected mode's rounds worth showing first (`records.interesting_rounds`), one click away."""
-        run = self._stored(run_id, client_key(request))
-        if run is None or mode not in run.modes:
-            return gr.update(choices=[], value=None)
-        return gr.update(choices=interesting_rounds(run.records.get(mode, [])), value=None)
-
-    def jump_to_round(self, request: gr.Request, run_id: str, mode: str, round_index):
-        """An interesting round chosen: the slider moves there and the inspector shows it."""
-        if round_index is None:
-            return (gr.skip(),) * 6
-        return gr.update(value=int(round_index)), *self.inspect_round(request, run_id, mode, round_index)
-
-    def inspect_round(self, request: gr.Request, run_id: str, mode: str, round_index: float):
-        run = self._stored(run_id, client_key(request))
-        if run is None or round_index is None or mode not in run.modes:
-            return (gr.skip(),) * 5
-        frame, shown = run.frame(with_ar=False), int(round_index)
-        return (
-            self._eps(run, mode, shown),
-            round_info(run, mode, shown),
-            self._tree(run, mode, shown),
-            plots.confidence_heatmap(frame, mode, highlight=shown),
-            plots.length_figure(frame, highlight=(mode, shown)),
-        )
-
     # -- views --------------------------------------------------------------------------------
-
-    def _stored(self, run_id: str, owner: str) -> Run | None:
-        try:
-            return self.session.races.get_run(run_id, owner)
-        except ValueError:
-            return None
 
     def _status(self, snap: Snapshot) -> str:
         run = snap.run
@@ -849,89 +559,15 @@ class RaceTabs:
             message += " " + verdict(run)
         return status_html(message, run.prompt, run.notes, progress=snap.progress or details)
 
-    def _columns(self, run: Run) -> list:
-        """Every column: the raced modes' shown and filled, the others hidden and emptied (so a column
-        chosen later shows no text of an older race)."""
-        return [
-            gr.HTML(
+    def _columns(self, run: Run) -> dict:
+        """Every column by component: the raced modes' shown and filled, the others hidden and emptied
+        (so a column chosen later shows no text of an older race)."""
+        return {
+            column: gr.HTML(
                 column_html(m, run.segments.get(m), run.summary(m), run.rank(m), tied_with=run.tied_with(m)),
                 visible=True,
             )
             if m in run.modes
             else gr.HTML(column_html(m, None, None, None, "press Run race"), visible=False)
-            for m in RACEABLE
-        ]
-
-    @staticmethod
-    def _first_round(run: Run, mode: str) -> int:
-        return next((r.round_index for r in run.records.get(mode, []) if r.chosen_length > 0), 0)
-
-    @staticmethod
-    def _round_slider(run: Run, mode: str, value: int):
-        return gr.Slider(maximum=max(len(run.records.get(mode, [])) - 1, 1), value=value)
-
-    @staticmethod
-    def _inspected(run: Run, mode: str) -> str:
-        """The mode the inspector shows: the one chosen when this run raced it, else its first tree
-        mode, LibraSpec or its first mode."""
-        if mode in run.modes:
-            return mode
-        return next((m for m in run.modes if plots.is_tree_mode(m)), PAPER if PAPER in run.modes else run.modes[0])
-
-    def _eps(self, run: Run, mode: str, round_index: int):
-        records = run.records.get(mode, [])
-        if not records:
-            return None
-        row = run.frame(with_ar=False).query("mode == @mode and round_index == @round_index")
-        if row.empty:
-            return None
-        return plots.epsilon_figure(row.iloc[0], run.settings.alpha)
-
-    def _tree(self, run: Run, mode: str, round_index: int):
-        """The round's draft tree (tree modes; hidden for chain modes), its root labelled with the
-        token the previous round committed last."""
-        records = {r.round_index: r for r in run.records.get(mode, [])}
-        if not plots.is_tree_mode(mode) or round_index not in records:
-            return gr.Plot(visible=False)
-        text = self.session.token_text(run.model)
-        previous = records.get(round_index - 1)
-        root = text(previous.committed_tokens[-1]) if previous is not None and previous.committed_tokens else None
-        return gr.Plot(
-            plots.tree_figure(records[round_index], text, root, self._reasons(run, mode, records[round_index])),
-            visible=True,
-        )
-
-    def _reasons(self, run: Run, mode: str, record) -> list[str] | None:
-        pair = getattr(self.session.pair, "name", None)
-        return tree_reasons(run, mode, record, self.session.profile_now(), pair)
-
-    @staticmethod
-    def _tree_sizes(run: Run, mode: str):
-        """Tree size and accepted length per round (tree modes; hidden for chain modes)."""
-        if not plots.is_tree_mode(mode):
-            return gr.Plot(visible=False)
-        return gr.Plot(plots.tree_size_figure(run.frame(with_ar=False), mode), visible=True)
-
-    def _figures(self, run: Run, inspect_mode: str, final: bool, first: bool) -> tuple:
-        """The inspector's outputs; the mode dropdown offers the run's modes on the run's first
-        figures and its last (in between a visitor may be choosing)."""
-        mode = self._inspected(run, inspect_mode)
-        frame = run.frame(with_ar=False)
-        ar_s, ar_modeled = run.ar_per_token()
-        shown = self._first_round(run, mode) if final else run.last_drafted_round(mode)  # live: newest decision
-        choice = gr.Dropdown(choices=[(title(m), m) for m in run.modes], value=mode) if first or final else gr.skip()
-        return (
-            run.run_id if final else gr.skip(),
-            plots.length_figure(frame, highlight=(mode, shown)),
-            plots.speedup_figure(frame, ar_s, ar_modeled),
-            plots.confidence_heatmap(frame, mode, highlight=shown),
-            self._eps(run, mode, shown),
-            self._round_slider(run, mode, shown),
-            plots.profile_figure(self.session.profile(), used_k=run.verified_rows(), context=run.longest_context())
-            if final
-            else gr.skip(),
-            round_info(run, mode, shown),
-            choice,
-            self._tree(run, mode, shown),
-            self._tree_sizes(run, mode),
-        )
+            for m, column in zip(RACEABLE, self.columns)
+        }
