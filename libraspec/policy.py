@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -115,6 +115,14 @@ class DraftBufferLike(Protocol):
 
     def extend(self, num_blocks: int) -> None:
         """Draft `num_blocks` more blocks; confidences grows by num_blocks * n."""
+
+
+class SourcedBufferLike(DraftBufferLike, Protocol):
+    """A buffer a rule that prices its drafting reads (vLLM's adaptive verification): the source of
+    each drafted step, and (step, source) of what a step proposed and did not use."""
+
+    step_sources: Sequence[str]  # (drafted // n,)
+    discarded: Sequence[tuple[int, str]]
 
 
 @runtime_checkable

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from libraspec.cost import DIFFUSION
 from libraspec.policy import LibraSpecPolicy, epsilon_bounds
 from libraspec.records import PolicyStep
 
@@ -112,23 +113,22 @@ def algorithm_states(q, n: int, alpha: float, d_max: int, initial_blocks: int = 
     padded[: min(q.size, padded.size)] = q[: padded.size]
     steps = LibraSpecPolicy(alpha, d_max).choose_length(ArrayBuffer.revealing(padded, n, initial_blocks)).steps
     blocks, budget = initial_blocks, (initial_blocks - 1) * n  # line 4: d <- n; B <- 0 (+ blocks drafted ahead)
+
+    def state(k, d, budget, step, done, kind, message) -> StepState:  # with the blocks and bounds as they stand
+        return StepState(k, d, budget, blocks, blocks * n, eps, star, at, step, done, kind, message)
+
     eps, star, at = _bounds(q, n, alpha)
     if not steps:
         message = (
             f"Start: one block of n = {n} drafts, d = n = d_max = {d_max}. The loop (line 5) never runs; "
             f"LibraSpec submits d = {n}."
         )
-        return [StepState(0, n, budget, blocks, blocks * n, eps, star, at, None, True, "cap", message)]
+        return [state(0, n, budget, None, True, "cap", message)]
     states = [
-        StepState(
+        state(
             0,
             n,
             budget,
-            blocks,
-            blocks * n,
-            eps,
-            star,
-            at,
             None,
             False,
             "start",
@@ -142,15 +142,10 @@ def algorithm_states(q, n: int, alpha: float, d_max: int, initial_blocks: int = 
         blocks += step.blocks_requested
         if step.rollback:
             states.append(
-                StepState(
+                state(
                     k,
                     step.d_after,
                     step.budget,
-                    blocks,
-                    blocks * n,
-                    eps,
-                    star,
-                    at,
                     step,
                     True,
                     "stop",
@@ -164,15 +159,10 @@ def algorithm_states(q, n: int, alpha: float, d_max: int, initial_blocks: int = 
         if done:
             message += f" d = d_max = {d_max}: the loop ends (line 5); LibraSpec submits d = {step.d_after} drafts."
         states.append(
-            StepState(
+            state(
                 k,
                 step.d_after,
                 budget,
-                blocks,
-                blocks * n,
-                eps,
-                star,
-                at,
                 step,
                 done,
                 "cap" if done else "extend",
@@ -253,6 +243,13 @@ class ArrayBuffer:
         view = self._all[: self._drafted]  # (drafted,)
         view.flags.writeable = False
         return view
+
+    @property
+    def step_sources(self) -> tuple[str, ...]:
+        """Block diffusion for every drafted block (a rule that prices drafting reads it)."""
+        return (DIFFUSION,) * (self._drafted // self.n)
+
+    discarded: tuple = ()  # a single-pass drafter proposes nothing it drops
 
     def extend(self, num_blocks: int) -> None:
         num_blocks = _check_int(num_blocks, "num_blocks")

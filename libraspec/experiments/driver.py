@@ -114,7 +114,8 @@ def check_alpha(mode: str, alpha) -> None:
     entry = get_mode(mode)
     if alpha == AUTO and "alpha" in entry.knobs and not entry.priced:
         policy = entry.policy(RunSpec().checked(1).spec)
-        if not isinstance(getattr(policy, "depth_policy", policy), LibraSpecPolicy):
+        chain = policy.depth_policy if isinstance(policy, TreePolicy) else policy  # a tree's depth rule
+        if not isinstance(chain, LibraSpecPolicy):
             raise ValueError(
                 f"alpha 'auto' sets a LibraSpec policy's alpha online; mode {mode!r} has none: give a number"
             )

@@ -44,7 +44,15 @@ import numpy as np
 
 from ..cost import DIFFUSION, EAGLE, LatencyProfile, drafting_s, upkeep_s
 from ..paths import ASSETS
-from ..policy import Decision, DraftBufferLike, _check_buffer, _check_int, _checked_list, _ensure_drafted
+from ..policy import (
+    Decision,
+    DraftBufferLike,
+    SourcedBufferLike,
+    StaticPolicy,
+    _check_buffer,
+    _check_int,
+    _checked_list,
+)
 from ..records import RoundRecord
 
 SCHEDULE_PATH = ASSETS / "batch_schedule.json"  # the schedule's table: chosen by benchmarks/batch_schedule.py
@@ -125,13 +133,13 @@ def ranked_slots(survivals: Sequence) -> tuple[np.ndarray, np.ndarray]:
     return scores[order], owner[order]
 
 
-def _steps(buffer, blocks: int) -> list[str]:
+def _steps(buffer: SourcedBufferLike, blocks: int) -> list[str]:
     """The drafting steps `blocks` blocks of this round run, as `DraftBuffer.steps_run` lists them:
     the buffer's own sources for the steps it drafted, its last source repeating beyond (a
-    `cost.Drafting` the same way), block diffusion for a buffer that names none."""
-    kept = list(getattr(buffer, "step_sources", ()) or (DIFFUSION,))
+    `cost.Drafting` the same way), block diffusion before any step."""
+    kept = list(buffer.step_sources) or [DIFFUSION]
     steps = [kept[min(b, len(kept) - 1)] for b in range(blocks)]
-    return steps + [source for step, source in getattr(buffer, "discarded", ()) if step < blocks]
+    return steps + [source for step, source in buffer.discarded if step < blocks]
 
 
 class VLLMAdaptivePolicy:
@@ -200,12 +208,12 @@ class VLLMAdaptivePolicy:
                 return True
         return False
 
-    def _pays_upkeep(self, buffer) -> bool:
-        if EAGLE in (getattr(buffer, "step_sources", ()) or ()):
+    def _pays_upkeep(self, buffer: SourcedBufferLike) -> bool:
+        if EAGLE in buffer.step_sources:
             return True  # the head's context always takes the round's tokens
         if self._upkeep is not None:
             return self._upkeep
-        return DIFFUSION in (getattr(buffer, "step_sources", ()) or (DIFFUSION,))  # a first guess
+        return not buffer.step_sources or DIFFUSION in buffer.step_sources  # a first guess
 
     def update(self, record: RoundRecord) -> None:
         """The next round's context, and (unless given) whether rounds pay the drafter's upkeep."""
@@ -296,7 +304,7 @@ def _parse_schedule(path: str, text: str) -> dict:
     return data
 
 
-class BatchSchedulePolicy:
+class BatchSchedulePolicy(StaticPolicy):
     """vLLM's batch-size schedule (mode vllm-schedule; module docstring): d = min(K(batch size), d_max)
     every round, K looked up in `table` (a schedule dict, as `load_schedule` returns, or its ranges).
     At batch 1 it is the static length K(1); a lock-step replay builds it with its group's size.
@@ -310,18 +318,7 @@ class BatchSchedulePolicy:
         self.ranges = checked_ranges(ranges)
         self.batch_size = _check_int(batch_size, "batch size")
         self.d_max = _check_int(d_max, "d_max")
-        self.length = min(schedule_length(self.ranges, self.batch_size), self.d_max)
-
-    def choose_length(self, buffer: DraftBufferLike) -> Decision:
-        _check_buffer(buffer)
-        _ensure_drafted(buffer, self.length)
-        return Decision(self.length)
-
-    def update(self, record: RoundRecord) -> None:
-        """One K per batch size: nothing to learn."""
-
-    def reset(self) -> None:
-        """One K per batch size: nothing to forget."""
+        self.length = min(schedule_length(self.ranges, self.batch_size), self.d_max)  # a static length
 
 
 # ---- online acceptance calibration ------------------------------------------------------------------
@@ -368,7 +365,7 @@ def fit_logistic(
 
 class CalibratedView:
     """The round's buffer as a policy sees it through `OnlineCalibration`: n, the mapped confidences,
-    `extend` (which drafts on the real buffer), everything else read from the buffer itself."""
+    `extend` (which drafts on the real buffer), and the buffer's own drafting steps."""
 
     def __init__(self, buffer, mapping: Callable[[np.ndarray], np.ndarray]):
         self.buffer, self.mapping = buffer, mapping
@@ -381,8 +378,26 @@ class CalibratedView:
     def extend(self, num_blocks: int) -> None:
         self.buffer.extend(num_blocks)
 
-    def __getattr__(self, name):  # tokens, step_sources, discarded, ...: the buffer's own
-        return getattr(self.buffer, name)
+    # the rest is the buffer's own: what a priced rule (`policy.SourcedBufferLike`) and a lock-step
+    # group (`group.ChainLike`) read besides the confidences
+    @property
+    def step_sources(self) -> Sequence[str]:
+        return self.buffer.step_sources
+
+    @property
+    def discarded(self) -> Sequence[tuple[int, str]]:
+        return self.buffer.discarded
+
+    @property
+    def empty(self) -> bool:
+        return self.buffer.empty
+
+    @property
+    def blocks(self) -> int:
+        return self.buffer.blocks
+
+    def steps_run(self, steps: int) -> list[str]:
+        return self.buffer.steps_run(steps)
 
 
 class OnlineCalibration:
