@@ -154,21 +154,9 @@ class DraftTrace:
         )
 
 
-def record_trace(
-    pair,
-    drafter: str,
-    prompt: list[int],
-    output: list[int],
-    max_new_tokens: int,
-    lookahead: int,
-    top_k: int = 1,
-    meta: dict | None = None,
-) -> DraftTrace:
-    """The trace of `drafter` (a registry name) over `prompt` and its greedy `output` (what AR
-    decoding of at most `max_new_tokens` tokens produced): at every output position, the steps
-    a round anchored there drafts, enough of them for `lookahead` drafts, and each drafted
-    position's `top_k` candidates (a tree of node budget B needs top_k >= B)."""
-    *_, trace = iter_trace(pair, drafter, prompt, output, max_new_tokens, lookahead, top_k, meta)
+def record_trace(*args, **named) -> DraftTrace:
+    """`iter_trace`'s trace, without its steps (the same arguments)."""
+    *_, trace = iter_trace(*args, **named)
     return trace
 
 
@@ -183,8 +171,13 @@ def iter_trace(
     top_k: int = 1,
     meta: dict | None = None,
 ):
-    """`record_trace` in steps: yields the number of anchors done after each, then the trace (so
-    that a caller can hold the model for one anchor at a time and show progress)."""
+    """The trace of `drafter` (a registry name) over `prompt` and its greedy `output` (what AR
+    decoding of at most `max_new_tokens` tokens produced): at every output position, the steps
+    a round anchored there drafts, enough of them for `lookahead` drafts, and each drafted
+    position's `top_k` candidates (a tree of node budget B needs top_k >= B).
+
+    Yields the number of anchors done after each, then the trace (so that a caller can hold the
+    model for one anchor at a time and show progress); `record_trace` returns the trace alone."""
     prompt, output = [int(t) for t in prompt], [int(t) for t in output]
     if not prompt or not output or len(output) > max_new_tokens:
         raise ValueError(

@@ -507,15 +507,19 @@ def set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def read_limited(path, limit: int | None) -> list[str]:
+    """The prompts of `path` (`paths.read_prompts`), the first `limit` of them when given (--limit)."""
+    prompts = read_prompts(path)
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {limit}")
+    return prompts if limit is None else prompts[:limit]
+
+
 def run(args) -> int:
     from ..models.registry import load_pair
 
     set_threads(args.threads)
-    prompts = read_prompts(args.prompts)
-    if args.limit is not None:
-        if args.limit < 1:
-            raise ValueError(f"--limit must be >= 1, got {args.limit}")
-        prompts = prompts[: args.limit]
+    prompts = read_limited(args.prompts, args.limit)
     spec = BenchSpec(
         modes=parse_modes(args.modes),
         max_new_tokens=args.max_new_tokens,

@@ -388,16 +388,11 @@ def run(args) -> int:
 
     from ..files import atomic_write_text
     from ..models.registry import load_pair
-    from ..paths import read_prompts
     from ..profiling import profile_reaching
-    from .bench import set_threads
+    from .bench import read_limited, set_threads
 
     set_threads(args.threads)
-    prompts = read_prompts(args.prompts)
-    if args.limit is not None:
-        if args.limit < 1:
-            raise ValueError(f"--limit must be >= 1, got {args.limit}")
-        prompts = prompts[: args.limit]
+    prompts = read_limited(args.prompts, args.limit)
     pair = load_pair(args.model)
     ids = [pair.encode_prompt(p) for p in prompts]
     alphas, d_maxes, notes = checked_grid(args.alphas, args.d_max, pair.n, pair.max_context)

@@ -84,19 +84,7 @@ class DFlashDrafter(nn.Module):
         self.__dict__["embed_tokens"], self.__dict__["lm_head"] = embed_tokens, lm_head
         self.fc = nn.Linear(self.feature_dim, c.hidden_size, bias=False)
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
-        self.layers = nn.ModuleList(
-            DrafterLayer(
-                c.hidden_size,
-                c.intermediate_size,
-                c.num_attention_heads,
-                c.num_key_value_heads,
-                c.head_dim,
-                c.rms_norm_eps,
-                c.attention_bias,
-                c.hidden_act,
-            )
-            for _ in range(c.num_hidden_layers)
-        )
+        self.layers = nn.ModuleList(DrafterLayer.of(c, c.attention_bias) for _ in range(c.num_hidden_layers))
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         if c.slot_embeddings:
             self.slot_embeddings = nn.Parameter(torch.randn(c.block_size, c.hidden_size) * 0.02)

@@ -108,16 +108,7 @@ class EagleHead(nn.Module):
         self.embed_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.feature_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.in_proj = nn.Linear(2 * c.hidden_size, c.hidden_size, bias=False)
-        self.layer = DrafterLayer(
-            c.hidden_size,
-            c.intermediate_size,
-            c.num_attention_heads,
-            c.num_key_value_heads,
-            c.head_dim,
-            c.rms_norm_eps,
-            False,
-            c.hidden_act,
-        )
+        self.layer = DrafterLayer.of(c, bias=False)
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.log_temperature = nn.Parameter(torch.zeros(()))
         self.register_buffer("feature_mean", torch.zeros(self.feature_dim))

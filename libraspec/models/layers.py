@@ -125,6 +125,20 @@ class DrafterLayer(nn.Module):
         self.input_layernorm = RMSNorm(hidden, eps)
         self.post_attention_layernorm = RMSNorm(hidden, eps)
 
+    @classmethod
+    def of(cls, c, bias: bool) -> DrafterLayer:
+        """A layer of a drafter config `c` (its widths, heads, norm eps and activation)."""
+        return cls(
+            c.hidden_size,
+            c.intermediate_size,
+            c.num_attention_heads,
+            c.num_key_value_heads,
+            c.head_dim,
+            c.rms_norm_eps,
+            bias,
+            c.hidden_act,
+        )
+
     def context_kv(self, ctx: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Context K/V of the fused target features ctx (B, C, H).
 

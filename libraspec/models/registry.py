@@ -116,22 +116,28 @@ def _stop_ids(tokenizer) -> frozenset:
     return frozenset(i for i in ids if isinstance(i, int) and i >= 0 and i != unknown)
 
 
+# the widths of every tiny test model (`tiny_pair`'s targets, shapes.py's dry-run stand-in)
+TINY_WIDTHS = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    tie_word_embeddings=True,
+)
+
+
 def _tiny_target(arch: str, seed: int, vocab: int, dtype: torch.dtype) -> torch.nn.Module:
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
     common = dict(
+        TINY_WIDTHS,
         vocab_size=vocab,
-        hidden_size=64,
-        intermediate_size=128,
         num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=512,
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=0,
-        tie_word_embeddings=True,
     )
     if arch == "llama":
         model = LlamaForCausalLM(LlamaConfig(**common))

@@ -24,6 +24,7 @@ import torch
 from ..device import ATTENTION
 from .dflash import DFlashConfig, DFlashDrafter
 from .dflash_config import default_target_layer_ids
+from .registry import TINY_WIDTHS, ByteTokenizer, ModelPair
 
 QWEN3_TEMPLATE = (
     "{%- for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
@@ -68,15 +69,11 @@ SHAPES = {
         "tiny",
         dict(
             _QWEN3,
+            **TINY_WIDTHS,
             num_hidden_layers=6,
-            num_attention_heads=4,
-            num_key_value_heads=2,
             head_dim=16,
             vocab_size=512,
             max_position_embeddings=4096,
-            hidden_size=64,
-            intermediate_size=128,
-            tie_word_embeddings=True,
         ),
         drafter_layers=2,
         taps=2,
@@ -139,7 +136,6 @@ def random_models(shape: Shape, device, dtype: torch.dtype, seed: int = 0):
 
 def random_pair(shape: Shape, device, dtype: torch.dtype, seed: int = 0):
     """A `ModelPair` of random models in `shape` (tokenizer: bytes; only for timing and checks)."""
-    from .registry import ByteTokenizer, ModelPair
     from .target import TargetModel
 
     model, drafter = random_models(shape, device, dtype, seed)

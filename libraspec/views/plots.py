@@ -93,6 +93,16 @@ def empty_figure(fig: go.Figure, message: str) -> go.Figure:
     return fig
 
 
+def ar_line(fig: go.Figure) -> None:
+    """The dotted line at speedup 1 (AR's pace) of every speedup figure."""
+    fig.add_hline(
+        y=1.0,
+        line=dict(color=MODE_COLORS[AR], width=1, dash="dot"),
+        annotation_text="AR",
+        annotation_position="bottom right",
+    )
+
+
 def _rows(frame: pd.DataFrame, mode: str) -> pd.DataFrame:
     return frame[frame["mode"] == mode].sort_values("round_index")
 
@@ -524,12 +534,7 @@ def speedup_figure(
             )
     if not fig.data:
         empty_figure(fig, "no rounds or no AR baseline yet")
-    fig.add_hline(
-        y=1.0,
-        line=dict(color=MODE_COLORS[AR], width=1, dash="dot"),
-        annotation_text="AR",
-        annotation_position="bottom right",
-    )
+    ar_line(fig)
     return apply_layout(
         fig,
         "speedup",
@@ -845,25 +850,20 @@ def tree_size_figure(frame: pd.DataFrame, mode: str) -> go.Figure:
     colour = mode_color(mode)
     sizes, accepted = rows["tree_size"].astype(int).tolist(), rows["accepted"].astype(int).tolist()
     tau = [len(c) for c in rows["committed_tokens"]]
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=sizes,
-            name="tree size (nodes)",
-            marker_color=colour,
-            opacity=0.35,
-            hovertemplate="round %{x}<br>%{y} nodes<extra></extra>",
+    for y, name, opacity, hover in (
+        (sizes, "tree size (nodes)", 0.35, "%{y} nodes"),
+        (accepted, "accepted a", 1.0, "accepted a = %{y}"),
+    ):
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=y,
+                name=name,
+                marker_color=colour,
+                opacity=opacity,
+                hovertemplate=f"round %{{x}}<br>{hover}<extra></extra>",
+            )
         )
-    )
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=accepted,
-            name="accepted a",
-            marker_color=colour,
-            hovertemplate="round %{x}<br>accepted a = %{y}<extra></extra>",
-        )
-    )
     fig.add_trace(
         go.Scatter(
             x=x,

@@ -17,9 +17,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from libraspec.cost import BLOCK_DIFFUSION, Drafting
-from libraspec.modes import AR, BASELINE, ORACLE, PAPER
+from libraspec.modes import BASELINE, ORACLE, PAPER
 from libraspec.policy import worked_bounds
-from libraspec.views.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, empty_figure
+from libraspec.views.plots import MIN_LENGTH_AXIS, MODE_COLORS, apply_layout, ar_line, empty_figure
 
 SWEEP_METRICS = (
     ("speedup_modeled", "modeled speedup (x)"),
@@ -169,12 +169,7 @@ def expected_speedup_figure(
                     hovertemplate=f"{name}<br>E[eta_d] = %{{y:.3f}}x<extra></extra>",
                 )
             )
-    fig.add_hline(
-        y=1.0,
-        line=dict(color=MODE_COLORS[AR], width=1, dash="dot"),
-        annotation_text="AR",
-        annotation_position="bottom right",
-    )
+    ar_line(fig)
     return apply_layout(
         fig,
         "expected",
