@@ -93,7 +93,7 @@ def traces_for(args, pair, k_max: int, profile) -> list[DraftTrace]:
         path = folder / f"heldout-{i:02d}.npz"
         if not path.exists():
             prompt = pair.encode_prompt(text)
-            config = DecodeConfig(max_new_tokens=args.max_new_tokens)
+            config = DecodeConfig.of(RunSpec(max_new_tokens=args.max_new_tokens))
             output = [t for r in decoder.run(prompt, "ar", None, config) for t in r.committed_tokens]
             record_trace(pair, args.drafter, prompt, output, args.max_new_tokens, k_max).save(path)
             print(f"traced held-apart prompt {i + 1}", flush=True)

@@ -99,7 +99,7 @@ def main() -> None:
                 if (suite, i, drafter) in done:
                     continue
                 decoder = SpeculativeDecoder(pair, drafter=drafter)
-                config = DecodeConfig(max_new_tokens=args.max_new_tokens)
+                config = DecodeConfig.of(RunSpec(max_new_tokens=args.max_new_tokens))
                 start = time.perf_counter()
                 output = [t for r in decoder.run(prompt, "ar", None, config) for t in r.committed_tokens]
                 ar_s = time.perf_counter() - start

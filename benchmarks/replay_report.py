@@ -116,7 +116,7 @@ def traces_for(args, pair, cache: Path) -> dict[str, list[tuple[str, DraftTrace]
             missing = [d for d, p in paths.items() if not p.exists()]
             if missing:
                 prompt = pair.encode_prompt(text)
-                config = DecodeConfig(max_new_tokens=args.max_new_tokens)
+                config = DecodeConfig.of(RunSpec(max_new_tokens=args.max_new_tokens))
                 start = time.perf_counter()
                 output = [t for r in decoder.run(prompt, "ar", None, config) for t in r.committed_tokens]
                 ar_s = time.perf_counter() - start
@@ -296,7 +296,7 @@ def measured_check(args, pair, cache: Path, static_d: int) -> list[dict]:
                     out.append(json.loads(path.read_text()))
                     continue
                 prompt = pair.encode_prompt(text)
-                config = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=temperature, seed=i)
+                config = DecodeConfig.of(RunSpec(max_new_tokens=args.max_new_tokens, temperature=temperature, seed=i))
                 ar = list(decoder.run(prompt, "ar", None, config))
                 row = {"suite": suite, "prompt": i, "temperature": temperature, "modes": {}}
                 trace = DraftTrace.load(cache / f"{suite}-{i:02d}-dflash.npz") if temperature == 0 else None

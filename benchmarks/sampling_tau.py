@@ -61,7 +61,7 @@ def main() -> None:
         rounds = committed = past_first = 0
         for i, prompt in enumerate(read_prompts(Path(args.data) / file)[: args.limit]):
             policy = make_policy("libraspec", pair.n, alpha=settings.alpha, d_max=settings.d_max)
-            config = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=i)
+            config = DecodeConfig.of(RunSpec(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=i))
             for record in decoder.run(pair.encode_prompt(prompt), "libraspec", policy, config):
                 rounds += 1
                 committed += len(record.committed_tokens)

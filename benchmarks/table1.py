@@ -92,7 +92,7 @@ def traces(pair, args) -> dict[str, list[tuple[str, DraftTrace]]]:
             prompt = pair.encode_prompt(text)
             text_file = cache / f"{suite}-{i}.json"
             if not text_file.exists():
-                config = DecodeConfig(max_new_tokens=args.max_new_tokens)
+                config = DecodeConfig.of(RunSpec(max_new_tokens=args.max_new_tokens))
                 atomic_write_text(str(text_file), json.dumps(committed_text(decoder.run(prompt, "ar", None, config))))
             output = json.loads(text_file.read_text())
             for drafter in args.drafters:
@@ -227,13 +227,14 @@ def measured_check(pair, profile: LatencyProfile, args, result: dict) -> dict:
     rows: dict[str, dict[str, list[dict]]] = {}
     strata, equal = [], {}
     warm = SpeculativeDecoder(pair, profile, drafter="dflash")
-    list(warm.run(pair.encode_prompt("Hello."), "ar", None, DecodeConfig(max_new_tokens=8)))  # first-call costs
+    first = DecodeConfig.of(RunSpec(max_new_tokens=8))
+    list(warm.run(pair.encode_prompt("Hello."), "ar", None, first))  # first-call costs
     for suite, file in SUITES.items():
         for text in read_prompts(Path(args.data) / file)[: args.measured]:
             prompt = pair.encode_prompt(text)
             strata.append(suite)
             start = time.perf_counter()
-            ar = list(warm.run(prompt, "ar", None, DecodeConfig(max_new_tokens=args.max_new_tokens)))
+            ar = list(warm.run(prompt, "ar", None, DecodeConfig.of(RunSpec(max_new_tokens=args.max_new_tokens))))
             ar_s = time.perf_counter() - start
             ar_text = committed_text(ar)
             for drafter in args.drafters:
@@ -242,7 +243,7 @@ def measured_check(pair, profile: LatencyProfile, args, result: dict) -> dict:
                     config = by_label[label]
                     settings, _ = config.settings.checked(decoder.n, context=pair.target.max_positions)
                     policy = MODES[config.mode].policy(settings, profile)
-                    run = DecodeConfig(max_new_tokens=args.max_new_tokens, lookahead=settings.d_max)
+                    run = DecodeConfig.of(settings, max_new_tokens=args.max_new_tokens)
                     start = time.perf_counter()
                     records = list(decoder.run(prompt, config.mode, policy, run))
                     wall = time.perf_counter() - start

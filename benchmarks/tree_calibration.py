@@ -68,7 +68,7 @@ def fit_samples(pair, profile, args) -> pd.DataFrame:
     frames = []
     for path in HELD_APART:
         for i, text in enumerate(read_prompts(path)[: args.prompts]):
-            config = DecodeConfig(max_new_tokens=args.max_new_tokens)
+            config = DecodeConfig.of(RunSpec(max_new_tokens=args.max_new_tokens))
             policy = make_policy("ddtree", pair.n, tree_depth=pair.n, node_budget=args.node_budget)
             records = list(decoder.run(pair.encode_prompt(text), "ddtree", policy, config))
             frames.append(node_samples(records).assign(source=f"{path.stem}-{i}"))
@@ -107,7 +107,7 @@ def replayed(profile, gamma: float, args) -> dict:
         rows = []
         for trace in traces:
             decoder = ReplayDecoder.from_trace(trace, profile)
-            config = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=24)
+            config = DecodeConfig.of(RunSpec(max_new_tokens=trace.max_new_tokens))
             records = list(decoder.run(list(trace.prompt), "ddtree-priced", make(), config))
             rows.append(
                 {

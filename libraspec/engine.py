@@ -44,11 +44,14 @@ from .verify import (
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    max_new_tokens: int = 128
-    temperature: float = 0.0  # 0 = greedy
+    """How one run decodes. Built from a checked `RunSpec` by `DecodeConfig.of` (the one place that
+    derives it); the defaults are the spec's."""
+
+    max_new_tokens: int = RunSpec.max_new_tokens
+    temperature: float = RunSpec.temperature  # 0 = greedy
     top_k: int = 0
     top_p: float = 1.0
-    seed: int = 0
+    seed: int = RunSpec.seed
     lookahead: int = RunSpec.d_max  # drafts the oracle verifies in hindsight (oracle mode and annotation)
     annotate_oracle: bool = False  # compute d* for each round of a policy mode, untimed
     # the target's greedy output after the prompt when already known (a finished AR run under this
@@ -68,6 +71,17 @@ class DecodeConfig:
             if self.temperature != 0:
                 raise ValueError("greedy_text is the target's greedy output: it only serves temperature 0")
             object.__setattr__(self, "greedy_text", tuple(int(t) for t in self.greedy_text))
+
+    @classmethod
+    def of(cls, spec: RunSpec, recorded: int | None = None, **fields) -> DecodeConfig:
+        """The config of a run of the checked `spec`: its max new tokens, temperature and seed, and
+        the oracle's look-ahead, the one rule for it: d_max (the longest length a policy of the run
+        may choose), or the drafts a replayed trace `recorded` per position when those are fewer.
+        `fields` set the rest (top_k, top_p, annotate_oracle, greedy_text) or override one (a
+        replay's max_new_tokens is its trace's)."""
+        lookahead = spec.d_max if recorded is None else min(int(recorded), spec.d_max)
+        derived = dict(max_new_tokens=spec.max_new_tokens, temperature=spec.temperature, seed=spec.seed)
+        return cls(**(derived | dict(lookahead=lookahead) | fields))
 
     @property
     def sampling(self) -> SamplingConfig:

@@ -234,7 +234,7 @@ def decode(plan: dict, device: str, dtype) -> dict:
     profile = LatencyProfile.from_linear(0.01, 0.0002, 0.002, pair.n, 128)  # modeled times are not the point here
     decoder = SpeculativeDecoder(pair, profile)
     prompt = pair.encode_prompt("Write one sentence about the sea.")
-    config = DecodeConfig(max_new_tokens=plan["decode_tokens"], lookahead=pair.n)
+    config = DecodeConfig.of(RunSpec(max_new_tokens=plan["decode_tokens"], d_max=pair.n))
     settings, _ = RunSpec(d_max=2 * pair.n).checked(pair.n)
     runs = {}
     for mode in MODES:

@@ -96,3 +96,38 @@ def test_a_trace_caps_the_lengths_once_with_one_note_a_field():
     assert clamp_to_trace(RunSpec(d_max=5), one_block)[1] == ["d_max 5 -> 7 (allowed 7..7)"]  # raised to n
     deep = SimpleNamespace(n=7, max_positions=8192, lookahead=64)  # alpha's cap is 64 too: not a length
     assert clamp_to_trace(RunSpec(alpha=100.0), deep)[1] == ["alpha 100 -> 64 (allowed 0.05..64)"]
+
+
+def test_a_decode_config_is_derived_from_a_checked_spec_in_one_place():
+    """Issue 44: `DecodeConfig.of` is the one place a run's config comes from (callers built it by
+    hand 17 times, each choosing the oracle's look-ahead its own way): budget, temperature and seed
+    from the spec; the look-ahead d_max, or fewer when a replayed trace recorded fewer drafts."""
+    import re
+    from pathlib import Path
+
+    from libraspec.engine import DecodeConfig
+
+    spec = RunSpec(d_max=12, max_new_tokens=40, temperature=0.7, seed=5).checked(4).spec
+    config = DecodeConfig.of(spec)
+    assert (config.max_new_tokens, config.temperature, config.seed, config.lookahead) == (40, 0.7, 5, 12)
+    assert DecodeConfig.of(spec, recorded=8).lookahead == 8 and DecodeConfig.of(spec, recorded=30).lookahead == 12
+    assert DecodeConfig.of(spec, seed=9, annotate_oracle=True) == dataclasses.replace(
+        config, seed=9, annotate_oracle=True
+    )
+    defaults = DecodeConfig()
+    assert (defaults.max_new_tokens, defaults.temperature, defaults.seed, defaults.lookahead) == (
+        RunSpec.max_new_tokens,
+        RunSpec.temperature,
+        RunSpec.seed,
+        RunSpec.d_max,
+    )  # one set of defaults
+    root = Path(__file__).resolve().parents[1]
+    sources = [p for d in ("libraspec", "ui", "benchmarks", "scripts") for p in (root / d).rglob("*.py")]
+    by_hand = [
+        f"{p.relative_to(root)}:{text[: m.start()].count(chr(10)) + 1}"
+        for p in sources + [root / "app.py"]
+        for text in [p.read_text()]
+        for m in re.finditer(r"\bDecodeConfig\(", text)
+        if p.name != "engine.py"
+    ]
+    assert by_hand == [], f"built by hand, not by DecodeConfig.of: {by_hand}"

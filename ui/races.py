@@ -85,9 +85,7 @@ class Races:
             self._ar_cache.move_to_end(key)
             yield -1, self._ar_cache[key]
             return
-        config = DecodeConfig(
-            max_new_tokens=settings.max_new_tokens, temperature=settings.temperature, seed=settings.seed
-        )
+        config = DecodeConfig.of(settings)
         iterator = self.session.decoder.run(ids, AR, None, config)
         records = []
         for record in self.session.exclusive(iterator):
@@ -168,11 +166,8 @@ class Races:
             run.segments[mode] = TextSegments(functools.partial(pair.tokenizer.decode, skip_special_tokens=True))
         self._keep(run)
         entries = {mode: (mode, MODES[mode].policy(settings, decoder.profile)) for mode in modes}
-        config = DecodeConfig(
-            max_new_tokens=settings.max_new_tokens,
-            temperature=settings.temperature,
-            seed=settings.seed,
-            lookahead=settings.d_max,
+        config = DecodeConfig.of(
+            settings,
             annotate_oracle=True,
             # greedy, the baseline's text is what every mode commits: the oracle's look-ahead reads it
             greedy_text=committed_text(ar_records) if settings.temperature == 0 else None,

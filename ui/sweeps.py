@@ -138,7 +138,7 @@ class Sweeps:
             spec, corrected = self._checked(pair, ids, max(grid_d), max_new_tokens=max_new_tokens)
             if grid_notes:
                 corrected += f" Corrected: {'; '.join(grid_notes)}."
-            config = DecodeConfig(max_new_tokens=spec.max_new_tokens)
+            config = DecodeConfig.of(spec)  # each cell sets its own look-ahead (`iter_sweep`)
             name = drafter or pair.default_drafter
             if name not in DRAFTERS:
                 raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTERS)}")
@@ -181,14 +181,14 @@ class Sweeps:
         pair = self.session.pair
         ids = [pair.encode_prompt(p) for p in prompts]
         spec, corrected = self._checked(pair, ids, d, static_length=d, max_new_tokens=max_new_tokens)
-        d, max_new = spec.static_length, spec.max_new_tokens
+        d = spec.static_length
         decoder, fallback = self.session.decoder_for(drafter)
         used = decoder.drafter.name + (f" ({fallback})" if fallback else "")
         job = mode_job(
             BASELINE,
             BASELINE,
             RunSpec(static_length=d),
-            lambda k: DecodeConfig(max_new_tokens=max_new, seed=k, lookahead=d),
+            lambda k: DecodeConfig.of(spec, seed=k, lookahead=d),  # the look-ahead of a static run is its d
         )
         records: list[RoundRecord] = []
         for event in self.session.exclusive(decode_grid(decoder, ids, [job], rounds=True)):  # one round per lock

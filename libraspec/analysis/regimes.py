@@ -146,7 +146,7 @@ def lockstep(
     runs = []
     for trace, spec_b, member in zip(traces, checked, members):
         decoder = ReplayDecoder.from_trace(trace, own)
-        config = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=min(trace.lookahead, spec_b.d_max))
+        config = DecodeConfig.of(spec_b, trace.lookahead, max_new_tokens=trace.max_new_tokens)
         policy = member if member is not None else spec.policy(spec_b, own)
         if online_q and member is None:
             policy = OnlineCalibration(policy)

@@ -19,6 +19,7 @@ counts no draft past an end-of-sequence token as accepted, as the text ends ther
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -137,11 +138,14 @@ def replay(
     and tree rounds also carry the oracle's d* over that many drafts (the oracle mode uses it too)."""
     decoder = ReplayDecoder.from_trace(trace, profile)
     settings, _ = settings.checked(trace.n, context=trace.max_positions)
-    config = DecodeConfig(
+    config = DecodeConfig.of(
+        settings,
+        trace.lookahead,
         max_new_tokens=max_new_tokens or trace.max_new_tokens,  # the budget AR had: the last rounds' room
-        lookahead=lookahead or min(trace.lookahead, settings.d_max),  # the oracle's, as the engine's runs
         annotate_oracle=lookahead is not None and get_mode(mode).kind in ("policy", "tree"),
     )
+    if lookahead:  # asked for: the oracle's d* over exactly that many drafts
+        config = dataclasses.replace(config, lookahead=lookahead)
     return list(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(settings, profile), config))
 
 
@@ -184,8 +188,8 @@ def replay_greedy(
             f"the output has {len(output)} < max_new_tokens = {max_new_tokens} tokens and does not end at one "
             f"of eos_ids {sorted(decoder.eos_ids)}: pass the ids that ended it"
         )
-    config = DecodeConfig(
-        max_new_tokens=max_new_tokens, lookahead=lookahead or RunSpec.d_max, annotate_oracle=bool(lookahead)
+    config = DecodeConfig.of(
+        RunSpec(max_new_tokens=max_new_tokens, d_max=lookahead or RunSpec.d_max), annotate_oracle=bool(lookahead)
     )
     return list(decoder.run(prompt, policy.name, policy, config))
 

@@ -331,13 +331,7 @@ def _settings(spec: BenchSpec, n: int, label: str, mode: str, value: int | None)
 
 def _config(spec: BenchSpec, mode: str, index: int) -> DecodeConfig:
     """Prompt `index`'s config: seed + index in every mode, the oracle annotation where asked."""
-    return DecodeConfig(
-        max_new_tokens=spec.max_new_tokens,
-        temperature=spec.temperature,
-        seed=spec.seed + index,
-        lookahead=spec.d_max,
-        annotate_oracle=mode in spec.annotated(),
-    )
+    return DecodeConfig.of(spec, seed=spec.seed + index, annotate_oracle=mode in spec.annotated())
 
 
 def _progress(total: int, enabled: bool):

@@ -119,7 +119,7 @@ def replay_config(trace: DraftTrace, config: Config, profile: LatencyProfile) ->
     """The rounds of `config` on one trace under `profile` (empty for BEST, which has no records)."""
     settings, _ = config.settings.checked(trace.n, context=trace.max_positions)
     decoder = ReplayDecoder.from_trace(trace, profile)
-    cfg = DecodeConfig(max_new_tokens=trace.max_new_tokens, lookahead=min(trace.lookahead, settings.d_max))
+    cfg = DecodeConfig.of(settings, trace.lookahead, max_new_tokens=trace.max_new_tokens)
     policy = alpha_policy(config.mode, settings, AUTO if config.alpha_auto else settings.alpha, profile)
     if config.online_q:
         policy = OnlineCalibration(policy)

@@ -401,7 +401,7 @@ def run(args) -> int:
         d_max=max(d_maxes), max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed
     ).checked(pair.n, pair.max_context, max(map(len, ids), default=0))
     notes += [checked.notes[name] for name in decoding if name in checked.notes]
-    config = DecodeConfig(**{name: getattr(checked.spec, name) for name in decoding})
+    config = DecodeConfig.of(checked.spec)
     for note in notes:
         print(f"sweep: corrected {note}", file=sys.stderr)
     longest = max(d_maxes)

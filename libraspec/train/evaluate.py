@@ -94,7 +94,7 @@ def run_modes(pair, prompts: list[str], max_new_tokens: int, alpha: float, d_max
 
     decoder = SpeculativeDecoder(pair, drafter="dflash")  # the trained block drafter is what is judged
     n = decoder.n
-    config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=0.0, lookahead=d_max)
+    config = DecodeConfig.of(RunSpec(max_new_tokens=max_new_tokens, d_max=d_max))
     jobs = {}  # by label: with d_max = n the two static labels are one job
     for label, mode, settings in (
         (AR, AR, RunSpec()),
