@@ -47,7 +47,7 @@ from libraspec.paths import (
 from libraspec.profiling import cached_profile  # noqa: E402
 from libraspec.records import read_trace  # noqa: E402
 from libraspec.spec import RunSpec
-from libraspec.tree import PricedTreePolicy  # noqa: E402
+from libraspec.tree_policy import PricedTreePolicy  # noqa: E402
 
 HELD_APART = sorted((ROOT / "assets" / "prompts").glob("*.jsonl"))
 

@@ -10,7 +10,7 @@ replay (`analysis.regimes.lockstep`) runs it this way, each round:
    that request's drafter opens at its committed position, with the first block drafted (Algorithm
    1 line 3; in replay a `trace.TraceBuffer`, which reads what the drafter proposes from that
    position); None for a request that finished. A chain is a `ChainLike`: the group reads its q_i
-   (`confidences`) and may draft more blocks (`extend`, `policy._ensure_drafted`) before deciding.
+   (`confidences`) and may draft more blocks (`extend`, `policy.ensure_drafted`) before deciding.
    A chain whose first step found nothing (`empty`) offers no drafts: its request takes an AR step
    and its d_b must be 0;
 2. `choose_lengths(chains)` returns d_b for every request (any value for a finished one);
@@ -47,8 +47,9 @@ from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from .checks import check_int
 from .cost import DIFFUSION, LatencyProfile, drafting_s, upkeep_s
-from .policy import Decision, LengthPolicy, _check_int, _ensure_drafted
+from .policy import Decision, LengthPolicy, ensure_drafted
 from .priced import DEFAULT_PRIOR_TAU
 from .records import RoundRecord
 from .serving.vllm import (
@@ -126,7 +127,7 @@ class Batch:
     needs_features: bool = True
 
     def __post_init__(self):
-        _check_int(self.size, "a group's size")
+        check_int(self.size, "a group's size")
         check_batching(self.batching)
         if not self.profiles:
             raise ValueError("a lock-step group needs at least one concurrency profile")
@@ -145,7 +146,7 @@ class Batch:
         rows, at least one each): what a cost table indexed by the batch's token count (vLLM's,
         profiled on batches of even requests) reads. Ragged it is exactly the group's price; padded
         the price of the even spread, which a round of uneven rows exceeds."""
-        _check_int(requests, "requests")
+        check_int(requests, "requests")
         if tokens < requests:
             raise ValueError(f"{requests} requests verify at least {requests} tokens, got {tokens}")
         share, extra = divmod(int(tokens), requests)
@@ -204,7 +205,7 @@ class GroupMember:
 
     def __init__(self, group: GroupPolicy):
         self.name = group.name
-        self.d_max = _check_int(group.d_max, "a group's d_max")
+        self.d_max = check_int(group.d_max, "a group's d_max")
         self._assigned: tuple[int, int, np.ndarray] | None = None
 
     def assign(self, d: int, chain: ChainLike) -> None:
@@ -218,7 +219,7 @@ class GroupMember:
         self._assigned = None
         if blocks > buffer.blocks:  # the proposals the group read were made: this round drafts them
             buffer.extend(blocks - buffer.blocks)
-        _ensure_drafted(buffer, d)
+        ensure_drafted(buffer, d)
         if not np.array_equal(buffer.confidences[: len(seen)], seen):
             raise RuntimeError(f"group policy {self.name} decided on another chain than this round drafts")
         return Decision(d)
@@ -293,7 +294,7 @@ class LiveSchedule:
 
     def __init__(self, ranges, d_max: int):
         self.ranges = checked_ranges(ranges)
-        self.d_max = _check_int(d_max, "d_max")
+        self.d_max = check_int(d_max, "d_max")
 
     def choose_lengths(self, chains: Sequence[ChainLike | None]) -> list[int]:
         K = min(schedule_length(self.ranges, max(1, sum(c is not None for c in chains))), self.d_max)
@@ -321,7 +322,7 @@ class _DraftingGroup:
 
     def __init__(self, batch: Batch, d_max: int):
         self.batch = batch
-        self.d_max = _check_int(d_max, "d_max")
+        self.d_max = check_int(d_max, "d_max")
         self._prices: dict[int, float] = {}
         self._requests = 0
 
@@ -512,7 +513,7 @@ class CalibratedGroup:
 
     def __init__(self, group: GroupPolicy, requests: int):
         self.group, self.name, self.d_max = group, group.name, group.d_max
-        self.calibrations = [OnlineCalibration(_Listener()) for _ in range(_check_int(requests, "requests"))]
+        self.calibrations = [OnlineCalibration(_Listener()) for _ in range(check_int(requests, "requests"))]
 
     def choose_lengths(self, chains: Sequence[ChainLike | None]) -> list[int]:
         if len(chains) != len(self.calibrations):

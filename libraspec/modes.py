@@ -17,7 +17,7 @@ from .serving.sglang import SGLangAdaptivePolicy
 from .serving.transformers_threshold import ConfidenceThresholdPolicy
 from .serving.vllm import BatchSchedulePolicy, VLLMAdaptivePolicy, load_schedule
 from .spec import RunSpec
-from .tree import MarginalTreePolicy, PricedTreePolicy, TreePolicy, node_reasons
+from .tree_policy import MarginalTreePolicy, PricedTreePolicy, TreePolicy, node_reasons
 
 ROLES = {
     "paper": "the paper's policy: the subject of reports, the step-through and the alpha advice",
@@ -68,7 +68,7 @@ class Mode:
         return self.factory(settings, profile)
 
     def node_reasons(self, settings: RunSpec, profile, earlier, record) -> list[str] | None:
-        """Why each node of `record`'s tree entered (`tree.node_reasons`), for a mode whose tree
+        """Why each node of `record`'s tree entered (`tree_policy.node_reasons`), for a mode whose tree
         policy rules node by node (ddtree-marginal, ddtree-priced: `MarginalTreePolicy`), its state
         brought to the round by the run's `earlier` rounds; None for every other mode."""
         if self.kind != "tree":

@@ -22,32 +22,10 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from libraspec.checks import check_alpha, check_buffer, check_confidences, check_int
 from libraspec.records import PolicyStep, RoundRecord
 
 FLOOR_TOLERANCE = 1e-9  # absorbs float rounding in floor(alpha * S_i + i)
-
-
-def _checked_list(q) -> list[float]:
-    """Confidences as a Python list, after checking: 1-D, non-empty, finite, within [0, 1]."""
-    q = np.asarray(q, dtype=np.float64)
-    if q.ndim != 1 or q.size == 0:
-        raise ValueError(f"confidences q must be a non-empty 1-D array, got shape {q.shape}")
-    values = q.tolist()
-    # a NaN can hide from min/max but never from the sum
-    if not (min(values) >= 0.0 and max(values) <= 1.0 and not math.isnan(sum(values))):
-        raise ValueError("confidences q must be finite and within [0, 1]")
-    return values
-
-
-def _check_alpha(alpha: float) -> float:
-    if (
-        isinstance(alpha, bool)
-        or not isinstance(alpha, (int, float, np.floating, np.integer))
-        or not math.isfinite(alpha)
-        or alpha <= 0
-    ):
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
-    return float(alpha)
 
 
 def _sums(q: list[float], d: int) -> list[float]:
@@ -68,8 +46,8 @@ def _bounds(q: list[float], d: int, alpha: float) -> list[int]:
 def worked_bounds(q, alpha: float) -> list[str]:
     """Each bound eps_i over q_1..q_d written out, "eps_7 = floor(2.2 * 0.939 + 7) = 9": what a
     teacher reads beside the bars (the numbers `epsilon_bounds` computes)."""
-    values = _checked_list(q)
-    alpha = _check_alpha(alpha)
+    values = check_confidences(q)
+    alpha = check_alpha(alpha)
     bounds = _bounds(values, len(values), alpha)
     return [
         f"eps_{i} = floor({alpha:g} * {s:.3f} + {i}) = {e}"
@@ -82,8 +60,8 @@ def epsilon_bounds(q, alpha: float) -> np.ndarray:
 
     Algorithm 1 line 6, computed with S_i = q_i (1 + S_{i+1}) in O(d). Returns int64.
     """
-    values = _checked_list(q)
-    return np.asarray(_bounds(values, len(values), _check_alpha(alpha)), dtype=np.int64)
+    values = check_confidences(q)
+    return np.asarray(_bounds(values, len(values), check_alpha(alpha)), dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -139,30 +117,11 @@ class LengthPolicy(Protocol):
     def reset(self) -> None: ...
 
 
-def _check_buffer(buffer: DraftBufferLike) -> tuple[int, int]:
-    """Validate the buffer; returns (n, drafted)."""
-    n = int(buffer.n)
-    if n < 1:
-        raise ValueError(f"buffer n must be >= 1, got {n}")
-    drafted = len(buffer.confidences)
-    if drafted == 0:
-        raise ValueError("draft buffer is empty: draft at least one block before choosing d")
-    if drafted % n:
-        raise ValueError(f"buffer holds {drafted} confidences, not a multiple of n = {n}")
-    return n, drafted
-
-
-def _ensure_drafted(buffer: DraftBufferLike, length: int) -> None:
+def ensure_drafted(buffer: DraftBufferLike, length: int) -> None:
     """Draft just enough blocks that the buffer holds >= `length` tokens."""
     n, drafted = int(buffer.n), len(buffer.confidences)
     if length > drafted:
         buffer.extend(-(-(length - drafted) // n))
-
-
-def _check_int(value, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
 
 
 class LibraSpecPolicy:
@@ -183,19 +142,19 @@ class LibraSpecPolicy:
     name = "libraspec"
 
     def __init__(self, alpha: float, d_max: int, start: int | None = None):
-        self.alpha = _check_alpha(alpha)
-        self.d_max = _check_int(d_max, "d_max")
-        self.start = None if start is None else _check_int(start, "LibraSpec start")
+        self.alpha = check_alpha(alpha)
+        self.d_max = check_int(d_max, "d_max")
+        self.start = None if start is None else check_int(start, "LibraSpec start")
         if self.start is not None and self.start > self.d_max:
             raise ValueError(f"LibraSpec start {start} exceeds d_max {d_max}")
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
-        n, drafted = _check_buffer(buffer)  # line 3: one block is already drafted
+        n, drafted = check_buffer(buffer)  # line 3: one block is already drafted
         if self.start is None and n > self.d_max:
             raise ValueError(f"LibraSpec needs d_max >= n, got d_max={self.d_max}, n={n}")
         d = n if self.start is None else self.start
-        _ensure_drafted(buffer, d)  # a start past the first block: the blocks that reach it
-        q = _checked_list(buffer.confidences)
+        ensure_drafted(buffer, d)  # a start past the first block: the blocks that reach it
+        q = check_confidences(buffer.confidences)
         budget = len(q) - d  # line 4: d <- n (or start); B <- 0 (+ blocks drafted ahead)
         steps = []
         while d < self.d_max:  # line 5
@@ -212,7 +171,7 @@ class LibraSpecPolicy:
                 blocks = -(-(-budget) // n)  # line 12: ceil(-B / n) blocks
                 buffer.extend(blocks)
                 budget += blocks * n  # line 12: B <- B + ceil(-B / n) n
-                q = _checked_list(buffer.confidences)
+                q = check_confidences(buffer.confidences)
             steps.append(PolicyStep(d, eps_star, d_new, budget, blocks, False))
             d = d_new  # line 10: d <- eps*
         return Decision(d, tuple(steps), tuple(_bounds(q, d, self.alpha)), self.alpha)  # line 15: submit d
@@ -230,12 +189,12 @@ class StaticPolicy:
     name = "static"
 
     def __init__(self, length: int):
-        self.length = _check_int(length, "static length")
+        self.length = check_int(length, "static length")
         self.d_max = self.length
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
-        _check_buffer(buffer)
-        _ensure_drafted(buffer, self.length)
+        check_buffer(buffer)
+        ensure_drafted(buffer, self.length)
         return Decision(self.length)
 
     def update(self, record: RoundRecord) -> None:
@@ -251,15 +210,15 @@ class G4Policy:
     name = "g4"
 
     def __init__(self, initial: int, d_max: int):
-        self.d_max = _check_int(d_max, "d_max")
-        self.initial = _check_int(initial, "initial length")
+        self.d_max = check_int(d_max, "d_max")
+        self.initial = check_int(initial, "initial length")
         if self.initial > self.d_max:
             raise ValueError(f"initial length {initial} exceeds d_max {d_max}")
         self.length = self.initial
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
-        _check_buffer(buffer)
-        _ensure_drafted(buffer, self.length)
+        check_buffer(buffer)
+        ensure_drafted(buffer, self.length)
         return Decision(self.length)
 
     def update(self, record: RoundRecord) -> None:
@@ -281,16 +240,16 @@ class FailFastPolicy:
         if not (isinstance(threshold, (int, float, np.floating)) and 0.0 <= threshold <= 1.0):
             raise ValueError(f"threshold must be within [0, 1], got {threshold!r}")
         self.threshold = float(threshold)
-        self.step = _check_int(step, "step")
-        self.d_max = _check_int(d_max, "d_max")
+        self.step = check_int(step, "step")
+        self.d_max = check_int(d_max, "d_max")
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
-        _check_buffer(buffer)
+        check_buffer(buffer)
         d = min(self.step, self.d_max)
-        _ensure_drafted(buffer, d)
-        while d < self.d_max and min(_checked_list(buffer.confidences)[:d]) >= self.threshold:
+        ensure_drafted(buffer, d)
+        while d < self.d_max and min(check_confidences(buffer.confidences)[:d]) >= self.threshold:
             d = min(d + self.step, self.d_max)
-            _ensure_drafted(buffer, d)
+            ensure_drafted(buffer, d)
         return Decision(d)
 
     def update(self, record: RoundRecord) -> None:

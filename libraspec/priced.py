@@ -6,7 +6,7 @@ quantities into one trade-off, alpha = T^verify tau^-1 c^-1, and then fixes it b
 DFlash). Eq. 17 reads: extend to d' while the segment's expected accepted tokens S_i, each worth
 the seconds a committed token costs on average (T / tau), pay for the d' - i drafts at c seconds
 each. Here both sides come from this project's price list (cost.py), the one that prices the
-rounds (the engine's and replay's `modeled_s`), as `tree.PricedTreePolicy` (ddtree-priced) does
+rounds (the engine's and replay's `modeled_s`), as `tree_policy.PricedTreePolicy` (ddtree-priced) does
 node by node:
 
 - V = T / tau, the modeled seconds a committed token is worth: the earlier rounds' `modeled_s`
@@ -64,8 +64,9 @@ import math
 
 import numpy as np
 
+from .checks import check_buffer, check_confidences, check_int
 from .cost import DIFFUSION, LatencyProfile, chain_round_s
-from .policy import Decision, DraftBufferLike, LibraSpecPolicy, _check_buffer, _check_int, _checked_list
+from .policy import Decision, DraftBufferLike, LibraSpecPolicy
 from .records import RoundRecord
 
 DEFAULT_PRIOR_TAU = 2.0  # the prior pseudo-round commits one accepted draft and the bonus (as ddtree-priced's)
@@ -102,7 +103,7 @@ class PricedLibraSpecPolicy(LibraSpecPolicy):
         self.prior_s = first if prior_s is None else float(prior_s)
         if not (math.isfinite(self.prior_s) and self.prior_s > 0):
             raise ValueError(f"prior_s must be a finite time > 0, got {prior_s!r}")
-        self._prior_state = (_check_int(profile.n if length is None else length, "length"), context, str(source))
+        self._prior_state = (check_int(profile.n if length is None else length, "length"), context, str(source))
         self._reset_state()
         super().__init__(self._alpha(), d_max)
 
@@ -126,11 +127,11 @@ class PricedLibraSpecPolicy(LibraSpecPolicy):
         return chain_round_s(self.profile, steps, int(d), self.needs_features, self._context)
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
-        n, _ = _check_buffer(buffer)
+        n, _ = check_buffer(buffer)
         value = self.value_s()
         while True:
             # every drafted block is paid, whatever d: the best d over the drafted confidences
-            q = _checked_list(buffer.confidences)[: self.d_max]
+            q = check_confidences(buffer.confidences)[: self.d_max]
             blocks = len(buffer.confidences) // n
             P = np.cumprod(q)  # (drafted,) survivals P_1..P_D
             net = value * np.cumsum(P) - [self.round_s(d, blocks) for d in range(1, len(q) + 1)]

@@ -111,7 +111,7 @@ def test_alpha_policy_sets_alpha_in_every_mode_that_reads_it_and_auto_only_where
     from libraspec.analysis.autoalpha import AutoAlphaLibraSpecPolicy
     from libraspec.experiments.driver import AUTO, alpha_policy
     from libraspec.policy import LibraSpecPolicy, StaticPolicy
-    from libraspec.tree import MarginalTreePolicy, TreePolicy
+    from libraspec.tree_policy import MarginalTreePolicy, TreePolicy
 
     settings = RunSpec(d_max=12, node_budget=9, static_length=3)
     chain = alpha_policy("libraspec", settings, 4.5)

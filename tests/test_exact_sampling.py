@@ -38,7 +38,7 @@ from libraspec.policy import LibraSpecPolicy
 from libraspec.priced import PricedLibraSpecPolicy
 from libraspec.serving.sglang import SGLangAdaptivePolicy
 from libraspec.serving.transformers_threshold import ConfidenceThresholdPolicy
-from libraspec.tree import PricedTreePolicy
+from libraspec.tree_policy import PricedTreePolicy
 from libraspec.verify import probabilities
 
 LAYER = "unit"  # tests/conftest.py

@@ -88,7 +88,7 @@ def test_no_import_cycle(package):
 # Top-level modules are placed one by one (the core spans two layers: the round's parts, then
 # the engine and the profiler that run models and drafters); a package's modules share its layer.
 LAYERS = (
-    ("libraspec.files", "libraspec.device", "libraspec.paths"),
+    ("libraspec.files", "libraspec.device", "libraspec.paths", "libraspec.checks"),
     ("libraspec.models",),
     (
         "libraspec.spec",
@@ -100,6 +100,7 @@ LAYERS = (
         "libraspec.serving",  # the serving engines' length rules, policies beside policy.py
         "libraspec.group",  # group decisions of a lock-step group, and its forward's prices
         "libraspec.tree",
+        "libraspec.tree_policy",  # the policies that choose a round's tree
         "libraspec.oracle",
         "libraspec.modes",
     ),

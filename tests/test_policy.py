@@ -11,7 +11,7 @@ from libraspec.analysis.stepper import ArrayBuffer
 from libraspec.modes import make_policy
 from libraspec.policy import FailFastPolicy, G4Policy, LengthPolicy, LibraSpecPolicy, StaticPolicy, epsilon_bounds
 from libraspec.records import PolicyStep, RoundRecord, step_action
-from libraspec.tree import TreePolicy
+from libraspec.tree_policy import TreePolicy
 
 LAYER = "unit"  # tests/conftest.py
 

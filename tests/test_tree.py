@@ -21,7 +21,8 @@ from libraspec.models.target import keep_rows, tree_visibility
 from libraspec.modes import MODES, make_policy
 from libraspec.policy import StaticPolicy, epsilon_bounds
 from libraspec.spec import RunSpec
-from libraspec.tree import DraftTree, TreePolicy, build_tree, depth_confidences, tree_accept, tree_oracle, tree_walk
+from libraspec.tree import DraftTree, build_tree, depth_confidences, tree_accept, tree_oracle, tree_walk
+from libraspec.tree_policy import TreePolicy
 from libraspec.verify import Randomness, SamplingConfig
 
 LAYER = "unit"  # tests/conftest.py
@@ -360,7 +361,7 @@ def test_ddtree_marginal_verifies_only_nodes_that_pay(pair):
     """ddtree-marginal: every node verified has alpha * P >= 1 (P its path probability), rounds whose
     room cut the depth included; greedy output equals AR; and its trees differ from fixed-budget
     ddtree's in most rounds."""
-    from libraspec.tree import MarginalTreePolicy
+    from libraspec.tree_policy import MarginalTreePolicy
 
     class Spy(MarginalTreePolicy):  # pairs each round's chosen depth with the depth it verified
         def reset(self):
@@ -403,7 +404,7 @@ def test_a_profile_priced_tree_pays_each_node_its_own_row_cost(pair):
     committed token so far (a prior pseudo-round first) and dT_j the profile's price of its row
     (tree timings: rows cost different amounts); greedy output equals AR. On a linear profile it is
     the fixed rule alpha * P >= 1 at alpha = V / c."""
-    from libraspec.tree import MarginalTreePolicy, PricedTreePolicy, node_reasons
+    from libraspec.tree_policy import MarginalTreePolicy, PricedTreePolicy, node_reasons
 
     cap = 12
     drafter = GreedyOracleDrafter(pair.target, block_size=8, confidence=0.9, runner_up=(0, 3))

@@ -11,7 +11,7 @@ are estimated instead (`theory.auto_alpha`):
 alpha is clamped to `alpha_range`; a profile whose fit has c <= 0 (verification no
 dearer with length) gives the upper end, the limit alpha -> infinity of the formula.
 Algorithm 1 itself is unchanged (`LibraSpecPolicy`); only alpha moves between rounds.
-(`tree.PricedTreePolicy`, mode ddtree-priced, prices a tree's nodes the same way, node by node.)
+(`tree_policy.PricedTreePolicy`, mode ddtree-priced, prices a tree's nodes the same way, node by node.)
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from libraspec.checks import check_int
 from libraspec.cost import DIFFUSION
 from libraspec.policy import LibraSpecPolicy, epsilon_bounds
 from libraspec.records import PolicyStep
@@ -40,12 +41,6 @@ class StepState:
     done: bool  # True on the last state: LibraSpec submits d
     reason: str  # "start", "extend", "stop" (line 8), "cap" (d reached d_max, line 5)
     message: str  # what the step did and why, in words
-
-
-def _check_int(value, name: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
 
 
 def _bounds(q: np.ndarray, d: int, alpha: float) -> tuple[tuple[int, ...], int, int]:
@@ -98,9 +93,9 @@ def algorithm_states(q, n: int, alpha: float, d_max: int, initial_blocks: int = 
     enter a bound, so `q` must cover d_max positions; blocks past the end of `q` are counted,
     not read. Returns at least one state; the last has done=True.
     """
-    n = _check_int(n, "block size n")
-    d_max = _check_int(d_max, "d_max")
-    initial_blocks = _check_int(initial_blocks, "initial_blocks")
+    n = check_int(n, "block size n")
+    d_max = check_int(d_max, "d_max")
+    initial_blocks = check_int(initial_blocks, "initial_blocks")
     if n > d_max:
         raise ValueError(f"LibraSpec needs d_max >= n, got d_max={d_max}, n={n}")
     q = np.asarray(q, dtype=np.float64).reshape(-1)
@@ -179,11 +174,11 @@ def synthetic_confidences(length: int, start: float, decay: float, noise: float,
     `noise` the standard deviation of independent Gaussian z_i (numpy generator `seed`).
     Returns (length,) float64. Synthetic, for the step-through only; never shown as measured.
     """
-    length = _check_int(length, "length")
+    length = check_int(length, "length")
     for name, value, low, high in (("start", start, 0.0, 1.0), ("decay", decay, 0.0, 1.0), ("noise", noise, 0.0, 1.0)):
         if not (isinstance(value, (int, float, np.floating)) and math.isfinite(value) and low <= value <= high):
             raise ValueError(f"{name} must be a number within [{low:g}, {high:g}], got {value!r}")
-    rng = np.random.default_rng(_check_int(seed, "seed", 0))
+    rng = np.random.default_rng(check_int(seed, "seed", 0))
     base = float(start) * (1.0 - float(decay)) ** np.arange(length)  # (length,)
     return np.clip(base + float(noise) * rng.standard_normal(length), 0.0, 1.0)
 
@@ -221,7 +216,7 @@ class ArrayBuffer:
     """
 
     def __init__(self, q, n: int, more=None):
-        self.n = _check_int(n, "n")
+        self.n = check_int(n, "n")
         shown = np.asarray(q, dtype=np.float64).reshape(-1)
         hidden = np.asarray([] if more is None else more, dtype=np.float64).reshape(-1)
         if shown.size % self.n or hidden.size % self.n:
@@ -252,7 +247,7 @@ class ArrayBuffer:
     discarded: tuple = ()  # a single-pass drafter proposes nothing it drops
 
     def extend(self, num_blocks: int) -> None:
-        num_blocks = _check_int(num_blocks, "num_blocks")
+        num_blocks = check_int(num_blocks, "num_blocks")
         end = self._drafted + num_blocks * self.n
         if end > self._all.size:
             raise ValueError(

@@ -31,7 +31,7 @@ from ..modes import MODES, get_mode
 from ..policy import LengthPolicy, LibraSpecPolicy
 from ..records import RoundRecord
 from ..spec import RunSpec
-from ..tree import TreePolicy
+from ..tree_policy import TreePolicy
 
 ORDERS = ("prompts", "jobs")  # the outer loop: every job of a prompt first, or every prompt of a job
 AUTO = "auto"  # LibraSpec's alpha set online from the latency profile (autoalpha.py)

@@ -31,7 +31,8 @@ The decision reads no confidence at all: only earlier rounds' records.
 
 from __future__ import annotations
 
-from libraspec.policy import Decision, DraftBufferLike, _check_buffer, _check_int, _ensure_drafted
+from libraspec.checks import check_buffer, check_int
+from libraspec.policy import Decision, DraftBufferLike, ensure_drafted
 from libraspec.records import RoundRecord
 
 # the source's defaults (the doc's "Config file reference")
@@ -75,21 +76,21 @@ class SGLangAdaptivePolicy:
         down: float = DOWN_HYSTERESIS,
         up: float = UP_HYSTERESIS,
     ):
-        self.d_max = _check_int(d_max, "d_max")
+        self.d_max = check_int(d_max, "d_max")
         if not tiers:
             raise ValueError("SGLang's adaptive policy needs at least one tier")
-        self.tiers = tuple(sorted({min(_check_int(t, "tier"), self.d_max) for t in tiers}))
+        self.tiers = tuple(sorted({min(check_int(t, "tier"), self.d_max) for t in tiers}))
         if not 0.0 < ema_alpha <= 1.0:
             raise ValueError(f"ema_alpha must be within (0, 1], got {ema_alpha!r}")
         self.ema_alpha, self.down, self.up = float(ema_alpha), float(down), float(up)
-        self.warmup = _check_int(warmup, "warm-up batches", low=0)
-        self.interval = _check_int(interval, "update interval")
+        self.warmup = check_int(warmup, "warm-up batches", low=0)
+        self.interval = check_int(interval, "update interval")
         self.initial = min(self.tiers, key=lambda t: (abs(t - initial), t))  # snapped; a tie goes down
         self.reset()
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
-        _check_buffer(buffer)
-        _ensure_drafted(buffer, self.steps)
+        check_buffer(buffer)
+        ensure_drafted(buffer, self.steps)
         return Decision(self.steps)
 
     def update(self, record: RoundRecord) -> None:

@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from libraspec.policy import Decision, DraftBufferLike, _check_buffer, _check_int, _checked_list
+from libraspec.checks import check_buffer, check_confidences, check_int
+from libraspec.policy import Decision, DraftBufferLike
 from libraspec.records import RoundRecord
 
 # the source's defaults
@@ -96,25 +97,25 @@ class ConfidenceThresholdPolicy:
         schedule: str = SCHEDULE,
         min_pairs: int = MIN_PAIRS,
     ):
-        self.d_max = _check_int(d_max, "d_max")
+        self.d_max = check_int(d_max, "d_max")
         if not (isinstance(threshold, (int, float, np.floating)) and 0.0 <= threshold <= 1.0):
             raise ValueError(f"threshold must be within [0, 1], got {threshold!r}")
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         self.initial_threshold, self.schedule = float(threshold), schedule
-        self.initial_tokens = _check_int(num_tokens, "num_assistant_tokens")
-        self.min_pairs = _check_int(min_pairs, "min_pairs", low=2)
+        self.initial_tokens = check_int(num_tokens, "num_assistant_tokens")
+        self.min_pairs = check_int(min_pairs, "min_pairs", low=2)
         self.reset()
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
-        _check_buffer(buffer)
+        check_buffer(buffer)
         cap = min(self.num_tokens, self.d_max)
-        q = _checked_list(buffer.confidences)
+        q = check_confidences(buffer.confidences)
         d = 0
         while d < cap:
             if d == len(q):  # the next draft lies in a block not drafted yet
                 buffer.extend(1)
-                q = _checked_list(buffer.confidences)
+                q = check_confidences(buffer.confidences)
             d += 1
             if round(q[d - 1], DIGITS) < self.threshold:  # ConfidenceCriteria stops after a token with p < threshold
                 break

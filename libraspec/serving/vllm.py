@@ -42,17 +42,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..checks import check_buffer, check_confidences, check_int
 from ..cost import DIFFUSION, EAGLE, LatencyProfile, drafting_s, upkeep_s
 from ..paths import ASSETS
-from ..policy import (
-    Decision,
-    DraftBufferLike,
-    SourcedBufferLike,
-    StaticPolicy,
-    _check_buffer,
-    _check_int,
-    _checked_list,
-)
+from ..policy import Decision, DraftBufferLike, SourcedBufferLike, StaticPolicy
 from ..records import RoundRecord
 
 SCHEDULE_PATH = ASSETS / "batch_schedule.json"  # the schedule's table: chosen by benchmarks/batch_schedule.py
@@ -110,7 +103,7 @@ def global_budget(
     if R == 0:
         raise ValueError("a draft budget needs at least one request")
     scores, owner = ranked_slots(survivals)
-    top = scores.size if max_slots is None else min(scores.size, _check_int(max_slots, "max_slots", low=0))
+    top = scores.size if max_slots is None else min(scores.size, check_int(max_slots, "max_slots", low=0))
     gains = R + np.concatenate(([0.0], np.cumsum(scores[:top])))  # (top + 1,) expected tokens at B
     fixed = float(draft_cost(R))
     costs = np.array([fixed + float(verify_cost(R + b)) for b in range(top + 1)])  # (top + 1,) seconds at B
@@ -168,7 +161,7 @@ class VLLMAdaptivePolicy:
         if not isinstance(profile, LatencyProfile):
             raise ValueError("vLLM's adaptive verification prices its budget with a LatencyProfile")
         self.profile = profile
-        self.d_max = _check_int(d_max, "d_max")
+        self.d_max = check_int(d_max, "d_max")
         self.needs_features = needs_features
         self._context: int | None = None  # committed tokens the next round starts after (None: c0)
         self._upkeep: bool | None = needs_features  # learned from the records when not given
@@ -184,9 +177,9 @@ class VLLMAdaptivePolicy:
         return drafting_s(self.profile, steps) + upkeep_s(self.profile, self._pays_upkeep(buffer), steps)
 
     def choose_length(self, buffer: DraftBufferLike) -> Decision:
-        n, _ = _check_buffer(buffer)
+        n, _ = check_buffer(buffer)
         while True:
-            q = _checked_list(buffer.confidences)
+            q = check_confidences(buffer.confidences)
             blocks, drafted = len(q) // n, min(len(q), self.d_max)
             S = survival(q[:drafted])  # (drafted,) S_1..S_drafted
             fixed = self._fixed_s(buffer, blocks)
@@ -265,7 +258,7 @@ def checked_ranges(ranges, where: str = "the schedule") -> tuple[tuple[int, int,
 
 def schedule_length(ranges, batch_size: int) -> int:
     """K at `batch_size`: its range's, in a gap the range's before it, beyond the last the last."""
-    batch_size = _check_int(batch_size, "batch size")
+    batch_size = check_int(batch_size, "batch size")
     k = None
     for lo, hi, value in checked_ranges(ranges):
         if lo > batch_size:
@@ -316,8 +309,8 @@ class BatchSchedulePolicy(StaticPolicy):
     def __init__(self, table, batch_size: int = 1, d_max: int = 24):
         ranges = table.get("ranges") if isinstance(table, dict) else table
         self.ranges = checked_ranges(ranges)
-        self.batch_size = _check_int(batch_size, "batch size")
-        self.d_max = _check_int(d_max, "d_max")
+        self.batch_size = check_int(batch_size, "batch size")
+        self.d_max = check_int(d_max, "d_max")
         self.length = min(schedule_length(self.ranges, self.batch_size), self.d_max)  # a static length
 
 
@@ -425,7 +418,7 @@ class OnlineCalibration:
     def __init__(self, policy, refit_every: int = REFIT_INTERVAL, ridge: float = RIDGE, persist: bool = False) -> None:
         self.policy = policy
         self.name = policy.name  # the same mode, its q_i calibrated
-        self.refit_every = _check_int(refit_every, "refit interval")
+        self.refit_every = check_int(refit_every, "refit interval")
         if not (math.isfinite(ridge) and ridge > 0.0):
             raise ValueError(f"ridge must be a finite number > 0, got {ridge!r}")
         self.ridge, self.persist = float(ridge), bool(persist)
