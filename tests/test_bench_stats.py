@@ -287,3 +287,28 @@ def test_pooled_intervals_resample_within_each_suite():
     assert stratified[0] <= point <= stratified[1]
     with pytest.raises(ValueError, match="one label per prompt"):
         speedup_interval(rows, "wall_s", strata=strata[:3])
+
+
+def test_the_papers_figures_are_typed_once_as_data():
+    """Issue 44: the paper's numbers live once (experiments/paper.py, each with where it stands in
+    the paper); the report reads them, and no other library module types one."""
+    import re
+    from pathlib import Path
+
+    from libraspec.experiments.paper import REPORTED, Reported
+
+    assert Reported(8.49, 8.49, "x", "abstract").span() == "8.49x"
+    assert Reported(0.39, 0.69, "x", "Table 2").span() == "0.39-0.69x"
+    assert Reported(2.78, 2.78, "tokens", "4.7").span() == "2.78 tokens"
+    assert all(r.where and r.low <= r.high for r in REPORTED.values())
+    package = Path(__file__).resolve().parents[1] / "libraspec"
+    # each figure as the report writes it ("8.49", "0.39-0.69"): a bare 0.5 or 24 is no paper figure
+    figures = {r.span().removesuffix("x").removesuffix(" tokens") for r in REPORTED.values() if r.unit}
+    typed = [
+        (path.name, figure)
+        for path in package.rglob("*.py")
+        if path.name != "paper.py"
+        for figure in figures
+        if re.search(rf"(?<![\d.]){re.escape(figure)}(?![\d])", path.read_text())
+    ]
+    assert typed == [], f"paper figures typed outside paper.py: {typed}"

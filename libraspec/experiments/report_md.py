@@ -1,4 +1,6 @@
-"""BENCHMARKS.md from the results of `report.run_report`: tables, goals, evidence.
+"""The measured report (`report.run_report`'s REPORT.md) in words: tables, goals, evidence. The
+paper's figures it compares with are data (paper.py); BENCHMARKS.md is written by
+benchmarks/replay_report.py.
 
 Paper symbols: d the speculative length, d* the oracle length, n the block size, d_max
 the cap, alpha the Algorithm 1 trade-off, q_i the drafter confidence of draft i,
@@ -33,6 +35,7 @@ from ..modes import AR, BASELINE, MODES, ORACLE, PAPER
 from ..spec import NAMES
 from .bench import PUBLISHED, label_title, mode_summary
 from .driver import alpha_label
+from .paper import REPORTED
 from .provenance import BUSY_SHARE, shown_path
 from .stats import DSTAR_BINS, distinguishable
 
@@ -44,7 +47,6 @@ GOALS = {
     "measured": 2.0,
     "policy_share": 0.01,
 }
-PAPER_MAD = (2.78, 9.48)  # LibraSpec vs static, paper section 5
 QUICK_NOTE = "**Quick run** (`--quick`): too small a sample for the conclusions of a full run. "
 
 
@@ -328,7 +330,7 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
     if best:
         rows.append(
             [
-                "speedup over AR up to 8.49x (GPUs)",
+                f"speedup over AR up to {REPORTED['speedup'].span()} (GPUs)",
                 f"up to {_x(best[2]['speedup_measured'])} measured ({best[0]}, T={best[1]:g}), "
                 f"{_x(max(x[2]['speedup_modeled'] or 0 for x in libs))} modeled",
                 "CPU, 135M target, self-trained drafter: see the limits below",
@@ -341,14 +343,17 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
             gain_m = None if lib["speedup_measured"] is None else lib["speedup_measured"] - s["speedup_measured"]
             rows.append(
                 [
-                    f"+0.5-1.5x over baselines (T={t:g})",
+                    f"+{REPORTED['gain'].span()} over baselines (T={t:g})",
                     f"{_x(gain_m, 2, 'x')} measured, {_x(lib['speedup_modeled'] - s['speedup_modeled'])} "
                     f"modeled over {_plain(best_static(modes), modes)}",
                     f"pooled over suites; LibraSpec against it: measured {compare(lib, s, 'speedup_measured')}, "
                     f"modeled {compare(lib, s, 'speedup_modeled')} (95% intervals)",
                 ]
             )
-    for kind, paper in (("alpha", "alpha 2.0-2.2 is robust"), ("d_max", "d_max = 24 for DFlash")):
+    for kind, paper in (
+        ("alpha", f"alpha {REPORTED['alpha'].span()} is robust"),
+        ("d_max", f"d_max {REPORTED['d_max_dflash'].span()} for DFlash"),
+    ):
         sweep = sweep_rows(data, kind)
         if sweep:
             top = max(sweep, key=lambda x: x[1]["speedup_modeled"] or 0.0)
@@ -380,7 +385,8 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
             ]
             rows.append(
                 [
-                    f"DDTree + LibraSpec: +0.39-0.69x (greedy), +0.45-0.56x (sampling) over DDTree (T={t:g})",
+                    f"DDTree + LibraSpec: +{REPORTED['gain_ddtree_greedy'].span()} (greedy), "
+                    f"+{REPORTED['gain_ddtree_sampling'].span()} (sampling) over DDTree (T={t:g})",
                     "; ".join(gains),
                     "pooled over suites, the chain-vs-tree runs; budgets as labelled",
                 ]
@@ -390,7 +396,8 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
         regime = modes[PAPER]["regime"] or {}
         rows.append(
             [
-                f"MAD to oracle {PAPER_MAD[0]} (LibraSpec) vs {PAPER_MAD[1]} (static)",
+                f"MAD to oracle {REPORTED['mad_libraspec'].low:g} (LibraSpec) "
+                f"vs {REPORTED['mad_static'].low:g} (static)",
                 f"{_f(modes[PAPER]['mad_vs_oracle'])} vs {_f(modes[best_static(modes)]['mad_vs_oracle'])}",
                 f"T = 0, best static, pooled; on LibraSpec's rounds constant d = 1 scores "
                 f"{_f(regime.get('mad_constant_1'))} and static d = n {_f(regime.get('mad_static_n'))}: "
@@ -661,8 +668,9 @@ def _mad_section(profile, pooled: dict, pooled_tag: str) -> list[str]:
     lines = [
         "## MAD to the oracle length",
         "",
-        f"The paper reports {PAPER_MAD[0]} for LibraSpec against "
-        f"{PAPER_MAD[1]} for static lengths. A MAD means something only beside the MAD of trivial "
+        f"The paper reports {REPORTED['mad_libraspec'].span()} for LibraSpec against "
+        f"{REPORTED['mad_static'].span()} for static lengths ({REPORTED['mad_static'].where}). "
+        f"A MAD means something only beside the MAD of trivial "
         f"schedules on the same rounds: constant d = 1 and static d = n = {profile.n}.",
         "",
     ]

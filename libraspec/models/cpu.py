@@ -7,18 +7,8 @@ layout, are faster, most of all the 49,152 x 576 output head. That lowers the
 verification cost in T_round(d) (docs/ARCHITECTURE.md, "What is timed"), which moves the best
 speculative length d on this hardware; the measured `LatencyProfile` sees it.
 
-Measured for SmolLM2-135M-Instruct, float32, KV cache of 300 tokens, 1 thread,
-median CPU time of 9 repeats (the 2-core machine was shared with other jobs, so
-CPU time, not wall time, is the stable number), new tokens -> ms:
-
-    tokens      1     4     8     16    24    lm_head (16 rows)
-    dense     96.4 151.6 170.8 213.2 269.6   43.4
-    packed    91.6 129.4 152.3 191.8 237.2   21.8
-    bf16      83.8 185.4 318.4 591.3 850.8  108.5   (emulated: rejected)
-
-Greedy argmax along 3 prompts x 128 decoding steps: 0 mismatches with the dense
-path, max |logit difference| 1.9e-4. Two-thread wall times under the same load were
-dominated by preemption (1-5 s per forward) and are not quoted.
+What it saves, and that greedy argmax is unchanged, is measured in docs/MEASUREMENTS.md
+("The CPU fast path"); the figures live there, not in this docstring.
 """
 
 from __future__ import annotations
@@ -73,9 +63,8 @@ class PackedLinear(nn.Module):
 def fast_cpu_path(model: nn.Module) -> nn.Module:
     """Route every `nn.Linear` of a float32 CPU `model` (lm_head included) through oneDNN.
 
-    Converts in place and returns `model`. Measured (see the module docstring): 5-15%
-    less time per target forward for 1-24 new tokens and half the output-head cost,
-    with identical greedy argmax. Inference only pays off; autograd falls back to dense.
+    Converts in place and returns `model` (what it saves: docs/MEASUREMENTS.md, "The CPU fast
+    path"; greedy argmax is unchanged). Inference only pays off; autograd falls back to dense.
     """
     if not torch.backends.mkldnn.is_available():
         raise ValueError("oneDNN (mkldnn) is not available in this torch build")
