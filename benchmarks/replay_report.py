@@ -47,7 +47,7 @@ from libraspec.analysis.regimes import describe, synthetic_profile  # noqa: E402
 from libraspec.analysis.replay import replay  # noqa: E402
 from libraspec.analysis.trace import DraftTrace, record_trace  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
-from libraspec.experiments import grids  # noqa: E402
+from libraspec.experiments import grids, report_md  # noqa: E402
 from libraspec.experiments.provenance import (  # noqa: E402
     cpu_clock,
     git_state,
@@ -56,6 +56,7 @@ from libraspec.experiments.provenance import (  # noqa: E402
     others_share,
     versions,
 )
+from libraspec.experiments.report_md import speedup_text  # noqa: E402
 from libraspec.experiments.stats import distinguishable, per_prompt, speedup_interval  # noqa: E402
 from libraspec.group import BATCHINGS, PADDED  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
@@ -274,8 +275,7 @@ def engine_ratios(results, rows_by, traces) -> dict:
 
 
 def best_static(summaries: dict) -> str:
-    statics = {k: v for k, v in summaries.items() if v["mode"] == "static"}
-    return max(statics, key=lambda k: statics[k]["speedup"])
+    return report_md.best_static(summaries, "speedup")
 
 
 def measured_check(args, pair, cache: Path, static_d: int) -> list[dict]:
@@ -349,13 +349,8 @@ def measured_summary(rows: list[dict]) -> dict:
 # ---- markdown ----------------------------------------------------------------------------------
 
 
-def _x(value) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
 def _ci(summary: dict) -> str:
-    interval = summary.get("interval")
-    return _x(summary["speedup"]) + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    return speedup_text(summary["speedup"], summary.get("interval"))
 
 
 def render(args, pair, profiles, concurrency, results, engines, ratios, measured, meta) -> str:
@@ -563,8 +558,9 @@ def takeaways(results) -> list[str]:
             s = by_profile[key]
             static, lib = best_static(s), s["LibraSpec alpha=2.2"]
             best = s.get(grids.BEST)
-            gap = f", best schedule {_x(best['speedup'])}" if best else ""
-            parts.append(f"({key}) LibraSpec {_x(lib['speedup'])} vs {static} {_x(s[static]['speedup'])}{gap}")
+            gap = f", best schedule {speedup_text(best['speedup'])}" if best else ""
+            versus = f"{static} {speedup_text(s[static]['speedup'])}"
+            parts.append(f"({key}) LibraSpec {speedup_text(lib['speedup'])} vs {versus}{gap}")
         out.append(f"- {drafter}: " + "; ".join(parts) + ".")
     return out
 
@@ -655,14 +651,11 @@ def measured_table(summary: dict, args) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for label, s in summary.items():
-
-        def ci(value, interval):
-            return _x(value) + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
-
+        ci = speedup_text
         equal = f"{s['equal_rounds']}/{s['rounds']}" if "rounds" in s else "- (sampled text is not fixed)"
         lines.append(
             f"| {label} | {ci(s['measured'], s['measured_interval'])} | {ci(s['modeled'], s['modeled_interval'])} "
-            f"| {_x(s.get('replay_modeled'))} | {equal} |"
+            f"| {speedup_text(s.get('replay_modeled'))} | {equal} |"
         )
     return lines
 

@@ -37,6 +37,7 @@ from libraspec.experiments.bench import (
     run_bench,
     write_result,
 )
+from libraspec.experiments.report_md import speedup_text  # noqa: E402
 from libraspec.experiments.stats import speedup_interval  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.paths import read_prompts  # noqa: E402
@@ -65,9 +66,7 @@ def run_suite(pair, suite: str, file: str, args, profile: LatencyProfile) -> Non
 
 
 def _ci(entry: dict, key: str) -> str:
-    low, high = entry[f"{key}_ci"] or (None, None)
-    value = entry[key]
-    return f"{value:.2f}x" + (f" [{low:.2f}-{high:.2f}]" if low is not None else "")
+    return speedup_text(entry[key], entry[f"{key}_ci"])
 
 
 def rows(path: Path) -> list[dict]:

@@ -62,8 +62,8 @@ def _pct(value) -> str:
     return "-" if value is None else f"{100 * value:.2f}%"
 
 
-def _ci(value, interval, digits: int = 2) -> str:
-    """A speedup with its 95% interval: 1.23x [1.10-1.35]."""
+def speedup_text(value, interval=None, digits: int = 2) -> str:
+    """A speedup with its 95% interval when it has one: 1.23x [1.10-1.35] (every report's format)."""
     if value is None:
         return "-"
     return _x(value, digits) + ("" if interval is None else f" [{interval[0]:.{digits}f}-{interval[1]:.{digits}f}]")
@@ -105,8 +105,8 @@ def _modes_table(modes: dict, tag: str) -> list[str]:
     rows = [
         [
             _label_name(label, e),
-            _ci(e["speedup_measured"], e["speedup_measured_ci"]),
-            _ci(e["speedup_modeled"], e["speedup_modeled_ci"]),
+            speedup_text(e["speedup_measured"], e["speedup_measured_ci"]),
+            speedup_text(e["speedup_modeled"], e["speedup_modeled_ci"]),
             _f(e["tau"]),
             _f(e["mean_length"], 1),
             _f(e["mad_vs_oracle"]),
@@ -634,8 +634,8 @@ def _sensitivity(data, kind: str, title: str) -> list[str]:
         [
             [
                 alpha_label(v),
-                _ci(p["speedup_measured"], p["speedup_measured_ci"]),
-                _ci(p["speedup_modeled"], p["speedup_modeled_ci"]),
+                speedup_text(p["speedup_measured"], p["speedup_measured_ci"]),
+                speedup_text(p["speedup_modeled"], p["speedup_modeled_ci"]),
                 _f(p["tau"]),
                 _f(p["mean_length"], 1),
             ]
@@ -799,8 +799,8 @@ def _tree_table(modes: dict, tag: str) -> list[str]:
     rows = [
         [
             label_title(label),
-            _ci(e["speedup_measured"], e["speedup_measured_ci"]),
-            _ci(e["speedup_modeled"], e["speedup_modeled_ci"]),
+            speedup_text(e["speedup_measured"], e["speedup_measured_ci"]),
+            speedup_text(e["speedup_modeled"], e["speedup_modeled_ci"]),
             _f(e["tau"]),
             _x(e["tau"] / chain) if chain and e["mode"] != AR else "-",
             _f(e["mean_length"], 1),
