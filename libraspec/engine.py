@@ -16,7 +16,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -215,23 +215,17 @@ class SpeculativeDecoder:
         token = self._target_next(state, sampling)
         state.ids.append(token)
         verify_s = time.perf_counter() - start
-        return self._record(
-            state,
-            mode=AR,
-            committed=[token],
-            bonus_token=token,
-            verify_s=verify_s,
-            modeled_s=profile.ar_token_time(len(state.ids) - 1),  # after the context it saw
-        )
+        times = _Times(verify_s, modeled_s=profile.ar_token_time(len(state.ids) - 1))  # after the context it saw
+        return self._record(state, AR, _Outcome(Decision(0), 0, 0, [token], token), times)
 
     def _round(
         self, state: _State, mode: str, policy, config: DecodeConfig, sampling: SamplingConfig, profile: LatencyProfile
     ) -> RoundRecord:
         """One round of a chain or a tree mode, in the six steps of docs/ARCHITECTURE.md ("A round").
-        A chain verifies its first d drafts; a tree (DDTree) verifies the best-first tree of the
-        policy's node budget within depth d, built over the same drafts."""
+        What differs between the two shapes is a `_Chain` or a `_Tree`: a chain verifies its first d
+        drafts; a tree (DDTree) verifies the best-first tree of the policy's node budget within depth
+        d, built over the same drafts."""
         kind = get_mode(mode).kind  # "policy", "tree" or "oracle"
-        is_tree = kind == "tree"
         L = len(state.ids)
         room = self._room(state, config)
         cap = max(0, room - 1)  # d drafts commit up to d + 1 tokens
@@ -239,9 +233,9 @@ class SpeculativeDecoder:
         rng = None if sampling.greedy else state.rng
         if rng is not None:  # the round's shared uniforms, drawn before any draft (a tree: per sibling rank)
             d_max = policy.d_max if policy else 0
-            rng.start_round(max(config.lookahead, d_max) + self.n, policy.node_budget if is_tree else 1)
+            rng.start_round(max(config.lookahead, d_max) + self.n, policy.node_budget if kind == "tree" else 1)
         buffer = self.drafter.start_round(state.context, state.ids, sampling)
-        view = TreeView(buffer, policy.node_budget) if is_tree else buffer  # what the policy reads
+        shape = _Tree(self, buffer, policy.node_budget) if kind == "tree" else _Chain(self, buffer)
         # 1. draft the first block (Algorithm 1 line 3); the buffer holds distributions and their chain, no sample
         buffer.extend(1)
         # 2. choose d (a tree: its depth; 0 when the drafter had nothing to offer: an AR step)
@@ -252,76 +246,48 @@ class SpeculativeDecoder:
             d_star, lossless_d = self._oracle_length(state, buffer, lookahead, sampling, rng, profile)
             decision, oracle = Decision(lossless_d), (d_star, None)
         else:
-            decision, policy_s = _timed_choice(policy, view, buffer)
+            decision, policy_s = _timed_choice(policy, shape.view, buffer)
         d = min(decision.d, cap)  # the round's room may cut d
-        if is_tree:  # the tree within depth d (policy time); a cut depth keeps the chosen nodes within it
-            start = time.perf_counter()
-            if d < decision.d and decision.nodes:
-                decision = dataclasses.replace(
-                    decision, nodes=sum(h <= d for h in view.tree(decision.d, decision.nodes).depths)
-                )
-            tree = view.tree(d, decision.nodes)
-            policy_s += time.perf_counter() - start
-        q = () if buffer.empty else view.confidences  # what the policy saw (a tree: per depth), before any look-ahead
+        decision, settle_s = shape.settle(decision, d)
+        # what the policy saw (a tree: per depth), before any look-ahead
+        q = () if buffer.empty else shape.view.confidences
         decision = decision.capped(d, q)
         blocks = max(1, buffer.steps_for(d)) if kind == "oracle" else buffer.blocks  # the first was drafted
         if config.annotate_oracle and kind != "oracle" and lookahead and not buffer.empty:
-            if is_tree:
-                oracle = self._tree_oracle(state, view, lookahead, sampling, rng, profile)
-            else:
-                oracle = (self._oracle_length(state, buffer, lookahead, sampling, rng, profile)[0], None)
+            oracle = shape.oracle(state, lookahead, sampling, rng, profile)
         # 3. verify in one target forward: [last token, x_1..x_d] (sampling: the d drafts are drawn from
         #    their proposals only now), or [last token, nodes...] under the tree attention mask
-        start = time.perf_counter()
         # 4. accept the longest valid prefix or root path (greedy: the target's argmax; sampling:
         #    rejection, recursive in a tree), then the bonus / correction token
-        if is_tree:
-            path, bonus, hidden_states = self._verify_tree(state, tree, sampling, rng)
-            accepted_tokens = [tree.tokens[j] for j in path]
-        else:
-            drafts, draft_probs = buffer.draw(d, rng)
-            accepted, bonus, hidden_states = self._verify_chain(state, drafts, draft_probs, sampling, rng)
-            accepted_tokens = drafts[:accepted]
+        start = time.perf_counter()
+        accepted_tokens, bonus, hidden_states = shape.verify(state, d, sampling, rng)
         committed = self._truncate(accepted_tokens + [bonus], room)
         accepted = min(len(accepted_tokens), len(committed))  # drafts past an EOS were never AR's tokens
         # 5. commit, then roll back every cache to the committed length (a tree: the root's and the
         #    accepted path's rows move into place)
         state.ids.extend(committed)
-        rows = [0] + [1 + j for j in path[:accepted]] if is_tree else None
-        self._fit_caches(state, hidden_states, L - 1, rows=rows)
+        self._fit_caches(state, hidden_states, L - 1, rows=shape.rows(accepted))
         verify_s = time.perf_counter() - start
         # 6. record: the drafts shown are the verified ones, then the drafter's chain past them (a
         #    tree: the chain, its nodes beside it)
-        shown = blocks * self.n
-        steps = buffer.steps_run(blocks)
-        if is_tree:
-            tree_fields = dict(tree=tree, tree_path=path[:accepted], tree_confidences=q)
-            modeled_s = tree_round_s(profile, steps, len(tree), self.drafter.needs_features, L)
-            drafts = []
-        else:
-            tree_fields = {}
-            modeled_s = chain_round_s(profile, steps, d, self.drafter.needs_features, L)
-        return self._record(
-            state,
-            mode=mode,
-            drafts=drafts + buffer.tokens[len(drafts) : shown],
+        shown, steps = blocks * self.n, buffer.steps_run(blocks)
+        verified = shape.verified()
+        drafted = _Drafted(
+            tokens=verified + buffer.tokens[len(verified) : shown],
             confidences=buffer.confidences[:shown].tolist(),
             sources=buffer.sources[:shown],
             blocks=blocks,
-            decision=decision,
-            d=d,
-            accepted=accepted,
-            committed=committed,
-            bonus_token=bonus if len(committed) == accepted + 1 else None,
-            oracle_d=oracle[0],
-            oracle_tree_size=oracle[1],
-            draft_s=buffer.draft_seconds(blocks),
-            policy_s=policy_s,
-            verify_s=verify_s,
-            modeled_s=modeled_s,
-            modeled_draft_s=drafting_s(profile, steps),
-            **tree_fields,
         )
+        times = _Times(
+            draft_s=buffer.draft_seconds(blocks),
+            policy_s=policy_s + settle_s,
+            verify_s=verify_s,
+            modeled_s=shape.modeled_s(profile, steps, d, L),
+            modeled_draft_s=drafting_s(profile, steps),
+        )
+        bonus_token = bonus if len(committed) == accepted + 1 else None
+        outcome = _Outcome(decision, d, accepted, committed, bonus_token, *oracle)
+        return self._record(state, mode, outcome, times, drafted, shape.tree_parts(accepted, q))
 
     def _tree_oracle(
         self,
@@ -497,66 +463,169 @@ class SpeculativeDecoder:
     def _record(
         self,
         state: _State,
-        *,
         mode: str,
-        committed: list[int],
-        bonus_token: int | None,
-        verify_s: float,
-        modeled_s: float,
-        drafts=(),
-        confidences=(),
-        sources=(),
-        blocks: int = 0,
-        decision: Decision = Decision(0),
-        d: int = 0,
-        accepted: int = 0,
-        oracle_d: int | None = None,
-        draft_s: float = 0.0,
-        policy_s: float = 0.0,
-        tree=None,
-        tree_path=(),
-        tree_confidences=(),
-        oracle_tree_size: int | None = None,
-        modeled_draft_s: float = 0.0,
+        outcome: _Outcome,
+        times: _Times,
+        drafted: _Drafted | None = None,
+        tree: _TreeParts | None = None,
     ) -> RoundRecord:
+        """The round's one frozen record, from its named parts (an AR step has no drafts and no tree)."""
+        drafted = drafted or _Drafted()
         if not self.measures_time:  # a replay: its clock timed no model
-            draft_s = policy_s = verify_s = math.nan
-        state.seconds += draft_s + policy_s + verify_s
-        state.modeled += modeled_s
+            times = dataclasses.replace(times, draft_s=math.nan, policy_s=math.nan, verify_s=math.nan)
+        state.seconds += times.draft_s + times.policy_s + times.verify_s
+        state.modeled += times.modeled_s
+        decision, committed, nodes = outcome.decision, outcome.committed, tree.tree if tree else None
         record = RoundRecord(
             mode=mode,
             round_index=state.rounds,
             start_position=len(state.ids) - len(committed),
-            draft_tokens=tuple(int(t) for t in drafts),
-            confidences=tuple(float(q) for q in confidences),
-            draft_sources=tuple(sources),
-            blocks_drafted=int(blocks),
+            draft_tokens=tuple(int(t) for t in drafted.tokens),
+            confidences=tuple(float(q) for q in drafted.confidences),
+            draft_sources=tuple(drafted.sources),
+            blocks_drafted=int(drafted.blocks),
             policy_steps=decision.steps,
             eps_bounds=tuple(int(e) for e in decision.eps_bounds),
-            chosen_length=int(d),
-            accepted=int(accepted),
+            chosen_length=int(outcome.d),
+            accepted=int(outcome.accepted),
             committed_tokens=tuple(int(t) for t in committed),
-            bonus_token=None if bonus_token is None else int(bonus_token),
-            oracle_length=oracle_d,
-            draft_s=float(draft_s),
-            policy_s=float(policy_s),
-            verify_s=float(verify_s),
-            modeled_s=float(modeled_s),
+            bonus_token=None if outcome.bonus_token is None else int(outcome.bonus_token),
+            oracle_length=outcome.oracle_d,
+            draft_s=float(times.draft_s),
+            policy_s=float(times.policy_s),
+            verify_s=float(times.verify_s),
+            modeled_s=float(times.modeled_s),
             cumulative_tokens=state.generated,
             cumulative_s=state.seconds,
             cumulative_modeled_s=state.modeled,
             alpha=decision.alpha,
-            modeled_draft_s=float(modeled_draft_s),
-            tree_size=0 if tree is None else len(tree),
-            tree_tokens=() if tree is None else tree.tokens,
-            tree_parents=() if tree is None else tree.parents,
-            tree_probs=() if tree is None else tree.probs,
-            tree_path=tuple(int(j) for j in tree_path),
-            tree_confidences=tuple(float(q) for q in tree_confidences),
-            oracle_tree_size=oracle_tree_size,
+            modeled_draft_s=float(times.modeled_draft_s),
+            tree_size=0 if nodes is None else len(nodes),
+            tree_tokens=() if nodes is None else nodes.tokens,
+            tree_parents=() if nodes is None else nodes.parents,
+            tree_probs=() if nodes is None else nodes.probs,
+            tree_path=tuple(int(j) for j in tree.path) if tree else (),
+            tree_confidences=tuple(float(q) for q in tree.confidences) if tree else (),
+            oracle_tree_size=outcome.oracle_tree_size,
         )
         state.rounds += 1
         return record
+
+
+# -- a round's named parts, and its two shapes ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Drafted:
+    """What a round drafted and shows: the verified drafts, then the drafter's chain past them."""
+
+    tokens: Sequence[int] = ()
+    confidences: Sequence[float] = ()
+    sources: Sequence[str] = ()
+    blocks: int = 0
+
+
+@dataclass(frozen=True)
+class _Times:
+    """A round's measured seconds (NaN in a replay) and its modeled seconds."""
+
+    verify_s: float
+    modeled_s: float
+    draft_s: float = 0.0
+    policy_s: float = 0.0
+    modeled_draft_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a round decided and committed, and the oracle's hindsight beside it."""
+
+    decision: Decision
+    d: int
+    accepted: int
+    committed: list[int]
+    bonus_token: int | None
+    oracle_d: int | None = None
+    oracle_tree_size: int | None = None
+
+
+@dataclass(frozen=True)
+class _TreeParts:
+    """A tree round's tree, its accepted path and the per-depth confidences its policy saw."""
+
+    tree: object
+    path: Sequence[int]
+    confidences: Sequence[float]
+
+
+class _Chain:
+    """A chain round: the policy reads the buffer, and the first d drafts are verified."""
+
+    def __init__(self, decoder: SpeculativeDecoder, buffer: DraftBuffer):
+        self.decoder, self.buffer, self.view = decoder, buffer, buffer
+        self._drafts: list[int] = []
+
+    def settle(self, decision: Decision, d: int) -> tuple[Decision, float]:
+        return decision, 0.0
+
+    def oracle(self, state, lookahead, sampling, rng, profile) -> tuple[int | None, None]:
+        return self.decoder._oracle_length(state, self.buffer, lookahead, sampling, rng, profile)[0], None
+
+    def verify(self, state, d: int, sampling, rng):
+        self._drafts, draft_probs = self.buffer.draw(d, rng)
+        accepted, bonus, hidden_states = self.decoder._verify_chain(state, self._drafts, draft_probs, sampling, rng)
+        return self._drafts[:accepted], bonus, hidden_states
+
+    def rows(self, accepted: int) -> None:
+        return None
+
+    def verified(self) -> list[int]:
+        return list(self._drafts)
+
+    def modeled_s(self, profile, steps, d: int, context: int) -> float:
+        return chain_round_s(profile, steps, d, self.decoder.drafter.needs_features, context)
+
+    def tree_parts(self, accepted: int, q) -> None:
+        return None
+
+
+class _Tree:
+    """A tree round: the policy reads the buffer's trees (`TreeView`), and the best-first tree of
+    the policy's node budget within depth d is verified under the tree attention mask."""
+
+    def __init__(self, decoder: SpeculativeDecoder, buffer: DraftBuffer, node_budget: int):
+        self.decoder, self.buffer = decoder, buffer
+        self.view = TreeView(buffer, node_budget)
+        self.tree, self._path = None, []
+
+    def settle(self, decision: Decision, d: int) -> tuple[Decision, float]:
+        """The tree within depth d (policy time); a cut depth keeps the chosen nodes within it."""
+        start = time.perf_counter()
+        if d < decision.d and decision.nodes:
+            decision = dataclasses.replace(
+                decision, nodes=sum(h <= d for h in self.view.tree(decision.d, decision.nodes).depths)
+            )
+        self.tree = self.view.tree(d, decision.nodes)
+        return decision, time.perf_counter() - start
+
+    def oracle(self, state, lookahead, sampling, rng, profile) -> tuple[int, int]:
+        return self.decoder._tree_oracle(state, self.view, lookahead, sampling, rng, profile)
+
+    def verify(self, state, d: int, sampling, rng):
+        self._path, bonus, hidden_states = self.decoder._verify_tree(state, self.tree, sampling, rng)
+        return [self.tree.tokens[j] for j in self._path], bonus, hidden_states
+
+    def rows(self, accepted: int) -> list[int]:
+        return [0] + [1 + j for j in self._path[:accepted]]
+
+    def verified(self) -> list[int]:
+        return []  # the record shows the chain; the tree's nodes go beside it
+
+    def modeled_s(self, profile, steps, d: int, context: int) -> float:
+        return tree_round_s(profile, steps, len(self.tree), self.decoder.drafter.needs_features, context)
+
+    def tree_parts(self, accepted: int, q) -> _TreeParts:
+        return _TreeParts(self.tree, self._path[:accepted], q)
 
 
 def _timed_choice(policy, view, buffer) -> tuple[Decision, float]:
