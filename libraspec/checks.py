@@ -1,6 +1,7 @@
 """The library's argument checks, one home for them: each returns the checked value or raises
-ValueError naming what is wrong. (A visitor's settings are checked once, by `spec.RunSpec.checked`;
-these guard the library's own functions and classes.)"""
+ValueError naming what is wrong. A run's settings are checked once, by `spec.RunSpec.checked`
+(clamped, with notes); these guard the library's own constructors and functions against a
+caller that passes no checked spec, and a checked spec always passes them."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from .race_words import alpha_advice, drift, kept_profile, load_change_note, rac
 from .render import TextSegments, eta_text
 from .run import LOCAL, Run
 from .run_store import RunStore
-from .settings import check_prompt_length, check_race_modes, check_settings, suggest_alpha
+from .settings import APP_CAPS, check_prompt_length, check_race_modes, suggest_alpha
 
 UPDATE_INTERVAL_S = 0.25  # the race view refreshes at most 4 times a second
 KEPT_RUNS = 8
@@ -68,13 +68,14 @@ class Races:
         self._store = RunStore(runs_dir, KEPT_RUNS) if runs_dir is not None else None
 
     def prepare(self, prompt: str, settings: RunSpec) -> tuple[list[int], Checked]:
-        """Encode the prompt and check the settings (`check_settings`: clamps, each noted by field)."""
+        """Encode the prompt and check the settings once: `RunSpec.checked` under the app's caps
+        (clamps, each noted by field); everything below trusts the checked spec."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty: type a question or instruction")
         pair = self.session.pair
         ids = pair.encode_prompt(prompt)
         check_prompt_length(len(ids), pair.target.device.type)
-        return ids, check_settings(settings, pair.n, pair.max_context, len(ids))
+        return ids, settings.checked(pair.n, pair.max_context, len(ids), APP_CAPS)
 
     def _ar_baseline(self, ids: list[int], prompt: str, settings: RunSpec) -> Iterator[tuple[int, list]]:
         """AR decoding of the same prompt and settings, cached once it finished; yields (tokens so
