@@ -47,7 +47,7 @@ from libraspec.analysis.regimes import describe, synthetic_profile  # noqa: E402
 from libraspec.analysis.replay import replay  # noqa: E402
 from libraspec.analysis.trace import DraftTrace, record_trace  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
-from libraspec.experiments import grids, report_md  # noqa: E402
+from libraspec.experiments import grids, stats  # noqa: E402
 from libraspec.experiments.provenance import (  # noqa: E402
     cpu_clock,
     git_state,
@@ -275,7 +275,7 @@ def engine_ratios(results, rows_by, traces) -> dict:
 
 
 def best_static(summaries: dict) -> str:
-    return report_md.best_static(summaries, "speedup")
+    return stats.best_static(summaries, "speedup")
 
 
 def measured_check(args, pair, cache: Path, static_d: int) -> list[dict]:

@@ -218,9 +218,9 @@ def test_overlapping_intervals_are_not_distinguishable():
         "libraspec": entry("libraspec", 1.4, (1.2, 1.6)),
         "g4": entry("g4", 0.9, (0.8, 1.0)),
     }
-    assert report_md.compare(modes["libraspec"], modes["static-4"], "speedup_modeled") == "not distinguishable"
-    assert report_md.compare(modes["libraspec"], modes["g4"], "speedup_modeled") == "faster"
-    assert report_md.compare(modes["g4"], modes["libraspec"], "speedup_measured") == "slower"
+    assert stats.compare(modes["libraspec"], modes["static-4"], "speedup_modeled") == "not distinguishable"
+    assert stats.compare(modes["libraspec"], modes["g4"], "speedup_modeled") == "faster"
+    assert stats.compare(modes["g4"], modes["libraspec"], "speedup_measured") == "slower"
     text = "\n".join(report_md.comparisons(modes))
     assert "LibraSpec, measured: not distinguishable from static d=4, static d=8; faster than G4." in text
     assert "best static length (static d=4, highest measured speedup) is not distinguishable from static d=8" in text
@@ -312,3 +312,21 @@ def test_the_papers_figures_are_typed_once_as_data():
         if re.search(rf"(?<![\d.]){re.escape(figure)}(?![\d])", path.read_text())
     ]
     assert typed == [], f"paper figures typed outside paper.py: {typed}"
+
+
+def test_goals_are_judged_in_stats_and_worded_from_their_thresholds(monkeypatch):
+    """Issue 44: verdicts are computed apart from prose (`stats.goals`, `stats.goal_met`), and the
+    report's words carry each goal's threshold from `stats.GOALS`, so the two cannot disagree."""
+    modes = {
+        "libraspec": {"mode": "libraspec", "speedup_modeled": 1.2, "speedup_measured": 1.1, "mad_vs_oracle": 1.0}
+        | {"policy_share": 0.001},
+        "oracle": {"mode": "oracle", "speedup_modeled": 1.3},
+        "static": {"mode": "static", "speedup_modeled": 1.0, "mad_vs_oracle": 4.0, "length": 7, "best": True},
+    }
+    judged = {g.key: g for g in stats.goals(modes)}
+    assert judged["measured"].met is False and judged["mad"].met is True and judged["static_ratio"].against == "static"
+    assert stats.goal_met([True, True]) is True and stats.goal_met([True, False]) is False
+    assert stats.goal_met([None, None]) is None and stats.goal_met([True, None]) is False
+    monkeypatch.setitem(stats.GOALS, "measured", 1.05)
+    row = next(r for r in report_md.goal_rows(modes) if r[0].startswith("measured"))
+    assert row == ["measured speedup over AR >= 1.05x", "1.10x", "**met**"]

@@ -31,22 +31,14 @@ from ..analysis.calibration import (
     reliability_table,
 )
 from ..analysis.theory import expected_tau_curve
-from ..modes import AR, BASELINE, MODES, ORACLE, PAPER
+from ..modes import AR, BASELINE, MODES, PAPER
 from ..spec import NAMES
 from .bench import PUBLISHED, label_title, mode_summary
 from .driver import alpha_label
 from .paper import REPORTED
 from .provenance import BUSY_SHARE, shown_path
-from .stats import DSTAR_BINS, distinguishable
+from .stats import DSTAR_BINS, GOALS, best_static, compare, goal_met, goals
 
-GOALS = {
-    "oracle_ratio": 0.90,
-    "static_ratio": 1.10,
-    "mad": 2.0,
-    "mad_ratio": 0.3,
-    "measured": 2.0,
-    "policy_share": 0.01,
-}
 QUICK_NOTE = "**Quick run** (`--quick`): too small a sample for the conclusions of a full run. "
 
 
@@ -126,17 +118,6 @@ PHRASES = {
 }
 
 
-def compare(a: dict, b: dict, key: str) -> str:
-    """How mode a's speedup `key` stands against b's: "faster", "slower", "not distinguishable" (the
-    95% intervals overlap) or "without an interval"."""
-    apart = distinguishable(a[f"{key}_ci"], b[f"{key}_ci"])
-    if apart is None:
-        return "without an interval"
-    if not apart:
-        return "not distinguishable"
-    return "faster" if a[key] > b[key] else "slower"
-
-
 def comparisons(modes: dict) -> list[str]:
     """Sentences under a modes table: LibraSpec against every other speculative mode, and the best
     static against the other static lengths, by the overlap of their 95% intervals."""
@@ -190,16 +171,6 @@ def pooled_modes(data, temperature: float, runs: dict | None = None) -> dict:
     return modes
 
 
-def best_static(modes: dict, key: str = "best") -> str | None:
-    """The marked best static label (measured), or the best by `key` when key is a metric."""
-    statics = [k for k, e in modes.items() if e["mode"] == BASELINE]
-    if not statics:
-        return None
-    if key == "best":
-        return next((k for k in statics if modes[k].get("best", True)), statics[0])
-    return max(statics, key=lambda k: modes[k][key] or 0.0)
-
-
 def sweep_rows(data, kind: str) -> list[tuple[float, dict, dict]]:
     """(value, pooled LibraSpec summary, {suite: summary}) for each swept alpha or d_max (T = 0)."""
     plan = data.plan
@@ -240,40 +211,28 @@ def _goal(ok: bool | None) -> str:
     return "n/a" if ok is None else ("**met**" if ok else "**not met**")
 
 
+# each goal of `stats.GOALS` in words ({threshold}: its value, {against}: the label it is judged against)
+GOAL_TEXTS = {
+    "oracle_ratio": ("modeled speedup >= {threshold:g}x oracle's", "x"),
+    "static_ratio": ("modeled speedup >= {threshold:g}x best static's ({against})", "x"),
+    "mad": ("MAD to d* <= {threshold:g} tokens", "f"),
+    "mad_ratio": ("MAD <= {threshold:g}x static's ({against})", "x"),
+    "measured": ("measured speedup over AR >= {threshold:g}x", "x"),
+    "policy_share": ("policy time <= {threshold:.0%} of round time", "%"),
+}
+
+
+def _goal_text(goal, modes: dict) -> str:
+    return GOAL_TEXTS[goal.key][0].format(threshold=GOALS[goal.key], against=_plain(goal.against, modes))
+
+
+def _goal_value(goal) -> str:
+    return {"x": _x, "f": _f, "%": _pct}[GOAL_TEXTS[goal.key][1]](goal.value)
+
+
 def goal_rows(modes: dict) -> list[list[str]]:
-    """[goal, LibraSpec's figure, verdict] for each goal of the project (GOALS)."""
-    lib = modes.get(PAPER)
-    if lib is None:
-        return []
-    oracle, best_m, marked = modes.get(ORACLE), best_static(modes, "speedup_modeled"), best_static(modes)
-
-    def ratio(a, b):
-        return None if a is None or not b else a / b
-
-    checks = [
-        (
-            "modeled speedup >= 0.90x oracle's",
-            _x,
-            ratio(lib["speedup_modeled"], oracle and oracle["speedup_modeled"]),
-            lambda v: v >= GOALS["oracle_ratio"],
-        ),
-        (
-            f"modeled speedup >= 1.10x best static's ({_plain(best_m, modes)})",
-            _x,
-            ratio(lib["speedup_modeled"], best_m and modes[best_m]["speedup_modeled"]),
-            lambda v: v >= GOALS["static_ratio"],
-        ),
-        ("MAD to d* <= 2.0 tokens", _f, lib["mad_vs_oracle"], lambda v: v <= GOALS["mad"]),
-        (
-            f"MAD <= 0.3x static's ({_plain(marked, modes)})",
-            _x,
-            ratio(lib["mad_vs_oracle"], marked and modes[marked]["mad_vs_oracle"]),
-            lambda v: v <= GOALS["mad_ratio"],
-        ),
-        ("measured speedup over AR >= 2.0x", _x, lib["speedup_measured"], lambda v: v >= GOALS["measured"]),
-        ("policy time <= 1% of round time", _pct, lib["policy_share"], lambda v: v <= GOALS["policy_share"]),
-    ]
-    return [[text, fmt(value), _goal(None if value is None else test(value))] for text, fmt, value, test in checks]
+    """[goal, LibraSpec's figure, verdict] for each goal of the project (`stats.goals`)."""
+    return [[_goal_text(g, modes), _goal_value(g), _goal(g.met)] for g in goals(modes)]
 
 
 def _limits(data, pooled0: dict, samples: pd.DataFrame) -> list[str]:
@@ -698,21 +657,19 @@ def _mad_section(profile, pooled: dict, pooled_tag: str) -> list[str]:
 
 def goal_verdicts(pooled: dict) -> tuple[list[float], list[list[str]]]:
     """(temperatures, one row per goal: its name, its value at each temperature, the verdict): a goal
-    is met when it holds at every temperature, n/a when it applies at none."""
-    goal_table = {t: goal_rows(m) for t, m in pooled.items() if m}
-    if not goal_table:
+    is met when it holds at every temperature, n/a when it applies at none (`stats.goal_met`)."""
+    by_t = {t: (goals(m), m) for t, m in pooled.items() if m}
+    by_t = {t: g for t, g in by_t.items() if g[0]}
+    if not by_t:
         return [], []
-    temps = list(goal_table)
+    temps = list(by_t)
+    first, modes = by_t[temps[0]]
     rows = []
-    for i, row in enumerate(goal_table[temps[0]]):
-        cells = [goal_table[t][i] for t in temps]
-        verdicts = [c[2] for c in cells]
-        overall = (
-            "**met**"
-            if all(v == "**met**" for v in verdicts)
-            else ("n/a" if all(v == "n/a" for v in verdicts) else "**not met**")
+    for i, goal in enumerate(first):
+        cells = [by_t[t][0][i] for t in temps]
+        rows.append(
+            [_goal_text(goal, modes)] + [_goal_value(c) for c in cells] + [_goal(goal_met([c.met for c in cells]))]
         )
-        rows.append([row[0]] + [c[1] for c in cells] + [overall])
     return temps, rows
 
 

@@ -17,16 +17,27 @@ static d = n, because when d* is nearly always small a MAD is only as good as th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..modes import BASELINE, ORACLE, PAPER
 from ..records import RoundRecord
 
 RESAMPLES = 2000
 LEVEL = 0.95
 SEED = 0
+# the project's goals for LibraSpec, pooled over suites (BENCHMARKS.md "Goals"): each a threshold
+GOALS = {
+    "oracle_ratio": 0.90,  # modeled speedup at least this share of the oracle's
+    "static_ratio": 1.10,  # modeled speedup at least this many times the best static length's
+    "mad": 2.0,  # mean |d - d*| at most this many tokens
+    "mad_ratio": 0.3,  # MAD at most this share of the best static length's
+    "measured": 2.0,  # measured speedup over AR at least this
+    "policy_share": 0.01,  # the policy's time at most this share of the round's
+}
 DSTAR_BINS = (("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4-7", 4, 7), ("8+", 8, None))
 
 
@@ -153,3 +164,75 @@ def regime_stats(frame: pd.DataFrame, n: int) -> dict:
         "ar_steps": share(int((frame["chosen_length"] == 0).sum()), rounds),
         "max_d": int(frame["chosen_length"].max()) if rounds else None,
     }
+
+
+# -- verdicts on mode summaries (bench.mode_summary entries, by label) --------------------------------
+
+
+def compare(a: dict, b: dict, key: str) -> str:
+    """How mode a's speedup `key` stands against b's: "faster", "slower", "not distinguishable" (the
+    95% intervals overlap) or "without an interval"."""
+    apart = distinguishable(a[f"{key}_ci"], b[f"{key}_ci"])
+    if apart is None:
+        return "without an interval"
+    if not apart:
+        return "not distinguishable"
+    return "faster" if a[key] > b[key] else "slower"
+
+
+def best_static(modes: dict, key: str = "best") -> str | None:
+    """The marked best static label (measured), or the best by `key` when key is a metric."""
+    statics = [k for k, e in modes.items() if e["mode"] == BASELINE]
+    if not statics:
+        return None
+    if key == "best":
+        return next((k for k in statics if modes[k].get("best", True)), statics[0])
+    return max(statics, key=lambda k: modes[k][key] or 0.0)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One of `GOALS` judged on LibraSpec's summary: its figure, whether it is met (None: n/a, no
+    figure), and the label it is measured against (the best static length, where one is)."""
+
+    key: str
+    value: float | None
+    met: bool | None
+    against: str | None = None
+
+
+def goals(modes: dict) -> list[Goal]:
+    """Every goal of `GOALS`, judged on LibraSpec's entry of `modes` (none without LibraSpec)."""
+    lib = modes.get(PAPER)
+    if lib is None:
+        return []
+    oracle, best_m, marked = modes.get(ORACLE), best_static(modes, "speedup_modeled"), best_static(modes)
+
+    def ratio(a, b):
+        return None if a is None or not b else a / b
+
+    figures = [
+        ("oracle_ratio", ratio(lib["speedup_modeled"], oracle and oracle["speedup_modeled"]), None),
+        ("static_ratio", ratio(lib["speedup_modeled"], best_m and modes[best_m]["speedup_modeled"]), best_m),
+        ("mad", lib["mad_vs_oracle"], None),
+        ("mad_ratio", ratio(lib["mad_vs_oracle"], marked and modes[marked]["mad_vs_oracle"]), marked),
+        ("measured", lib["speedup_measured"], None),
+        ("policy_share", lib["policy_share"], None),
+    ]
+    at_most = {"mad", "mad_ratio", "policy_share"}  # the others: at least the threshold
+    return [
+        Goal(
+            key,
+            value,
+            None if value is None else (value <= GOALS[key] if key in at_most else value >= GOALS[key]),
+            against,
+        )
+        for key, value, against in figures
+    ]
+
+
+def goal_met(verdicts: Sequence[bool | None]) -> bool | None:
+    """A goal over several temperatures: met when it holds at every one, None when it applies at none."""
+    if all(v is None for v in verdicts):
+        return None
+    return all(v is True for v in verdicts)
