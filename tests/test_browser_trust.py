@@ -1,8 +1,9 @@
 """The app at 1440x900 in a real browser (Debian chromium through playwright, tiny-llama pair,
-n = 7), point by point: the loading state, a readable race with the drafter chosen, stated
-clamps and the suggested alpha, a refused prompt that leaves the last results alone, the
-inspector's axes, markers, titles and keyboard-driven round, the step-through replaying a
-race round, and the calibration tab's fresh run. Never runs `playwright install`.
+n = 7): the loading state, then the three journeys of issue 45, each one test: the visitor (stated
+clamps, a readable race with the drafter chosen, a refused prompt that leaves the last results
+alone), the teacher (the inspector's axes, markers, titles and keyboard-driven round, the
+step-through replaying a race round) and the tuner (tries, the suggested alpha, a sweep, the
+calibration tab's fresh run); and a tree mode in the inspector. Never runs `playwright install`.
 
 The module gets an app of its own (tests/conftest.py), so its first page sees the pair load.
 """
@@ -166,7 +167,11 @@ def race(page, prompt: str, drafter: str, max_new_tokens: int) -> list[dict]:
     return page.evaluate("window.lsLog")
 
 
-def test_race_inspector_step_through_and_calibration_at_1440x900(server):
+def test_the_visitor_journey_at_1440x900(server):
+    """The visitor (issue 45): types settings (every clamp stated beside its field), races a prompt
+    with a chosen drafter and follows it as it streams (Run disabled, settings folded, columns in
+    view, the time left), reads the verdict, the three texts, their places and the downloads, then
+    sends an empty prompt: refused in the status line, the results on screen left unmarked."""
     with browser() as chromium:
         page = ready(chromium.new_page(viewport=VIEWPORT), server)
 
@@ -224,20 +229,6 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         page.wait_for_selector("#ls-files:has-text('.parquet')", timeout=TIMEOUT_MS)
         assert re.search(r"libraspec-\w+-hybrid\s*\.parquet", page.locator("#ls-files").inner_text())
 
-        # the suggested alpha, from this race
-        page.get_by_text("Settings and examples").click()
-        page.locator("#ls-suggest").click()
-        page.wait_for_selector("#ls-alpha .info-text:has-text('Section 3.4')", timeout=TIMEOUT_MS)
-        suggested = info(page, "ls-alpha")  # no What-if replay yet: no recommendation, the formula said apart
-        assert "no recommendation yet for the hybrid drafter" in suggested and "What-if" in suggested, suggested
-        assert "alpha = T_verify / (tau c)" in suggested and "it is no recommendation" in suggested, suggested
-        assert float(number(page, "ls-alpha").input_value()) == 2.2  # alpha stays
-
-        # a race with the block-diffusion drafter, whose random drafts keep d <= n = 7 and d* = 0: the figures
-        # below are of this race
-        race(page, "Name three colours.", "dflash", 48)
-        texts = [page.locator(f"#ls-col-{m} .ls-text").inner_text() for m in MODES]
-
         # a refused prompt: the status says so, no error badges over the last run's results
         page.locator("#ls-prompt textarea").fill("")
         page.locator("#ls-run").click()
@@ -248,6 +239,19 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         )
         assert badges == 0 and page.locator("#ls-col-libraspec .ls-text").inner_text() == texts[1]
         page.wait_for_selector("#ls-run:not([disabled])", timeout=TIMEOUT_MS)
+
+
+def test_the_teacher_journey_at_1440x900(server):
+    """The teacher (issue 45): races a prompt, opens the Round inspector (axes that span the data,
+    d* markers that never hide each other, titles uncovered), moves through the rounds by keys,
+    typing and the interesting rounds, re-measures the profile, then opens the inspected round in
+    the step-through, which takes the race's settings and replays its iterations one by one."""
+    with browser() as chromium:
+        page = ready(chromium.new_page(viewport=VIEWPORT), server)
+
+        # a race with the block-diffusion drafter, whose random drafts keep d <= n = 7 and d* = 0: the figures
+        # below are of this race
+        race(page, "Name three colours.", "dflash", 48)
 
         # the inspector: axes span the data, d* markers of two modes never coincide, titles are not covered
         page.get_by_role("tab", name="Round inspector").click()
@@ -334,20 +338,6 @@ def test_race_inspector_step_through_and_calibration_at_1440x900(server):
         page.screenshot(path="/tmp/teacher_step_through.png", full_page=True)
         text = page.locator("#ls-teach-text").inner_text()
         assert f"LibraSpec submits d = {chosen}" in text and "never runs" not in text and "differs" not in text
-
-        # calibration: the fresh run drafts with the drafter chosen on the race tab and counts its rounds
-        page.get_by_role("tab", name="Race").click()
-        choose_drafter(page, "hybrid")
-        page.get_by_role("tab", name="Calibration").click()
-        type_into(page, "ls-calib-max-new", 16)
-        page.locator("#ls-calib-fresh").click()
-        # the last progress line already says "all 9 prompts decoded"; the summary follows it
-        page.wait_for_selector(
-            "#ls-calib-summary:has-text('all 9 prompts decoded'):has-text('ECE =')", timeout=TIMEOUT_MS
-        )
-        summary = page.locator("#ls-calib-summary").inner_text()
-        assert "Fresh run with the hybrid drafter" in summary and "about" not in summary
-        assert int(re.search(r"from (\d+) rounds", summary).group(1)) >= 9
 
 
 # whether plot `id`'s first shape spans round r on axis `axis` (the inspector's highlight of a round)
@@ -440,8 +430,10 @@ def open_settings(page) -> None:
 
 
 def test_the_tuning_journey_at_1440x900(server, tmp_path):
-    """Issue 34: a researcher tries three settings, compares them in "Your tries", then sweeps
-    with a chosen drafter, which every status line names. Screenshots go to the test's tmp folder."""
+    """The tuner (issues 34, 45): tries three settings, asks for the suggested alpha (none before a
+    What-if replay, and it says why), compares the tries in "Your tries", sweeps with a chosen
+    drafter, which every status line names, and measures the calibration of the race's drafter.
+    Screenshots go to the test's tmp folder."""
     with browser() as chromium:
         page = ready(chromium.new_page(viewport=VIEWPORT), server)
         for k, (alpha, d_max) in enumerate(((2.2, 14), (2.2, 28), (16, 14)), start=1):
@@ -450,6 +442,15 @@ def test_the_tuning_journey_at_1440x900(server, tmp_path):
             type_into(page, "ls-d-max", d_max)
             race(page, PROMPT, "lookup", 24)
             if k == 1:
+                # the suggested alpha: before any What-if replay there is no recommendation, alpha
+                # stays, and section 3.4's formula for this race is said apart, as no recommendation
+                open_settings(page)
+                page.locator("#ls-suggest").click()
+                page.wait_for_selector("#ls-alpha .info-text:has-text('Section 3.4')", timeout=TIMEOUT_MS)
+                suggested = info(page, "ls-alpha")
+                assert "no recommendation yet for the lookup drafter" in suggested and "What-if" in suggested
+                assert "alpha = T_verify / (tau c)" in suggested and "it is no recommendation" in suggested
+                assert float(number(page, "ls-alpha").input_value()) == 2.2
                 page.get_by_text("Your tries: every finished race side by side").click()
             page.wait_for_selector(f"#ls-history-notes:has-text('{k} finished race(s)')", timeout=60_000)
         notes = page.locator("#ls-history-notes").inner_text()
@@ -469,3 +470,17 @@ def test_the_tuning_journey_at_1440x900(server, tmp_path):
         assert "drafting with lookup" in page.locator("#ls-sweep-status").inner_text()
         page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
         print("screenshots:", tmp_path)
+
+        # calibration: the fresh run drafts with the drafter chosen on the race tab and counts its rounds
+        page.get_by_role("tab", name="Race").click()
+        choose_drafter(page, "hybrid")
+        page.get_by_role("tab", name="Calibration").click()
+        type_into(page, "ls-calib-max-new", 16)
+        page.locator("#ls-calib-fresh").click()
+        # the last progress line already says "all 9 prompts decoded"; the summary follows it
+        page.wait_for_selector(
+            "#ls-calib-summary:has-text('all 9 prompts decoded'):has-text('ECE =')", timeout=TIMEOUT_MS
+        )
+        summary = page.locator("#ls-calib-summary").inner_text()
+        assert "Fresh run with the hybrid drafter" in summary and "about" not in summary
+        assert int(re.search(r"from (\d+) rounds", summary).group(1)) >= 9
