@@ -113,6 +113,7 @@ def test_cancelled_run_leaves_the_app_usable(client):
         0,
         0,
         32,
+        0,  # LibraSpec start: the drafter's n
         "libraspec",
         "dflash",
         list(RACE_MODES),

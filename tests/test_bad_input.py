@@ -125,7 +125,7 @@ def test_emoji_right_to_left_and_control_characters_are_plain_text(client):
 def test_html_in_the_prompt_is_rendered_inert(client):
     attack = '<script>alert("x")</script><img src=x onerror=alert(1)> & <b>bold</b>'
     job = client.submit(
-        attack, 2.2, 24, N, 0.0, 8, 0, 0, 32, "libraspec", "dflash", list(RACE_MODES), api_name="/race_live"
+        attack, 2.2, 24, N, 0.0, 8, 0, 0, 32, 0, "libraspec", "dflash", list(RACE_MODES), api_name="/race_live"
     )
     outputs = job.result(timeout=120)
     status, columns = outputs[0], outputs[1 : 1 + len(RACEABLE)]  # a column per raceable mode

@@ -370,13 +370,13 @@ def test_a_field_left_at_zero_keeps_its_zero_after_a_race(session):
             tabs.build()
     values = dict(
         alpha=2.2, d_max=14, static_length=0, temperature=0.0, max_new_tokens=6, seed=0, tree_depth=0, node_budget=8
-    )
+    ) | dict(libraspec_start=0)
     for attempt in range(2):
         yields = list(tabs._race_live("zero-owner", RaceForm.of(dict(values, prompt="Hello there"))))
         shown = [{name: y[tabs.fields[name]] for name in FIELDS} for y in yields if tabs.fields["d_max"] in y]
         assert shown, "the race never showed its checked settings"
         for fields in shown:
-            for name in ("static_length", "tree_depth"):
+            for name in ("static_length", "tree_depth", "libraspec_start"):
                 assert fields[name].value is None, (attempt, name, fields[name].value)  # no value: 0 stays
             assert fields["d_max"].value == 14  # other fields carry their checked value
         assert "Not run" not in str(yields[-1][tabs.status]), yields[-1][tabs.status]
@@ -476,3 +476,32 @@ def test_loading_says_how_far_the_latency_profile_measurement_is(tmp_path, monke
     assert "latency profile" in fresh.load_seconds and fresh.profile() is not None
     again = Session(offered=["tiny-llama"])
     assert [line for line in again.load() if "timings" in line] == []  # read from disk: no timings to count
+
+
+def test_libraspec_start_is_a_field_of_the_race(session):
+    """Issue 46: LibraSpec's start (Algorithm 1 line 4; the paper starts Fast-dLLM at 10) is a knob of
+    the race form and API: 0 leaves it unset (the drafter's n), a value beyond d_max is clamped with a
+    note, the rounds start there, "Your tries" says it, and the step-through, which walks Algorithm 1
+    from n, refuses such a race and says why."""
+    import gradio as gr
+
+    from ui.history import history_frame
+    from ui.race_tab import RaceTabs
+
+    tabs = RaceTabs(session)
+    request = type("Request", (), {"session_hash": "starter"})()
+    *_, clamped = tabs.race(request, "Count to five.", max_new_tokens=8, modes="libraspec", libraspec_start=30)
+    assert clamped["settings"]["libraspec_start"] == 24 and "LibraSpec start 30 -> 24 (allowed 1..24)" in str(
+        clamped["notes"]
+    )
+    *_, summary = tabs.race(request, "Count to five.", max_new_tokens=8, modes="libraspec", libraspec_start=10)
+    run = session.races.runs("starter")[-1]
+    assert summary["settings"]["libraspec_start"] == 10 and run.settings.libraspec_start == 10
+    first = [r.policy_steps[0] for r in run.records["libraspec"] if r.policy_steps]
+    assert first and all(step.d_before == 10 for step in first)  # line 4: d <- start, not n = 7
+    assert list(history_frame(session.races.runs("starter"))["LibraSpec start"]) == [24, 10]
+    with pytest.raises(gr.Error, match="started LibraSpec at d = 10"):
+        tabs.inspector.check_teach_round(request, run.run_id, "libraspec")
+    *_, unset = tabs.race(request, "Count to five.", max_new_tokens=8, modes="libraspec", libraspec_start=0)
+    assert unset["settings"]["libraspec_start"] is None  # 0: unset, Algorithm 1 as written
+    tabs.inspector.check_teach_round(request, session.races.runs("starter")[-1].run_id, "libraspec")

@@ -24,6 +24,7 @@ COLUMNS = [
     "alpha",
     "d_max",
     "static length",
+    "LibraSpec start",
     "rounds",
     "tau",
     "speedup modeled",
@@ -61,6 +62,8 @@ def history_frame(runs) -> pd.DataFrame:
                     "alpha": run.settings.alpha if "alpha" in knobs else None,
                     "d_max": d_max,
                     "static length": run.settings.static_length if "static_length" in knobs else None,
+                    # None: unset, Algorithm 1 as written (d starts at the drafter's n)
+                    "LibraSpec start": run.settings.libraspec_start if "libraspec_start" in knobs else None,
                     "rounds": len(records),
                     "tau": round(summary.tau, 3),
                     "speedup modeled": round(summary.speedup_modeled, 3),

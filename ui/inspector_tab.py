@@ -24,6 +24,7 @@ from .race_words import round_info, tree_reasons
 from .render import title
 from .run import RACE_MODES, Run
 from .session import Session
+from .stepthrough import check_start
 
 EMPTY = records_to_frame([])
 
@@ -179,6 +180,10 @@ class InspectorTab:
         latest = [r for r in self.session.races.runs(owner) if r.records.get(PAPER)]
         if not latest or latest[-1].run_id != run.run_id:
             raise as_error("The step-through replays your last race with LibraSpec; this is an older one.")
+        try:
+            check_start(run)
+        except ValueError as error:
+            raise as_error(str(error)[0].upper() + str(error)[1:] + ".") from error
 
     def mode_changed(self, request: gr.Request, run_id: str, mode: str):
         """Another mode chosen: its first drafted round, everywhere (nothing without a stored run)."""

@@ -41,7 +41,7 @@ from .races import Snapshot
 from .render import column_html, legend_html, status_html, title
 from .run import RACE_MODES, Run
 from .session import Session
-from .settings import FIELDS, RACE_COLUMNS, RACEABLE, allowed, check_race_modes, check_settings
+from .settings import FIELDS, RACE_COLUMNS, RACEABLE, UNSET_AT_ZERO, allowed, check_race_modes, check_settings
 from .whatif import WhatIf
 
 FIGURE_INTERVAL_S = 1.0  # figures refresh at most once a second during a run
@@ -54,8 +54,10 @@ LABELS = {
     "seed": "seed",
     "tree_depth": "tree depth (0 = n)",
     "node_budget": "node budget (trees)",
+    "libraspec_start": "LibraSpec start (0 = n)",
 }
-DEFAULTS = RunSpec(static_length=0, tree_depth=0)
+DEFAULTS = RunSpec(static_length=0, tree_depth=0, libraspec_start=0)
+ZERO_KEPT = (*N_DEFAULT, *UNSET_AT_ZERO)  # fields whose 0 a check leaves as 0 (n, or unset)
 ELEM_IDS = {name: f"ls-{name.replace('_', '-')}" for name in FIELDS} | {"max_new_tokens": "ls-max-new"}
 RUN_LABEL = "Run race"
 
@@ -102,6 +104,8 @@ def field_info(name: str, n: int | None, note: str | None = None) -> str:
         )
     if name in N_DEFAULT:
         return f"0 = n{f' = {n}' if n else ''}; allowed {low:d}..{high:d}"
+    if name in UNSET_AT_ZERO:  # LibraSpec's first d (Algorithm 1 line 4): unset, the n of the drafter that runs
+        return f"0 = the drafter's n (Algorithm 1 as written); allowed {low:d}..d_max"
     return f"allowed {low:g}..{high:g}" if isinstance(low, float) else f"allowed {low:d}..{high:d}"
 
 
@@ -395,7 +399,7 @@ class RaceTabs:
         except ValueError as error:  # this field's own refusal (the others are numbers)
             return gr.Number(info=field_info(name, n, str(error)))
         info = field_info(name, n, checked.notes.get(name))
-        if name not in checked.notes or (name in N_DEFAULT and values[FIELDS.index(name)] in (0, None)):
+        if name not in checked.notes or (name in ZERO_KEPT and values[FIELDS.index(name)] in (0, None)):
             # nothing corrected (0 stays 0, "= n"): the value is left alone, so a check that answers
             # late on a loaded server never puts back what the visitor has typed over since
             return gr.Number(info=info)
@@ -452,7 +456,7 @@ class RaceTabs:
         yield from self._race_live_gpu(client_key(request), RaceForm.of(dict(zip(FORM, values))))
 
     def _race_live(self, owner, form: RaceForm):
-        keep = [name for name in N_DEFAULT if getattr(form.settings, name) in (0, None)]
+        keep = [name for name in ZERO_KEPT if getattr(form.settings, name) in (0, None)]
         figures_at, offered = 0.0, False  # offered: the inspector's mode dropdown lists this run's modes
         try:
             self.session.select(form.model)
@@ -495,13 +499,15 @@ class RaceTabs:
         modes: str = "",
         tree_depth: int = 0,
         node_budget: int = RunSpec.node_budget,
+        libraspec_start: int = 0,
     ) -> tuple[str, str, str, dict]:
         """Race up to three modes on one prompt (static_length 0 = n; model "" = the app's current
         pair, else one of the pairs the app offers; drafter "" = the pair's default, else dflash,
         fastdllm, lookup or hybrid; modes: comma-separated names, "" = "static,libraspec,oracle", any of
         static, libraspec, g4, failfast, oracle, ddtree, ddtree-libraspec, ddtree-marginal,
         ddtree-priced; tree_depth 0 = n and node_budget: the tree modes' depth (ddtree) and nodes per
-        tree, the cap of ddtree-marginal and ddtree-priced).
+        tree, the cap of ddtree-marginal and ddtree-priced; libraspec_start: LibraSpec's first d,
+        Algorithm 1 line 4, at most d_max, 0 = the drafter's n as the paper writes it).
 
         Returns three output texts, those of the raced modes in the registry's order (the columns'
         order; "" for a column left empty when fewer modes race), and a summary: the raced modes
@@ -509,7 +515,17 @@ class RaceTabs:
         tokens/s, speedups over AR (measured, modeled), finish rank by measured time and the modes
         within timing noise of it, and a verdict on the winner.
         """
-        values = (alpha, d_max, static_length, temperature, max_new_tokens, seed, tree_depth, node_budget)
+        values = (
+            alpha,
+            d_max,
+            static_length,
+            temperature,
+            max_new_tokens,
+            seed,
+            tree_depth,
+            node_budget,
+            libraspec_start,
+        )
         form = RaceForm(prompt, RunSpec(**dict(zip(FIELDS, values))), None, drafter, modes, model)
         return self._race_gpu(client_key(request), form)
 

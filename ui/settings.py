@@ -33,7 +33,18 @@ APP_CAPS = Caps(length=D_MAX_CAP, max_new_tokens=MAX_NEW_TOKENS_CAP, temperature
 ALPHA_MIN, ALPHA_MAX = ALPHA_RANGE
 FLAT_C_S = 1e-9  # a latency fit's cost per verified position at or below this is flat (rounding noise)
 # the knobs a race shows, in the form's order (the other RunSpec fields keep their defaults there)
-FIELDS = ("alpha", "d_max", "static_length", "temperature", "max_new_tokens", "seed", "tree_depth", "node_budget")
+FIELDS = (  # the race form's knobs, in the form's order (new ones go last: the race API takes them by position)
+    "alpha",
+    "d_max",
+    "static_length",
+    "temperature",
+    "max_new_tokens",
+    "seed",
+    "tree_depth",
+    "node_budget",
+    "libraspec_start",
+)
+UNSET_AT_ZERO = ("libraspec_start",)  # 0 (or empty) leaves the knob unset: LibraSpec starts at the drafter's n
 RACEABLE = tuple(name for name, mode in MODES.items() if mode.kind != "ar")  # modes a race can hold
 DEFAULT_RACE_MODES = (BASELINE, PAPER, ORACLE)
 RACE_COLUMNS = 3  # modes one race holds at most: three columns stay readable at 1440 px

@@ -72,12 +72,24 @@ class Confidences:
         return min(self.d_max, int(self.q.size))
 
 
+def check_start(run: Run) -> None:
+    """Refuse a race whose LibraSpec started elsewhere than the drafter's n: the step-through walks
+    Algorithm 1 as the paper writes it, from d = n, and would not replay that race's rounds."""
+    start = run.settings.libraspec_start
+    if start is not None and start != run.n:
+        raise ValueError(
+            f"the last race started LibraSpec at d = {start} (its LibraSpec start), and the step-through walks "
+            f"Algorithm 1 as written, from d = n = {run.n}: race again with LibraSpec start 0 to step through it"
+        )
+
+
 def _race_round_record(inputs: Inputs, runs: list[Run] | None) -> tuple[Run, RoundRecord]:
     """The visitor's last race and its LibraSpec round `inputs.round_index` (the next one that ran)."""
     runs = [r for r in runs or [] if r.records.get(PAPER)]
     if not runs:
         raise ValueError("no race yet: run one on the Race tab, or pick synthetic / pasted confidences")
     run, records = runs[-1], runs[-1].records[PAPER]
+    check_start(run)
     wanted = min(max(int(inputs.round_index), 0), records[-1].round_index)
     record = next(r for r in records if r.round_index >= wanted)
     if record.chosen_length == 0 and not record.policy_steps and not any(record.confidences):
