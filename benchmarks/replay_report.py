@@ -274,7 +274,7 @@ def engine_ratios(results, rows_by, traces) -> dict:
     return out
 
 
-def best_static(summaries: dict) -> str:
+def best_static(summaries: dict) -> str | None:
     return stats.best_static(summaries, "speedup")
 
 
@@ -651,12 +651,12 @@ def measured_table(summary: dict, args) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for label, s in summary.items():
-        ci = speedup_text
         equal = f"{s['equal_rounds']}/{s['rounds']}" if "rounds" in s else "- (sampled text is not fixed)"
-        lines.append(
-            f"| {label} | {ci(s['measured'], s['measured_interval'])} | {ci(s['modeled'], s['modeled_interval'])} "
-            f"| {speedup_text(s.get('replay_modeled'))} | {equal} |"
+        measured, modeled = (
+            speedup_text(s["measured"], s["measured_interval"]),
+            speedup_text(s["modeled"], s["modeled_interval"]),
         )
+        lines.append(f"| {label} | {measured} | {modeled} | {speedup_text(s.get('replay_modeled'))} | {equal} |")
     return lines
 
 

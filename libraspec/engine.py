@@ -150,7 +150,7 @@ class SpeculativeDecoder:
 
     def run(self, prompt_ids, mode: str, policy: LengthPolicy | None, config: DecodeConfig) -> Iterator[RoundRecord]:
         """Decode `prompt_ids`; yields one frozen RoundRecord per round. `policy` is a policy mode's
-        length policy, a tree mode's `TreePolicy`, None for AR and the oracle."""
+        length policy, a tree mode's tree policy (tree_policy.py), None for AR and the oracle."""
         kind = get_mode(mode).kind
         if (policy is None) != (kind not in ("policy", "tree")):
             raise ValueError(f"mode {mode!r} {'takes no' if policy is not None else 'needs a'} policy")

@@ -57,7 +57,7 @@ class Mode:
         return self.kind != "ar"
 
     def policy(self, settings: RunSpec, profile=None) -> LengthPolicy | None:
-        """A fresh policy, a tree mode's `TreePolicy` (None for AR and the oracle); settings must
+        """A fresh policy, a tree mode's tree policy (None for AR and the oracle); settings must
         already be `checked`; a priced mode needs the `profile` its decoder prices rounds with."""
         if self.factory is None:
             return None
@@ -240,7 +240,7 @@ def get_mode(name: str) -> Mode:
 
 
 def make_policy(name: str, n: int, profile=None, **settings) -> LengthPolicy:
-    """A policy mode's policy (a tree mode's `TreePolicy`) for a drafter with n drafts per step, from
+    """A policy mode's policy (a tree mode's tree policy) for a drafter with n drafts per step, from
     keyword settings (the fields of `RunSpec`, defaults for the rest), clamped by
     `RunSpec.checked`; a priced mode needs the decoder's latency `profile`."""
     mode = get_mode(name)

@@ -300,6 +300,7 @@ def test_the_papers_figures_are_typed_once_as_data():
     assert Reported(8.49, 8.49, "x", "abstract").span() == "8.49x"
     assert Reported(0.39, 0.69, "x", "Table 2").span() == "0.39-0.69x"
     assert Reported(2.78, 2.78, "tokens", "4.7").span() == "2.78 tokens"
+    assert Reported(2.0, 2.2, "", "Table 4", digits=1).span() == "2.0-2.2"  # the paper's digits
     assert all(r.where and r.low <= r.high for r in REPORTED.values())
     package = Path(__file__).resolve().parents[1] / "libraspec"
     # each figure as the report writes it ("8.49", "0.39-0.69"): a bare 0.5 or 24 is no paper figure
@@ -327,6 +328,6 @@ def test_goals_are_judged_in_stats_and_worded_from_their_thresholds(monkeypatch)
     assert judged["measured"].met is False and judged["mad"].met is True and judged["static_ratio"].against == "static"
     assert stats.goal_met([True, True]) is True and stats.goal_met([True, False]) is False
     assert stats.goal_met([None, None]) is None and stats.goal_met([True, None]) is False
-    monkeypatch.setitem(stats.GOALS, "measured", 1.05)
+    monkeypatch.setitem(stats.GOALS, "measured", 1.1)
     row = next(r for r in report_md.goal_rows(modes) if r[0].startswith("measured"))
-    assert row == ["measured speedup over AR >= 1.05x", "1.10x", "**met**"]
+    assert row == ["measured speedup over AR >= 1.1x", "1.10x", "**met**"]

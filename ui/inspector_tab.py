@@ -34,6 +34,7 @@ class InspectorTab:
 
     def __init__(self, session: Session):
         self.session = session
+        self._run_id: gr.Textbox | None = None  # the race's run id, given by `wire`
         self._remeasure_gpu = gpu(lambda *args, **named: LOAD_SECONDS)(self.remeasure_profile)
 
     # -- layout -------------------------------------------------------------------------------
@@ -118,6 +119,7 @@ class InspectorTab:
 
     def wire(self, run_id: gr.Textbox) -> None:
         """The inspector's own events, on the race's `run_id` (the run it shows)."""
+        self._run_id = run_id
         self.mode.change(self.interesting, [run_id, self.mode], [self.jump], queue=False, api_visibility="private")
         self.jump.input(
             self.jump_to_round,
@@ -150,12 +152,13 @@ class InspectorTab:
         self.remeasure_button.click(
             self._remeasure_gpu, None, [self.profile_plot, self.profile_text], api_visibility="private", **QUEUE
         )
-        self._run_id = run_id
 
     def link_teach(self, teach, tabs: gr.Tabs) -> None:
-        """ "Open this round in the step-through": once the inspected round is one the step-through
-        can replay (`check_teach_round`), that tab shows it (`TeachTab.open_race_round`), takes the
-        race's alpha, n and d_max and draws its first step, in this order."""
+        """The button "Open this round in the step-through", after `wire`: once the inspected round is
+        one the step-through can replay (`check_teach_round`), that tab shows it
+        (`TeachTab.open_race_round`), takes the race's alpha, n and d_max and draws its first step."""
+        if self._run_id is None:
+            raise RuntimeError("wire the inspector to the race's run id before linking the step-through")
         every = [teach.index, *teach.controls]
         self.to_teach.click(self.check_teach_round, [self._run_id, self.mode], None, api_visibility="private").success(
             teach.open_race_round, [self.round], [tabs, teach.source, teach.round, teach.cost], api_visibility="private"

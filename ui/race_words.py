@@ -137,7 +137,7 @@ def load_change_note(ar_records: list[RoundRecord], race_records: list[RoundReco
     """A note when the race ran under another load than its AR baseline, None otherwise.
 
     Both are measured against the same latency profile, so their measured / modeled time
-    ratios agree on a steady machine (how closely: BENCHMARKS.md, the timing check); when the race's
+    ratios agree on a steady machine (how closely: BENCHMARKS.md, "Measured check"); when the race's
     is more than PROFILE_TOLERANCE away from the baseline's, the load changed between the two
     and the measured speedups compare times taken under different loads.
     """

@@ -15,7 +15,7 @@ Two sample sets:
 Binning: `BINS` equal-width bins of q, bin k = [k / bins, (k + 1) / bins) and q = 1 in the
 last (`bin_edges`, `bin_index`). This is the one implementation of the binning, the ECE,
 the reliability table and acceptance by position: the app's calibration tab, the drafter
-evaluation (`train.evaluate`) and BENCHMARKS.md (`report_md`) all call it.
+evaluation (`train.evaluate`) and the measured report (`report_md`) all call it.
 
 Reads records only (RoundRecord fields or `records.records_to_frame` columns), never
 engine internals.

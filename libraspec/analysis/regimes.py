@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cost import EAGLE, LatencyProfile, upkeep_s
-from ..engine import DecodeConfig
 from ..group import (
     PADDED,
     Batch,
@@ -45,7 +44,7 @@ from ..modes import AR, get_mode
 from ..records import RoundRecord
 from ..serving.vllm import OnlineCalibration
 from ..spec import RunSpec
-from .replay import ReplayDecoder
+from .replay import ReplayDecoder, trace_config
 from .trace import DraftTrace, TraceBuffer
 
 SYNTHETIC = "synthetic"
@@ -146,7 +145,7 @@ def lockstep(
     runs = []
     for trace, spec_b, member in zip(traces, checked, members):
         decoder = ReplayDecoder.from_trace(trace, own)
-        config = DecodeConfig.of(spec_b, trace.lookahead, max_new_tokens=trace.max_new_tokens)
+        config = trace_config(trace, spec_b)
         policy = member if member is not None else spec.policy(spec_b, own)
         if online_q and member is None:
             policy = OnlineCalibration(policy)

@@ -125,6 +125,14 @@ class ReplayDecoder(SpeculativeDecoder):
         self.drafter.fit_context(state.context, state.ids, None, None)
 
 
+def trace_config(trace: DraftTrace, settings: RunSpec, **fields) -> DecodeConfig:
+    """The config a replay of `trace` runs under, for the checked `settings`: greedy (a trace holds
+    the target's greedy text, whatever temperature the settings name), the budget AR had, and the
+    oracle's look-ahead at most the drafts the trace recorded (`DecodeConfig.of`). `fields` add to it."""
+    base = dict(max_new_tokens=trace.max_new_tokens, temperature=0.0, seed=0)
+    return DecodeConfig.of(settings, trace.lookahead, **(base | fields))
+
+
 def replay(
     trace: DraftTrace,
     mode: str,
@@ -138,9 +146,9 @@ def replay(
     and tree rounds also carry the oracle's d* over that many drafts (the oracle mode uses it too)."""
     decoder = ReplayDecoder.from_trace(trace, profile)
     settings, _ = settings.checked(trace.n, context=trace.max_positions)
-    config = DecodeConfig.of(
+    config = trace_config(
+        trace,
         settings,
-        trace.lookahead,
         max_new_tokens=max_new_tokens or trace.max_new_tokens,  # the budget AR had: the last rounds' room
         annotate_oracle=lookahead is not None and get_mode(mode).kind in ("policy", "tree"),
     )

@@ -19,10 +19,9 @@ from typing import Sequence
 import numpy as np
 
 from ..analysis.regimes import lockstep
-from ..analysis.replay import ReplayDecoder, best_schedule
+from ..analysis.replay import ReplayDecoder, best_schedule, trace_config
 from ..analysis.trace import DraftTrace
 from ..cost import LatencyProfile, ar_text_s
-from ..engine import DecodeConfig
 from ..group import PADDED
 from ..modes import AR, BASELINE, MODES, ORACLE, PAPER, POLICY_MODES, TREE_MODES
 from ..records import RoundRecord
@@ -119,7 +118,7 @@ def replay_config(trace: DraftTrace, config: Config, profile: LatencyProfile) ->
     """The rounds of `config` on one trace under `profile` (empty for BEST, which has no records)."""
     settings, _ = config.settings.checked(trace.n, context=trace.max_positions)
     decoder = ReplayDecoder.from_trace(trace, profile)
-    cfg = DecodeConfig.of(settings, trace.lookahead, max_new_tokens=trace.max_new_tokens)
+    cfg = trace_config(trace, settings)
     policy = alpha_policy(config.mode, settings, AUTO if config.alpha_auto else settings.alpha, profile)
     if config.online_q:
         policy = OnlineCalibration(policy)

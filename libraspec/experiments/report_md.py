@@ -213,11 +213,11 @@ def _goal(ok: bool | None) -> str:
 
 # each goal of `stats.GOALS` in words ({threshold}: its value, {against}: the label it is judged against)
 GOAL_TEXTS = {
-    "oracle_ratio": ("modeled speedup >= {threshold:g}x oracle's", "x"),
-    "static_ratio": ("modeled speedup >= {threshold:g}x best static's ({against})", "x"),
-    "mad": ("MAD to d* <= {threshold:g} tokens", "f"),
+    "oracle_ratio": ("modeled speedup >= {threshold:.2f}x oracle's", "x"),
+    "static_ratio": ("modeled speedup >= {threshold:.2f}x best static's ({against})", "x"),
+    "mad": ("MAD to d* <= {threshold:.1f} tokens", "f"),
     "mad_ratio": ("MAD <= {threshold:g}x static's ({against})", "x"),
-    "measured": ("measured speedup over AR >= {threshold:g}x", "x"),
+    "measured": ("measured speedup over AR >= {threshold:.1f}x", "x"),
     "policy_share": ("policy time <= {threshold:.0%} of round time", "%"),
 }
 
@@ -311,7 +311,7 @@ def _paper_rows(data, pooled: dict) -> list[list[str]]:
             )
     for kind, paper in (
         ("alpha", f"alpha {REPORTED['alpha'].span()} is robust"),
-        ("d_max", f"d_max {REPORTED['d_max_dflash'].span()} for DFlash"),
+        ("d_max", f"d_max = {REPORTED['d_max_dflash'].span()} for DFlash"),
     ):
         sweep = sweep_rows(data, kind)
         if sweep:
@@ -445,7 +445,7 @@ def busy_warning(data) -> list[str]:
 
 
 def render(pair, data, markdown_dir: str, default_plan) -> str:
-    """The whole BENCHMARKS.md as text; `default_plan` is the report's plan without `--quick`.
+    """The whole measured report (REPORT.md) as text; `default_plan` is the report's plan without `--quick`.
     Each section is a function of the report's data; the statistics come from the functions above."""
     plan = data.plan
     first = next(iter(data.main.values()), None)

@@ -29,7 +29,7 @@ from ..records import RoundRecord
 RESAMPLES = 2000
 LEVEL = 0.95
 SEED = 0
-# the project's goals for LibraSpec, pooled over suites (BENCHMARKS.md "Goals"): each a threshold
+# the project's goals for LibraSpec, pooled over suites (the measured report's "Goals"): each a threshold
 GOALS = {
     "oracle_ratio": 0.90,  # modeled speedup at least this share of the oracle's
     "static_ratio": 1.10,  # modeled speedup at least this many times the best static length's

@@ -166,17 +166,17 @@ class VLLMAdaptivePolicy:
         self._context: int | None = None  # committed tokens the next round starts after (None: c0)
         self._upkeep: bool | None = needs_features  # learned from the records when not given
 
-    def round_s(self, buffer, blocks: int, d: int) -> float:
+    def round_s(self, buffer: SourcedBufferLike, blocks: int, d: int) -> float:
         """T(d): the round's modeled seconds with `blocks` blocks drafted and d drafts verified
         (what `cost.chain_round_s` prices the round at)."""
         return self._fixed_s(buffer, blocks) + self.profile.verify_time(d + 1, self._context)
 
-    def _fixed_s(self, buffer, blocks: int) -> float:
+    def _fixed_s(self, buffer: SourcedBufferLike, blocks: int) -> float:
         """vLLM's draft_cost[1]: the drafting of `blocks` blocks and the drafter's upkeep."""
         steps = _steps(buffer, blocks)
         return drafting_s(self.profile, steps) + upkeep_s(self.profile, self._pays_upkeep(buffer), steps)
 
-    def choose_length(self, buffer: DraftBufferLike) -> Decision:
+    def choose_length(self, buffer: SourcedBufferLike) -> Decision:
         n, _ = check_buffer(buffer)
         while True:
             q = check_confidences(buffer.confidences)
