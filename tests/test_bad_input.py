@@ -86,7 +86,7 @@ def test_max_new_tokens_beyond_the_cap_and_the_context_is_clamped_once_with_the_
 
 def raw_race(server: str, literal: str) -> tuple[str, str]:
     """POST a race whose alpha is a JSON literal (NaN, Infinity); returns (event, data) of the reply."""
-    body = f'{{"data": ["Tell me a story.", {literal}, 24, 0, 0.0, 8, 0, "", "", "", 0, 32]}}'
+    body = f'{{"data": ["Tell me a story.", {literal}, 24, 0, 0.0, 8, 0, "", "", "", 0, 32, 0]}}'
     posted = httpx.post(
         server + "gradio_api/call/race", content=body, headers={"Content-Type": "application/json"}, timeout=30
     )
