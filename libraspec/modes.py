@@ -83,6 +83,12 @@ def _g4(s: RunSpec) -> G4Policy:
     return G4Policy(s.g4_initial, s.d_max)
 
 
+def _engine_rule(name: str, label: str, title: str, colour: str, factory, **more) -> Mode:
+    """A serving engine's rule (libraspec/serving/): a chain policy whose one knob is d_max (its own
+    parameters are its source's defaults)."""
+    return Mode(name, label, title, colour, "policy", factory, knobs=("d_max",), role=ENGINE, **more)
+
+
 MODES: dict[str, Mode] = {
     m.name: m
     for m in (
@@ -131,47 +137,36 @@ MODES: dict[str, Mode] = {
             published=(("failfast_threshold", 0.45), ("failfast_step", 10), ("d_max", 60)),
         ),
         # the engines' rules (libraspec/serving/): their own parameters are their sources' defaults
-        Mode(
+        # (colours: Paul Tol muted, rose, olive, green and sand)
+        _engine_rule(
             "sglang-adaptive",
             "SGLang adaptive",
             "SGLang adaptive steps",
-            "#CC6677",  # Paul Tol muted: rose
-            "policy",
+            "#CC6677",
             lambda s: SGLangAdaptivePolicy(s.d_max),
-            knobs=("d_max",),
-            role=ENGINE,
         ),
-        Mode(
+        _engine_rule(
             "hf-threshold",
             "transformers threshold",
             "transformers confidence threshold",
-            "#999933",  # Paul Tol muted: olive
-            "policy",
+            "#999933",
             lambda s: ConfidenceThresholdPolicy(s.d_max),
-            knobs=("d_max",),
-            role=ENGINE,
         ),
-        Mode(  # vLLM PRs #47808 / #52228, adaptive_verification.py: the global draft budget, one request
+        _engine_rule(  # vLLM PRs #47808 / #52228, adaptive_verification.py: the global draft budget, one request
             "vllm-adaptive",
             "vLLM adaptive",
             "vLLM adaptive verification",
-            "#117733",  # Paul Tol muted: green
-            "policy",
+            "#117733",
             lambda s, profile: VLLMAdaptivePolicy(profile, s.d_max),
             priced=True,
-            knobs=("d_max",),
-            role=ENGINE,
             group=lambda s, batch: GlobalBudget(batch, s.d_max),  # in lock-step: the budget over the group
         ),
-        Mode(  # vLLM PR #32374, num_speculative_tokens_per_batch_size: its table in assets/batch_schedule.json
+        _engine_rule(  # vLLM PR #32374, num_speculative_tokens_per_batch_size: its table in assets/batch_schedule.json
             "vllm-schedule",
             "vLLM schedule",
             "vLLM batch-size schedule",
-            "#DDCC77",  # Paul Tol muted: sand
-            "policy",
+            "#DDCC77",
             lambda s: BatchSchedulePolicy(load_schedule(), 1, s.d_max),
-            knobs=("d_max",),
-            role=ENGINE,
             # in lock-step: K at the number of requests still running, for every request
             group=lambda s, batch: LiveSchedule(load_schedule()["ranges"], s.d_max),
         ),
