@@ -8,11 +8,12 @@ the same run's figures. Every model call runs in one queue (`concurrency_id="mod
 The form's values reach the session as one `RaceForm` (named, built in `RaceForm.of`), and the
 handlers answer with updates by component: what they leave out stays as it is.
 
-The settings are plain number fields: `ui.settings.check_settings` clamps what is out of
-range, and each clamp is written under its field (on leaving the field and when a race
-starts). Run is disabled while a race runs and the settings fold away, so the columns
-stay in view. A refused input (an empty prompt, a value that is no number) is reported in
-the status line; the previous run's results stay as they were, unmarked.
+The settings are plain number fields: `RunSpec.checked` under the app's caps clamps what is out
+of range, on leaving the field (`ui.settings.check_settings`) and once when a race starts
+(`Races.prepare`), and each clamp is written under its field. Run is disabled while a race runs
+and the settings fold away, so the columns stay in view. A refused input (an empty prompt, a
+value that is no number) is reported in the status line; the previous run's results stay as
+they were, unmarked.
 """
 
 from __future__ import annotations
