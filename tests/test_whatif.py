@@ -318,3 +318,16 @@ def test_one_alpha_recommendation_everywhere_the_app_suggests_one(session):
     assert "t0 30 ms + 8 ms per verified token" in tab.whatif.recommendation(owner, "dflash", steep).profile
     assert tab.whatif.recommendation(owner, "lookup") is None  # per drafter
     assert tab.whatif.recommendation("someone else", "dflash") is None  # per visitor
+
+
+def test_a_race_that_started_libraspec_elsewhere_is_replanned_from_n_and_says_so(session):
+    """Issue 46: a race may start LibraSpec at d = start; What-if's knobs have no start, so its plans
+    start at the drafter's n, and its status says so (a race from n gets no such line)."""
+    request = type("Request", (), {"session_hash": "starts"})()
+    tab = WhatIfTab(session)
+    knobs = (2.2, 21, 7, BATCH_1, 20.0, 2.0, 5.0, DEFAULT_RULE)
+    started = race(session, owner="starts", alpha=2.2, d_max=21, libraspec_start=10)
+    status = list(tab.record(request, started.run_id, "dflash", *knobs))[-1][0]
+    assert "The race started LibraSpec at d = 10" in status and "What-if has no start knob" in status
+    plain = race(session, owner="starts", alpha=2.2, d_max=21)
+    assert "started LibraSpec" not in list(tab.record(request, plain.run_id, "dflash", *knobs))[-1][0]

@@ -170,7 +170,13 @@ class WhatIfTab:
                 yield status_html(note, progress="measuring the lock-step profiles"), *([gr.skip()] * 5)
             recorded = trace.meta.get("seconds") if recorded_now else None
             planned = self._plan(
-                trace, *knobs, recorded=recorded, kept=not recorded_now, measured=bool(note), owner=client_key(request)
+                trace,
+                *knobs,
+                recorded=recorded,
+                kept=not recorded_now,
+                measured=bool(note),
+                owner=client_key(request),
+                run_id=run_id,
             )
             yield *planned, key, knobs[PROFILE]
         except (ValueError, OSError) as error:
@@ -186,7 +192,8 @@ class WhatIfTab:
             trace = self.whatif.kept(*key, client_key(request))
             if trace is None:  # no longer kept: recording again needs the model queue
                 return status_html("The replay was dropped to make room: press Replay again."), *([gr.skip()] * 5)
-            return *self._plan(trace, *knobs, measure=False, owner=client_key(request)), knobs[PROFILE], gr.skip()
+            planned = self._plan(trace, *knobs, measure=False, owner=client_key(request), run_id=key[0])
+            return *planned, knobs[PROFILE], gr.skip()
         except (ValueError, OSError) as error:
             still = f" The figures still show the replay under '{drawn}'." if drawn else ""
             reverted = drawn is not None and knobs[PROFILE] != drawn
@@ -246,7 +253,21 @@ class WhatIfTab:
         alphas, d_maxes = grid_axes(trace, plan.settings)
         return plan, profile, profile_s, alphas, d_maxes, planner.grid(alphas, d_maxes)
 
-    def _plan(self, trace, *knobs, recorded=None, measure=True, kept=False, measured=False, owner=None):
+    def _start_note(self, run_id, owner) -> str:
+        """A race that started LibraSpec elsewhere than n (its LibraSpec start) is re-planned from n:
+        What-if has no start knob, so the status says so."""
+        try:
+            start = self.session.races.get_run(run_id, owner).settings.libraspec_start if run_id else None
+        except ValueError:
+            return ""
+        if start is None:
+            return ""
+        return (
+            f" The race started LibraSpec at d = {start} (its LibraSpec start); these plans start it at the "
+            "drafter's n, as Algorithm 1 is written: What-if has no start knob."
+        )
+
+    def _plan(self, trace, *knobs, recorded=None, measure=True, kept=False, measured=False, owner=None, run_id=None):
         """Plan and draw. A slider's re-plan (unqueued: it must not wait behind a race) never takes
         the model for a measurement (`measure` False); Replay, queued, may (`measured`: it announced one),
         and that measurement is timed apart from the re-plan. `recorded`: the seconds the trace took when
@@ -276,6 +297,7 @@ class WhatIfTab:
             words += " Clamped: " + "; ".join(plan.notes) + "."
         if profile_choice == SYNTHETIC:
             words += " The synthetic profile is made up from the three numbers beside it."
+        words += self._start_note(run_id, owner)
         recommended = self.whatif.recommendation(owner, trace.drafter, profile) if owner else None
         if recommended is not None:  # the one recommendation the app makes, for this drafter and regime
             words += f" Recommended: {recommended.words()}."
