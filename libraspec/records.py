@@ -170,9 +170,15 @@ def write_csv(records: Sequence[RoundRecord] | pd.DataFrame, path: str) -> str:
     return path
 
 
+# round records are long lists of floats and token ids: zstd without dictionary pages keeps them
+# about a third smaller than the default (snappy, dictionaries), and they read back the same
+PARQUET_OPTIONS = dict(compression="zstd", compression_level=19, use_dictionary=False)
+
+
 def write_parquet(records: Sequence[RoundRecord] | pd.DataFrame, path: str) -> str:
     frame = records if isinstance(records, pd.DataFrame) else records_to_frame(records)
-    atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))  # list columns stay Parquet lists
+    # list columns stay Parquet lists
+    atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False, **PARQUET_OPTIONS))
     return path
 
 
