@@ -57,7 +57,7 @@ from libraspec.experiments.provenance import (  # noqa: E402
     versions,
 )
 from libraspec.experiments.report_md import speedup_text  # noqa: E402
-from libraspec.experiments.stats import distinguishable, per_prompt, speedup_interval  # noqa: E402
+from libraspec.experiments.stats import distinguishable, per_prompt, pooled_speedup, speedup_interval  # noqa: E402
 from libraspec.group import BATCHINGS, PADDED  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import ENGINE, MODES, PAPER  # noqa: E402
@@ -326,22 +326,19 @@ def measured_summary(rows: list[dict]) -> dict:
         strata = [r["suite"] for r in mine]
         for label in mine[0]["modes"] if mine else ():
             entries = [r["modes"][label] for r in mine]
-            tokens = sum(e["tokens"] for e in entries)
             item = {
                 "prompts": len(entries),
-                "measured": (sum(e["ar_wall_s"] for e in entries) / sum(e["ar_tokens"] for e in entries))
-                / (sum(e["wall_s"] for e in entries) / tokens),
+                "measured": pooled_speedup(entries, "wall_s"),
                 "measured_interval": speedup_interval(entries, "wall_s", strata=strata),
-                "modeled": (sum(e["ar_modeled_s"] for e in entries) / sum(e["ar_tokens"] for e in entries))
-                / (sum(e["modeled_s"] for e in entries) / tokens),
+                "modeled": pooled_speedup(entries, "modeled_s"),
                 "modeled_interval": speedup_interval(entries, "modeled_s", strata=strata),
             }
             if temperature == 0:
                 item["equal_rounds"] = sum(e["equal_rounds"] for e in entries)
                 item["rounds"] = sum(max(e["rounds"], e["replay_rounds"]) for e in entries)
-                item["replay_modeled"] = (
-                    sum(e["ar_modeled_s"] for e in entries) / sum(e["ar_tokens"] for e in entries)
-                ) / (sum(e["replay_modeled_s"] for e in entries) / tokens)
+                # the replay's modeled seconds of the same text, against AR's modeled seconds
+                replayed = [{**e, "modeled_s": e["replay_modeled_s"]} for e in entries]
+                item["replay_modeled"] = pooled_speedup(replayed, "modeled_s")
             summary[f"T={temperature:g} {label}"] = item
     return summary
 

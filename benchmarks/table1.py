@@ -37,7 +37,7 @@ from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
 from libraspec.experiments import grids  # noqa: E402
 from libraspec.experiments.bench import PUBLISHED, label_title  # noqa: E402
 from libraspec.experiments.provenance import cpu_clock, others_share  # noqa: E402
-from libraspec.experiments.stats import speedup_interval  # noqa: E402
+from libraspec.experiments.stats import pooled_speedup, speedup_interval  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
 from libraspec.modes import AR, BASELINE, MODES, ORACLE, PAPER  # noqa: E402
@@ -265,10 +265,8 @@ def measured_check(pair, profile: LatencyProfile, args, result: dict) -> dict:
         for label, mine in by_row.items():
             summary = {}
             for seconds in ("wall_s", "modeled_s"):
-                ar_rate = sum(r[f"ar_{seconds}"] for r in mine) / sum(r["ar_tokens"] for r in mine)
-                rate = sum(r[seconds] for r in mine) / sum(r["tokens"] for r in mine)
                 summary[seconds] = {
-                    "speedup": ar_rate / rate,
+                    "speedup": pooled_speedup(mine, seconds),
                     "interval": speedup_interval(mine, seconds, strata=strata),
                 }
             out.setdefault(drafter, {})[label] = {**summary, "equals_ar": equal[f"{drafter} / {label}"]}

@@ -347,3 +347,13 @@ def test_round_records_are_written_compressed_and_read_back_the_same(tmp_path):
     again = read_trace(write_parquet(back, str(tmp_path / "again.parquet")))
     pd.testing.assert_frame_equal(again, back)  # NaN (no oracle length) compares equal here
     assert [list(x) for x in back["committed_tokens"]] == [list(x) for x in frame["committed_tokens"]]
+
+
+def test_the_pooled_speedup_is_a_ratio_of_sums():
+    """`stats.pooled_speedup`, the one pooled speedup of grids, Table 1 and the replay report: AR's
+    seconds per token over the mode's, each summed over prompts (not a mean of per-prompt ratios)."""
+    rows = [
+        {"tokens": 10, "modeled_s": 1.0, "ar_tokens": 10, "ar_modeled_s": 2.0},  # 2x on its own
+        {"tokens": 30, "modeled_s": 6.0, "ar_tokens": 30, "ar_modeled_s": 6.0},  # 1x on its own
+    ]
+    assert stats.pooled_speedup(rows, "modeled_s") == pytest.approx((8.0 / 40) / (7.0 / 40))  # 1.143, not 1.5

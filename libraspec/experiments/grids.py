@@ -29,7 +29,7 @@ from ..serving.vllm import OnlineCalibration
 from ..spec import RunSpec
 from .bench import PUBLISHED, label_title
 from .driver import AUTO, alpha_policy
-from .stats import speedup_interval
+from .stats import pooled_speedup, speedup_interval
 
 BEST = "best schedule"
 ALPHAS = (1.0, 2.0, 2.2, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -194,12 +194,10 @@ def lockstep_rows(
 def summarize(rows: Sequence[dict], strata: Sequence | None = None) -> dict:
     """Pooled modeled speedup (ratio of sums), its 95% bootstrap interval over prompts, tau, mean d."""
     tokens = sum(r["tokens"] for r in rows)
-    seconds = sum(r["modeled_s"] for r in rows)
-    ar = sum(r["ar_modeled_s"] for r in rows)
     rounds = sum(r["rounds"] for r in rows)
     interval = speedup_interval(list(rows), "modeled_s", strata=strata)
     return {
-        "speedup": (ar / sum(r["ar_tokens"] for r in rows)) / (seconds / tokens),
+        "speedup": pooled_speedup(rows, "modeled_s"),
         "interval": list(interval) if interval else None,
         "tau": tokens / rounds if rounds else None,
         "mean_d": sum(r["sum_d"] for r in rows) / rounds if rounds else None,
@@ -238,10 +236,9 @@ def paired_ratio(rows_a: Sequence[dict], rows_b: Sequence[dict], strata: Sequenc
         {"tokens": a["tokens"], "modeled_s": a["modeled_s"], "ar_tokens": b["tokens"], "ar_modeled_s": b["modeled_s"]}
         for a, b in zip(rows_a, rows_b)
     ]
-    rate_a = sum(r["modeled_s"] for r in paired) / sum(r["tokens"] for r in paired)
-    rate_b = sum(r["ar_modeled_s"] for r in paired) / sum(r["ar_tokens"] for r in paired)
+    ratio = pooled_speedup(paired, "modeled_s")  # B in AR's place
     interval = speedup_interval(paired, "modeled_s", strata=strata)
-    return {"ratio": rate_b / rate_a, "interval": list(interval) if interval else None}
+    return {"ratio": ratio, "interval": list(interval) if interval else None}
 
 
 def share(a: dict, b: dict) -> float:

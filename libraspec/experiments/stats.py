@@ -73,6 +73,14 @@ def resample_indices(strata: Sequence, resamples: int, seed: int) -> np.ndarray:
     return draws
 
 
+def pooled_speedup(rows: Sequence[dict], seconds: str) -> float:
+    """The speedup over AR of `per_prompt` rows, pooled: AR's seconds per token over the mode's, each
+    a ratio of sums over the prompts (`seconds`: "wall_s" or "modeled_s"); its interval is
+    `speedup_interval`'s."""
+    ar = sum(r[f"ar_{seconds}"] for r in rows) / sum(r["ar_tokens"] for r in rows)
+    return ar / (sum(r[seconds] for r in rows) / sum(r["tokens"] for r in rows))
+
+
 def speedup_interval(
     rows: Sequence[dict],
     seconds: str,
