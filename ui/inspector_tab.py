@@ -197,11 +197,11 @@ class InspectorTab:
         frame = run.frame(with_ar=False)
         return (
             plots.confidence_heatmap(frame, mode, highlight=first),
-            self._eps(run, mode, first),
+            self._eps(run, frame, mode, first),
             self._round_slider(run, mode, first),
             round_info(run, mode, first),
             self._tree(run, mode, first),
-            self._tree_sizes(run, mode),
+            self._tree_sizes(frame, mode),
             plots.length_figure(frame, highlight=(mode, first)),
         )
 
@@ -225,7 +225,7 @@ class InspectorTab:
             return gr.skip()
         frame, shown = run.frame(with_ar=False), int(round_index)
         return (
-            self._eps(run, mode, shown),
+            self._eps(run, frame, mode, shown),
             round_info(run, mode, shown),
             self._tree(run, mode, shown),
             plots.confidence_heatmap(frame, mode, highlight=shown),
@@ -263,11 +263,11 @@ class InspectorTab:
             self.length_plot: plots.length_figure(frame, highlight=(mode, shown)),
             self.speedup_plot: plots.speedup_figure(frame, ar_s, ar_modeled),
             self.heatmap_plot: plots.confidence_heatmap(frame, mode, highlight=shown),
-            self.eps_plot: self._eps(run, mode, shown),
+            self.eps_plot: self._eps(run, frame, mode, shown),
             self.round: self._round_slider(run, mode, shown),
             self.round_text: round_info(run, mode, shown),
             self.tree_plot: self._tree(run, mode, shown),
-            self.tree_size_plot: self._tree_sizes(run, mode),
+            self.tree_size_plot: self._tree_sizes(frame, mode),
         }
         if first or final:
             out[self.mode] = gr.Dropdown(choices=[(title(m), m) for m in run.modes], value=mode)
@@ -300,10 +300,11 @@ class InspectorTab:
         return next((m for m in run.modes if plots.is_tree_mode(m)), PAPER if PAPER in run.modes else run.modes[0])
 
     @staticmethod
-    def _eps(run: Run, mode: str, round_index: int):
+    def _eps(run: Run, frame, mode: str, round_index: int):
+        """The round's eps_i figure, from the run's `frame` (its records, AR left out)."""
         if not run.records.get(mode):
             return None
-        row = run.frame(with_ar=False).query("mode == @mode and round_index == @round_index")
+        row = frame.query("mode == @mode and round_index == @round_index")
         if row.empty:
             return None
         return plots.epsilon_figure(row.iloc[0], run.settings.alpha)
@@ -324,8 +325,8 @@ class InspectorTab:
         return self.session.pair.name if self.session.pair is not None else None
 
     @staticmethod
-    def _tree_sizes(run: Run, mode: str):
+    def _tree_sizes(frame, mode: str):
         """Tree size and accepted length per round (tree modes; hidden for chain modes)."""
         if not plots.is_tree_mode(mode):
             return gr.Plot(visible=False)
-        return gr.Plot(plots.tree_size_figure(run.frame(with_ar=False), mode), visible=True)
+        return gr.Plot(plots.tree_size_figure(frame, mode), visible=True)

@@ -527,7 +527,7 @@ class RaceTabs:
             node_budget,
             libraspec_start,
         )
-        form = RaceForm(prompt, RunSpec(**dict(zip(FIELDS, values))), None, drafter, modes, model)
+        form = RaceForm.of(dict(zip(FIELDS, values), prompt=prompt, drafter=drafter, modes=modes, model=model))
         return self._race_gpu(client_key(request), form)
 
     def _race(self, owner, form: RaceForm):

@@ -658,8 +658,7 @@ def _mad_section(profile, pooled: dict, pooled_tag: str) -> list[str]:
 def goal_verdicts(pooled: dict) -> tuple[list[float], list[list[str]]]:
     """(temperatures, one row per goal: its name, its value at each temperature, the verdict): a goal
     is met when it holds at every temperature, n/a when it applies at none (`stats.goal_met`)."""
-    by_t = {t: (goals(m), m) for t, m in pooled.items() if m}
-    by_t = {t: g for t, g in by_t.items() if g[0]}
+    by_t = {t: (judged, m) for t, m in pooled.items() if m and (judged := goals(m))}
     if not by_t:
         return [], []
     temps = list(by_t)
