@@ -14,6 +14,11 @@ prompts, stratified by suite; a_1 and the ECE of q over every position's first d
 drafts a greedy round of the whole chain judges. Traces are cached per prompt and drafter (a rerun
 resumes); set LIBRASPEC_DRAFTER or LIBRASPEC_EAGLE to replay other weights (the cache is keyed by
 their hashes).
+
+With --measured K (and --sampled 1, the default) the first K prompts of each suite are also decoded by
+the engine and timed: greedy (AR, each drafter's best static length and LibraSpec, every text checked
+equal to AR's) and at temperature 1, which no replay models (AR and every policy row but the oracle,
+static lengths SAMPLED_STATIC only; seed = the prompt's index). Run it idle.
 """
 
 from __future__ import annotations
@@ -124,6 +129,12 @@ def main() -> None:
         help="also decode the first K prompts of each suite with the engine and time them (run it idle)",
     )
     parser.add_argument(
+        "--sampled",
+        type=int,
+        default=1,
+        help="with --measured: also decode those prompts at temperature 1 (1, the default) or not (0)",
+    )
+    parser.add_argument(
         "--benchmarks",
         default=str(ROOT / "BENCHMARKS.md"),
         help="the file whose Table 1 section this run rewrites ('' for none)",
@@ -159,10 +170,13 @@ def main() -> None:
             / len(first),
         }
     if args.measured:
-        result["measured"] = measured_check(pair, profile, args, result)
+        result["measured"] = measured_check(pair, profile, args, measured_labels(result, 0.0), 0.0)
+    if args.measured and args.sampled:
+        result["sampled"] = measured_check(pair, profile, args, measured_labels(result, 1.0), 1.0)
     result["meta"] = {
         "limit": args.limit,
         "measured_limit": args.measured,
+        "sampled": bool(args.measured and args.sampled),
         "max_new_tokens": args.max_new_tokens,
         "lookahead": args.lookahead,
         "drafter_id": pair.drafter_id,
@@ -191,7 +205,7 @@ def section(result: dict, out: Path) -> str:
     return "\n".join(
         [
             MARKERS[0],
-            "## The paper's Table 1 on the embedded pair (modeled by replay)",
+            "## The paper's Table 1 on the embedded pair (modeled by replay; temperature 1 measured)",
             "",
             f"From one run of `benchmarks/table1.py` (`{where}/`); the paper's claims, point by point, "
             "are in `benchmarks/results/table1/CLAIMS.md`.",
@@ -217,13 +231,30 @@ def splice(path: Path, text: str) -> None:
     atomic_write_text(str(path), new)
 
 
-def measured_check(pair, profile: LatencyProfile, args, result: dict) -> dict:
-    """Wall clock on the first `args.measured` prompts of each suite: AR, then for each drafter its best
-    static length (chosen by replay above) and both LibraSpec rows, decoded by the engine. Speedup =
-    AR's seconds per token over the row's, pooled over prompts, with its 95% bootstrap interval, beside
-    the modeled speedup of the same engine rounds; each row's text is checked against AR's."""
+SAMPLED_STATIC = (3, 4)  # at temperature 1: the greedy sweep's best lengths on this pair (3 or 4), not swept
+
+
+def measured_labels(result: dict, temperature: float) -> dict[str, list[str]]:
+    """drafter -> the rows the measured check decodes. Greedy: its best static length (chosen by
+    replay) and both LibraSpec rows. Temperature 1, which no replay models: every policy row of the
+    table but the oracle's, with the static lengths SAMPLED_STATIC only (not swept 3..20)."""
+    labels = [config.label for config in configs()]
+    libraspec = [label for label in labels if label.startswith("LibraSpec")]
+    if temperature == 0:
+        return {drafter: [entry["best_static"], *libraspec] for drafter, entry in result["drafters"].items()}
+    sampled = [f"static d={d}" for d in SAMPLED_STATIC]
+    greedy_only = ("AR", "static d=", "oracle", grids.BEST)
+    sampled += [label for label in labels if not label.startswith(greedy_only)]
+    return {drafter: sampled for drafter in result["drafters"]}
+
+
+def measured_check(pair, profile: LatencyProfile, args, labels: dict[str, list[str]], temperature: float) -> dict:
+    """Wall clock on the first `args.measured` prompts of each suite at `temperature`: AR, then each
+    drafter's `labels`, decoded by the engine (temperature 1: seed = the prompt's index in the run).
+    Speedup = AR's seconds per token over the row's, pooled over prompts, with its 95% bootstrap
+    interval, beside the modeled speedup of the same engine rounds and tau; greedy rows' texts are
+    checked against AR's (sampled texts differ from AR's draw: the exact sampling cells test them)."""
     by_label = {config.label: config for config in configs()}
-    libraspec = [label for label in by_label if label.startswith("LibraSpec")]
     rows: dict[str, dict[str, list[dict]]] = {}
     strata, equal = [], {}
     warm = SpeculativeDecoder(pair, profile, drafter="dflash")
@@ -232,16 +263,18 @@ def measured_check(pair, profile: LatencyProfile, args, result: dict) -> dict:
     for suite, file in SUITES.items():
         for text in read_prompts(Path(args.data) / file)[: args.measured]:
             prompt = pair.encode_prompt(text)
+            spec = RunSpec(max_new_tokens=args.max_new_tokens, temperature=temperature, seed=len(strata))
             strata.append(suite)
             start = time.perf_counter()
-            ar = list(warm.run(prompt, "ar", None, DecodeConfig.of(RunSpec(max_new_tokens=args.max_new_tokens))))
+            ar = list(warm.run(prompt, "ar", None, DecodeConfig.of(spec)))
             ar_s = time.perf_counter() - start
             ar_text = committed_text(ar)
-            for drafter in args.drafters:
+            for drafter, mine in labels.items():
                 decoder = SpeculativeDecoder(pair, profile, drafter=drafter)
-                for label in [result["drafters"][drafter]["best_static"], *libraspec]:
+                for label in mine:
                     config = by_label[label]
-                    settings, _ = config.settings.checked(decoder.n, context=pair.target.max_positions)
+                    settings = dataclasses.replace(config.settings, temperature=temperature, seed=spec.seed)
+                    settings, _ = settings.checked(decoder.n, context=pair.target.max_positions)
                     policy = MODES[config.mode].policy(settings, profile)
                     run = DecodeConfig.of(settings, max_new_tokens=args.max_new_tokens)
                     start = time.perf_counter()
@@ -252,6 +285,7 @@ def measured_check(pair, profile: LatencyProfile, args, result: dict) -> dict:
                     rows.setdefault(drafter, {}).setdefault(label, []).append(
                         {
                             "tokens": len(committed_text(records)),
+                            "rounds": len(records),
                             "wall_s": wall,
                             "modeled_s": records[-1].cumulative_modeled_s,
                             "ar_tokens": len(ar_text),
@@ -259,7 +293,7 @@ def measured_check(pair, profile: LatencyProfile, args, result: dict) -> dict:
                             "ar_modeled_s": ar[-1].cumulative_modeled_s,
                         }
                     )
-            print("measured", suite, len(strata), flush=True)
+            print(f"measured T={temperature:g}", suite, len(strata), flush=True)
     out = {}
     for drafter, by_row in rows.items():
         for label, mine in by_row.items():
@@ -269,7 +303,9 @@ def measured_check(pair, profile: LatencyProfile, args, result: dict) -> dict:
                     "speedup": pooled_speedup(mine, seconds),
                     "interval": speedup_interval(mine, seconds, strata=strata),
                 }
-            out.setdefault(drafter, {})[label] = {**summary, "equals_ar": equal[f"{drafter} / {label}"]}
+            summary["tau"] = sum(r["tokens"] for r in mine) / sum(r["rounds"] for r in mine)
+            summary["equals_ar"] = equal[f"{drafter} / {label}"] if temperature == 0 else None
+            out.setdefault(drafter, {})[label] = summary
     return out
 
 
@@ -328,19 +364,41 @@ def table(result: dict) -> str:
             f"suite, {meta['max_new_tokens']} greedy tokens; other processes used {meta['other_cpu']:.0%} of the CPU "
             "over the whole run): speedup over AR measured and, for the same engine rounds, modeled by the profile.",
             "",
-            "| drafter | row | measured speedup (95% interval) | modeled, same rounds (95% interval) | equals AR |",
-            "|---|---|---|---|---|",
+            *measured_rows(result["measured"], greedy=True),
         ]
-        for drafter, by_row in result["measured"].items():
-            for label, row in by_row.items():
-                cells = []
-                for seconds in ("wall_s", "modeled_s"):
-                    low, high = row[seconds]["interval"] or (float("nan"), float("nan"))
-                    cells.append(f"{row[seconds]['speedup']:.3f} ({low:.3f}-{high:.3f})")
-                lines.append(
-                    f"| {drafter} | {label} | {cells[0]} | {cells[1]} | {'yes' if row['equals_ar'] else 'NO'} |"
-                )
+    if result.get("sampled"):
+        lines += [
+            "",
+            f"**Temperature 1, measured** (the same {meta['measured_limit']} prompts of each suite, "
+            f"{meta['max_new_tokens']} tokens sampled at temperature 1 with seed = the prompt's index, one draw a "
+            "prompt; AR sampled with the same seed): no replay models sampled rounds, so these rows are decoded and "
+            "timed. Static lengths are d = "
+            f"{', '.join(str(d) for d in SAMPLED_STATIC)} only (around the greedy sweep's best), not swept 3..20; "
+            "the oracle (its d* comes from an untimed look-ahead verification) and the best schedule (a replay of "
+            "greedy traces) are left out. tau is tokens committed per round; the modeled column prices the same "
+            "rounds with the profile.",
+            "",
+            *measured_rows(result["sampled"], greedy=False),
+        ]
     return "\n".join(lines) + "\n"
+
+
+def measured_rows(measured: dict, greedy: bool) -> list[str]:
+    """The measured check's table: a row per drafter and policy row."""
+    lines = [
+        "| drafter | row | measured speedup (95% interval) | modeled, same rounds (95% interval) | tau "
+        + ("| equals AR |" if greedy else "|"),
+        "|---|---|---|---|---|" + ("---|" if greedy else ""),
+    ]
+    for drafter, by_row in measured.items():
+        for label, row in by_row.items():
+            cells = []
+            for seconds in ("wall_s", "modeled_s"):
+                low, high = row[seconds]["interval"] or (float("nan"), float("nan"))
+                cells.append(f"{row[seconds]['speedup']:.3f} ({low:.3f}-{high:.3f})")
+            end = (" yes |" if row["equals_ar"] else " NO |") if greedy else ""
+            lines.append(f"| {drafter} | {label} | {cells[0]} | {cells[1]} | {row.get('tau', float('nan')):.2f} |{end}")
+    return lines
 
 
 if __name__ == "__main__":
