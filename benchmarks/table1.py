@@ -170,9 +170,9 @@ def main() -> None:
             / len(first),
         }
     if args.measured:
-        result["measured"] = measured_check(pair, profile, args, measured_labels(result, 0.0), 0.0)
+        result["measured"] = measured_check(pair, profile, args, measured_labels(result, 0.0), 0.0, by_drafter)
     if args.measured and args.sampled:
-        result["sampled"] = measured_check(pair, profile, args, measured_labels(result, 1.0), 1.0)
+        result["sampled"] = measured_check(pair, profile, args, measured_labels(result, 1.0), 1.0, by_drafter)
     result["meta"] = {
         "limit": args.limit,
         "measured_limit": args.measured,
@@ -248,12 +248,16 @@ def measured_labels(result: dict, temperature: float) -> dict[str, list[str]]:
     return {drafter: sampled for drafter in result["drafters"]}
 
 
-def measured_check(pair, profile: LatencyProfile, args, labels: dict[str, list[str]], temperature: float) -> dict:
+def measured_check(
+    pair, profile: LatencyProfile, args, labels: dict[str, list[str]], temperature: float, by_drafter: dict
+) -> dict:
     """Wall clock on the first `args.measured` prompts of each suite at `temperature`: AR, then each
     drafter's `labels`, decoded by the engine (temperature 1: seed = the prompt's index in the run).
     Speedup = AR's seconds per token over the row's, pooled over prompts, with its 95% bootstrap
-    interval, beside the modeled speedup of the same engine rounds and tau; greedy rows' texts are
-    checked against AR's (sampled texts differ from AR's draw: the exact sampling cells test them)."""
+    interval, beside the modeled speedup of the same engine rounds and tau. Greedy rows' texts are
+    checked against AR's and their rounds against the replay of the prompt's trace (`by_drafter`, as
+    `traces` returns it): d, accepted and committed tokens, round by round. Sampled texts differ from
+    AR's draw and no replay makes sampled rounds: the exact sampling cells test those."""
     by_label = {config.label: config for config in configs()}
     rows: dict[str, dict[str, list[dict]]] = {}
     strata, equal = [], {}
@@ -261,7 +265,7 @@ def measured_check(pair, profile: LatencyProfile, args, labels: dict[str, list[s
     first = DecodeConfig.of(RunSpec(max_new_tokens=8))
     list(warm.run(pair.encode_prompt("Hello."), "ar", None, first))  # first-call costs
     for suite, file in SUITES.items():
-        for text in read_prompts(Path(args.data) / file)[: args.measured]:
+        for i, text in enumerate(read_prompts(Path(args.data) / file)[: args.measured]):
             prompt = pair.encode_prompt(text)
             spec = RunSpec(max_new_tokens=args.max_new_tokens, temperature=temperature, seed=len(strata))
             strata.append(suite)
@@ -282,10 +286,21 @@ def measured_check(pair, profile: LatencyProfile, args, labels: dict[str, list[s
                     wall = time.perf_counter() - start
                     key = f"{drafter} / {label}"
                     equal[key] = equal.get(key, True) and committed_text(records) == ar_text
+                    same = replayed = 0
+                    if temperature == 0:
+                        trace = [t for s, t in by_drafter[drafter] if s == suite][i]
+                        replayed = grids.replay_config(trace, config, profile)
+                        same = sum(
+                            (a.chosen_length, a.accepted, a.committed_tokens)
+                            == (b.chosen_length, b.accepted, b.committed_tokens)
+                            for a, b in zip(records, replayed)
+                        )
                     rows.setdefault(drafter, {}).setdefault(label, []).append(
                         {
                             "tokens": len(committed_text(records)),
                             "rounds": len(records),
+                            "equal_rounds": same,
+                            "compared_rounds": max(len(records), len(replayed)) if temperature == 0 else 0,
                             "wall_s": wall,
                             "modeled_s": records[-1].cumulative_modeled_s,
                             "ar_tokens": len(ar_text),
@@ -305,6 +320,8 @@ def measured_check(pair, profile: LatencyProfile, args, labels: dict[str, list[s
                 }
             summary["tau"] = sum(r["tokens"] for r in mine) / sum(r["rounds"] for r in mine)
             summary["equals_ar"] = equal[f"{drafter} / {label}"] if temperature == 0 else None
+            if temperature == 0:
+                summary["replayed_rounds"] = [sum(r[k] for r in mine) for k in ("equal_rounds", "compared_rounds")]
             out.setdefault(drafter, {})[label] = summary
     return out
 
@@ -362,7 +379,8 @@ def table(result: dict) -> str:
             "",
             f"**Measured check** (wall clock, engine decoding, the first {meta['measured_limit']} prompts of each "
             f"suite, {meta['max_new_tokens']} greedy tokens; other processes used {meta['other_cpu']:.0%} of the CPU "
-            "over the whole run): speedup over AR measured and, for the same engine rounds, modeled by the profile.",
+            "over the whole run): speedup over AR measured and, for the same engine rounds, modeled by the profile; "
+            "each row's rounds compared with the replay of the prompt's trace (d, accepted and committed tokens).",
             "",
             *measured_rows(result["measured"], greedy=True),
         ]
@@ -387,8 +405,8 @@ def measured_rows(measured: dict, greedy: bool) -> list[str]:
     """The measured check's table: a row per drafter and policy row."""
     lines = [
         "| drafter | row | measured speedup (95% interval) | modeled, same rounds (95% interval) | tau "
-        + ("| equals AR |" if greedy else "|"),
-        "|---|---|---|---|---|" + ("---|" if greedy else ""),
+        + ("| equals AR | rounds the replay reproduced |" if greedy else "|"),
+        "|---|---|---|---|---|" + ("---|---|" if greedy else ""),
     ]
     for drafter, by_row in measured.items():
         for label, row in by_row.items():
@@ -396,7 +414,10 @@ def measured_rows(measured: dict, greedy: bool) -> list[str]:
             for seconds in ("wall_s", "modeled_s"):
                 low, high = row[seconds]["interval"] or (float("nan"), float("nan"))
                 cells.append(f"{row[seconds]['speedup']:.3f} ({low:.3f}-{high:.3f})")
-            end = (" yes |" if row["equals_ar"] else " NO |") if greedy else ""
+            end = ""
+            if greedy:
+                same, compared = row.get("replayed_rounds", (0, 0))
+                end = f" {'yes' if row['equals_ar'] else 'NO'} | {same}/{compared} |"
             lines.append(f"| {drafter} | {label} | {cells[0]} | {cells[1]} | {row.get('tau', float('nan')):.2f} |{end}")
     return lines
 

@@ -681,3 +681,43 @@ def test_table1_writes_its_own_section_of_benchmarks_md_and_the_report_keeps_it(
     kept = replay_report.kept_table1(path)
     assert kept[0].startswith(table1.MARKERS[0]) and "second" in kept[0] and kept[0].endswith(table1.MARKERS[1])
     assert replay_report.kept_table1(tmp_path / "absent.md") == []
+
+
+def test_table1_samples_every_policy_row_at_temperature_1_and_greedy_only_its_checks(monkeypatch):
+    """The measured check decodes, greedy, each drafter's best static length and both LibraSpec rows; at
+    temperature 1 (no replay models it) every policy row but the greedy notions (AR is the baseline, the
+    oracle and the best schedule) with the static lengths SAMPLED_STATIC only; its table shows tau and no
+    'equals AR' column (sampled texts are not AR's draw)."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import table1
+
+    result = {"drafters": {"dflash": {"best_static": "static d=4"}, "eagle": {"best_static": "static d=3"}}}
+    greedy = table1.measured_labels(result, 0.0)
+    assert greedy["dflash"][0] == "static d=4" and greedy["eagle"][0] == "static d=3"
+    assert [label.startswith("LibraSpec") for label in greedy["dflash"][1:]] == [True, True]
+    sampled = table1.measured_labels(result, 1.0)["eagle"]
+    labels = [config.label for config in table1.configs()]
+    assert set(sampled) <= set(labels) and len(set(sampled)) == len(sampled)
+    assert [label for label in sampled if label.startswith("static d=")] == [
+        f"static d={d}" for d in table1.SAMPLED_STATIC
+    ]
+    left_out = {"AR", table1.grids.BEST} | {label for label in labels if label.startswith(("oracle", "static d="))}
+    assert set(labels) - set(sampled) - left_out == set()  # FailFast (both), G4 and LibraSpec (both)
+    assert not (set(sampled) & {"AR", table1.grids.BEST, "oracle d* per round"})
+
+    cell = {"wall_s": {"speedup": 1.1, "interval": [1.0, 1.2]}, "modeled_s": {"speedup": 1.05, "interval": None}}
+    meta = {"limit": 16, "max_new_tokens": 128, "drafter_id": "x", "profile": "p", "other_cpu": 0.01}
+    text = table1.table(
+        {
+            "drafters": {},
+            "measured": {"dflash": {"static d=4": {**cell, "tau": 1.43, "equals_ar": True, "replayed_rounds": [9, 9]}}},
+            "sampled": {"dflash": {"G4": {**cell, "tau": 1.21, "equals_ar": None}}},
+            "meta": {**meta, "measured_limit": 4},
+        }
+    )
+    greedy_part, sampled_part = text.split("**Temperature 1, measured**")
+    assert "| dflash | static d=4 | 1.100 (1.000-1.200) | 1.050 (nan-nan) | 1.43 | yes | 9/9 |" in greedy_part
+    assert "| dflash | G4 | 1.100 (1.000-1.200) | 1.050 (nan-nan) | 1.21 |\n" in sampled_part
+    assert "equals AR" not in sampled_part

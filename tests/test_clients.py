@@ -15,6 +15,7 @@ import pytest
 
 gr = pytest.importorskip("gradio")
 
+from ui import sweeps  # noqa: E402
 from ui.calibration_tab import SOURCES, CalibrationTab  # noqa: E402
 from ui.race_tab import RaceTabs  # noqa: E402
 from ui.stepthrough import Inputs  # noqa: E402
@@ -49,6 +50,7 @@ def test_one_visitors_cancel_leaves_the_others_sweep_running(session):
     final = last_status(sweep)
     assert re.search(r"Finished: ([23])/\1 runs on ", final)  # the result, not the last step's label
     assert "Result: Modeled, same drafts:" in final and "Measured" in final
+    assert final.count(sweeps.NOT_THE_RECOMMENDATION) == 1  # the best cell says it is not the recommendation
     assert "No sweep of yours is running" in reply
     sweep, _ = sweep_until_running(tab, BOB)
     assert "Cancelling" in tab.cancel(BOB)  # Bob's own Cancel does stop his sweep

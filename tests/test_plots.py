@@ -185,9 +185,20 @@ def test_the_inspected_round_is_marked_in_the_heatmap_and_the_length_figure(fram
 
 
 def test_confidence_heatmap_axis_spans_the_drafted_positions(frame):
-    """Positions 1..8 drafted, markers up to 8.5: the x axis ends at 9, not at d_max + 1 = 25 as it did."""
+    """Positions 1..8 drafted, markers up to 8.5: the x axis ends at 9, not at d_max + 1 = 25 as it did.
+    An oracle d* past the drafted positions (static drafted one block of 4; d* was 5 and 6) no longer
+    widens the axis over empty columns (issue 45: "runs to 14 or 22 where drafts stop at 7"): it is a
+    triangle on the edge, its value in the hover."""
     static = plots.confidence_heatmap(frame, "static")
-    assert list(static.layout.xaxis.range) == [0.5, 7]  # one block of 4; static d* reaches 6
+    assert list(static.layout.xaxis.range) == [0.5, N + 1]
+    oracle = _by_name(static)["oracle d*"]
+    assert list(oracle.x) == [N + 0.5, N + 0.5, 2.5]
+    assert list(oracle.marker.symbol) == ["triangle-right-open", "triangle-right-open", "diamond-open"]
+    assert list(oracle.customdata) == [
+        "5 (past the drafted positions: drawn at the edge)",
+        "6 (past the drafted positions: drawn at the edge)",
+        "2",
+    ]
     assert list(plots.confidence_heatmap(frame, "libraspec").layout.xaxis.range) == [0.5, 9]
 
 

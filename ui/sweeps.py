@@ -44,6 +44,12 @@ def split_rules(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return frame[cells].reset_index(drop=True), frame.loc[~cells, RULE_COLUMNS].reset_index(drop=True)
 
 
+NOT_THE_RECOMMENDATION = (
+    "This grid's best cell is for these prompts; the app's recommended alpha (What-if, and the race's "
+    '"Use suggested alpha") is replayed on your own races, so the two can differ.'
+)  # the sweep's final words (issue 45: every alpha the app suggests says which it is)
+
+
 def modeled_leaders(frame: pd.DataFrame) -> str:
     """The sweep's last status words: its best cell by modeled speedup (`best_cell` over the LibraSpec
     cells, as the heat map outlines it) and the other rule and d_max fastest modeled beside it, with
@@ -149,9 +155,8 @@ class Sweeps:
             for event in self.session.exclusive(iterator):
                 state = "Cancelled" if event.cancelled else "Finished" if event.finished else "Running"
                 step = "" if event.finished else f" ({event.label})"  # the last line gives the result, not a step
-                result = (
-                    f" Result: {modeled_leaders(event.frame)} {measured_leader(event.frame)}" if event.finished else ""
-                )
+                words = (modeled_leaders(event.frame), measured_leader(event.frame), NOT_THE_RECOMMENDATION)
+                result = " Result: " + " ".join(w for w in words if w) if event.finished else ""
                 yield (
                     f"{state}: {event.done}/{event.total} runs{step} on {pair.name}, drafting with {used}.{result}"
                     + (f" {fallback}" if fallback else "")

@@ -200,8 +200,9 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = PAPER, highlight: int | 
 
     A marker sits on the boundary after the last position it covers (x = d + 0.5,
     x = a + 0.5), so the cells left of it are the submitted / accepted drafts. Hovering a
-    cell names the drafter that proposed it. The x axis spans the drafted positions and the
-    markers, nothing more. `highlight`: the round the inspector shows, outlined.
+    cell names the drafter that proposed it. The x axis spans the drafted positions, nothing more: an
+    oracle d* past them (its look-ahead drafts further than the round did) is a triangle on the right
+    edge whose hover gives its value. `highlight`: the round the inspector shows, outlined.
     """
     rows = _rows(frame, mode) if "mode" in frame else frame.iloc[0:0]
     fig = go.Figure()
@@ -260,17 +261,25 @@ def confidence_heatmap(frame: pd.DataFrame, mode: str = PAPER, highlight: int | 
         )
     )
     right = max(width, int(rows["chosen_length"].max()), int(rows["accepted"].max()))
-    oracle = [(r, v) for r, v in zip(rounds, rows["oracle_length"]) if _present(v)]
-    if oracle:
-        right = max(right, max(int(v) for _, v in oracle))
+    oracle = [(r, int(v)) for r, v in zip(rounds, rows["oracle_length"]) if _present(v)]
+    if oracle:  # a d* past the drafted positions (the oracle's look-ahead drafts further) sits on the edge
+        beyond = [v > right for _, v in oracle]
         fig.add_trace(
             go.Scatter(
-                x=[int(v) + 0.5 for _, v in oracle],
+                x=[min(v, right) + 0.5 for _, v in oracle],
                 y=[r for r, _ in oracle],
                 name="oracle d*",
                 mode="markers",
-                marker=dict(symbol="diamond-open", size=9, color=MODE_COLORS[ORACLE], line=dict(width=2)),
-                customdata=[int(v) for _, v in oracle],
+                marker=dict(
+                    symbol=["triangle-right-open" if far else "diamond-open" for far in beyond],
+                    size=9,
+                    color=MODE_COLORS[ORACLE],
+                    line=dict(width=2),
+                ),
+                customdata=[
+                    f"{v} (past the drafted positions: drawn at the edge)" if far else str(v)
+                    for (_, v), far in zip(oracle, beyond)
+                ],
                 hovertemplate="round %{y}<br>d* = %{customdata}<extra></extra>",
             )
         )
