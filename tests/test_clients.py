@@ -8,6 +8,7 @@ sessions (tiny-llama pair, n = 7); tests/test_app.py checks the same through the
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 from types import SimpleNamespace
 
@@ -50,7 +51,7 @@ def test_one_visitors_cancel_leaves_the_others_sweep_running(session):
     final = last_status(sweep)
     assert re.search(r"Finished: ([23])/\1 runs on ", final)  # the result, not the last step's label
     assert "Result: Modeled, same drafts:" in final and "Measured" in final
-    assert final.count(sweeps.NOT_THE_RECOMMENDATION) == 1  # the best cell says it is not the recommendation
+    assert final.count(html.escape(sweeps.NOT_THE_RECOMMENDATION)) == 1  # the best cell is not the recommendation
     assert "No sweep of yours is running" in reply
     sweep, _ = sweep_until_running(tab, BOB)
     assert "Cancelling" in tab.cancel(BOB)  # Bob's own Cancel does stop his sweep
