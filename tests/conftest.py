@@ -44,15 +44,9 @@ def layer_of(item: pytest.Item) -> str:
     return own[0] if own else declared
 
 
-# Two long files that collect near the end (timed alone: 62 s and 52 s, 2026-12-08) are dealt out first:
-# the two workers take whole files (`--dist loadfile`), and a long file dealt last runs alone at the end.
-FIRST = ("test_trace_replay.py", "test_tree.py")
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(layer_of(item))
-    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: every other order is kept
 
 
 @pytest.fixture(scope="module")
