@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from libraspec.analysis.regimes import describe, synthetic_profile  # noqa: E402
-from libraspec.analysis.replay import replay  # noqa: E402
+from libraspec.analysis.replay import replay, rounds_reproduced  # noqa: E402
 from libraspec.analysis.trace import DraftTrace, record_trace  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
 from libraspec.experiments import grids, stats  # noqa: E402
@@ -305,11 +305,7 @@ def measured_check(args, pair, cache: Path, static_d: int) -> list[dict]:
                     entry = per_prompt([records], [ar])[0]
                     if trace is not None:
                         replayed = replay(trace, mode, profile, settings)
-                        same = sum(
-                            (a.chosen_length, a.accepted, a.committed_tokens)
-                            == (b.chosen_length, b.accepted, b.committed_tokens)
-                            for a, b in zip(records, replayed)
-                        )
+                        same = rounds_reproduced(records, replayed)
                         entry |= {"rounds": len(records), "equal_rounds": same, "replay_rounds": len(replayed)}
                         entry["replay_modeled_s"] = replayed[-1].cumulative_modeled_s
                     row["modes"][label] = entry

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from libraspec.analysis.calibration import expected_calibration_error  # noqa: E402
+from libraspec.analysis.replay import rounds_reproduced  # noqa: E402
 from libraspec.analysis.trace import DraftTrace, record_trace  # noqa: E402
 from libraspec.cost import LatencyProfile  # noqa: E402
 from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
@@ -286,21 +287,17 @@ def measured_check(
                     wall = time.perf_counter() - start
                     key = f"{drafter} / {label}"
                     equal[key] = equal.get(key, True) and committed_text(records) == ar_text
-                    same = replayed = 0
+                    same, replayed = 0, []
                     if temperature == 0:
                         trace = [t for s, t in by_drafter[drafter] if s == suite][i]
                         replayed = grids.replay_config(trace, config, profile)
-                        same = sum(
-                            (a.chosen_length, a.accepted, a.committed_tokens)
-                            == (b.chosen_length, b.accepted, b.committed_tokens)
-                            for a, b in zip(records, replayed)
-                        )
+                        same = rounds_reproduced(records, replayed)
                     rows.setdefault(drafter, {}).setdefault(label, []).append(
                         {
                             "tokens": len(committed_text(records)),
                             "rounds": len(records),
                             "equal_rounds": same,
-                            "compared_rounds": max(len(records), len(replayed)) if temperature == 0 else 0,
+                            "compared_rounds": max(len(records), len(replayed)) if replayed else 0,
                             "wall_s": wall,
                             "modeled_s": records[-1].cumulative_modeled_s,
                             "ar_tokens": len(ar_text),

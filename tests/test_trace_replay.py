@@ -12,7 +12,7 @@ import torch
 from decoding import generated, run, with_drafter
 from fake_drafters import GreedyOracleDrafter, PartlyRightModule, trained_eagle
 
-from libraspec.analysis.replay import ReplayDecoder, best_schedule, replay
+from libraspec.analysis.replay import ReplayDecoder, best_schedule, replay, rounds_reproduced
 from libraspec.analysis.trace import DraftTrace, TraceTooShort, record_trace
 from libraspec.cost import LatencyProfile
 from libraspec.drafters import DRAFTERS
@@ -73,6 +73,9 @@ def same_rounds(replayed, engine, where) -> None:
         for key in ("confidences", "tree_probs", "tree_confidences"):
             np.testing.assert_allclose(mine.pop(key), want.pop(key), rtol=1e-9, atol=1e-12, err_msg=str(where))
         assert mine == want, (where, ours.round_index)
+    assert rounds_reproduced(engine, replayed) == len(engine), where
+    off = [dataclasses.replace(replayed[0], accepted=replayed[0].accepted + 1), *replayed[1:]]
+    assert rounds_reproduced(engine, off) == len(engine) - 1, where  # one round off: counted out
 
 
 # the iterative drafter with the real module only: the doubles ignore which positions are masked;

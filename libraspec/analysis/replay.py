@@ -157,6 +157,15 @@ def replay(
     return list(decoder.run(list(trace.prompt), mode, get_mode(mode).policy(settings, profile), config))
 
 
+def rounds_reproduced(engine: Sequence[RoundRecord], replayed: Sequence[RoundRecord]) -> int:
+    """How many rounds of a replay make the engine's round at the same index: the same d, accepted
+    count and committed tokens (the measured checks' test of the replay against decoding)."""
+    return sum(
+        (a.chosen_length, a.accepted, a.committed_tokens) == (b.chosen_length, b.accepted, b.committed_tokens)
+        for a, b in zip(engine, replayed)
+    )
+
+
 def replay_greedy(
     drafter,
     policy: LengthPolicy,
