@@ -206,7 +206,7 @@ def embedded_runs() -> dict:
     prompt = pair.encode_prompt("Write a Python function that returns the sum of a list of numbers.")
     out = {}
     for temperature in (0.0, 1.0):
-        config = DecodeConfig(max_new_tokens=32, temperature=temperature, seed=2, lookahead=20, annotate_oracle=True)
+        config = DecodeConfig(max_new_tokens=16, temperature=temperature, seed=2, lookahead=20, annotate_oracle=True)
         for label in ("ar", "oracle", "static-7", "libraspec", "g4", "failfast"):
             out[f"T{temperature:g}/{label}"] = decode(decoder, prompt, label, config)
     return out
