@@ -22,6 +22,7 @@ from libraspec.analysis.whatif import RULES
 from libraspec.cost import LatencyProfile
 from libraspec.engine import DecodeConfig, SpeculativeDecoder
 from libraspec.experiments.sweep import COLUMNS, parse_alphas, parse_d_maxes, run_sweep
+from libraspec.models import registry
 from libraspec.models.registry import tiny_pair
 from libraspec.modes import AR, PAPER
 from libraspec.records import RoundRecord, committed_text
@@ -321,6 +322,10 @@ def test_no_best_cell_is_crowned_within_noise_or_among_identical_decisions():
     assert not [t for t in tuning_plots.sweep_figure(same).data if t.type == "scatter"]
 
 
+def refuse_to_load(*args, **kwargs):
+    raise AssertionError("a model was loaded")
+
+
 def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(profiling, "cached_profile", lambda pair, **kwargs: PROFILE)
@@ -352,8 +357,10 @@ def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
     assert list(zip(rules["mode"], rules["d_max"])) == [(m, d) for m in RULES for d in (7, 9)]
     assert rules["alpha"].isna().all() and set(rules["check"]) == {"replay"}
     assert main([*args, "--no-rules"]) == 0 and len(pd.read_csv(out)) == 4
-    with pytest.raises(SystemExit):
-        main(["sweep", "--prompts", str(prompts), "--alphas", "x", "--out", str(out)])
+    monkeypatch.setattr(registry, "load_pair", refuse_to_load)  # a grid that is not numbers: refused at once
+    for grid in (["--alphas", "x"], ["--d-max", "7,y"]):
+        with pytest.raises(SystemExit):
+            main(["sweep", "--prompts", str(prompts), *grid, "--out", str(out)])
 
 
 def test_cli_clamps_the_decoding_knobs_as_any_run_and_says_so(tmp_path, monkeypatch, capsys):

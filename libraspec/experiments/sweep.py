@@ -392,6 +392,7 @@ def run(args) -> int:
     from .bench import read_limited, set_threads
 
     set_threads(args.threads)
+    parse_alphas(args.alphas), parse_d_maxes(args.d_max)  # a grid that is not numbers: refused before any load
     prompts = read_limited(args.prompts, args.limit)
     pair = load_pair(args.model)
     ids = [pair.encode_prompt(p) for p in prompts]
