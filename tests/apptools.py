@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import torch
-
 ENV_KEYS = ("LIBRASPEC_MODEL", "LIBRASPEC_CACHE", "LIBRASPEC_PAIRS")
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,6 +24,8 @@ def free_port() -> int:
 @contextlib.contextmanager
 def tiny_app(cache_dir):
     """Serve the app on 127.0.0.1 with the tiny-llama pair (n = 7, context 512); yields its URL."""
+    import torch  # here, not at the top: conftest imports this file, and a nested collection needs no torch
+
     torch.set_num_threads(1)
     saved = {key: os.environ.get(key) for key in ENV_KEYS}
     os.environ.update(LIBRASPEC_MODEL="tiny-llama", LIBRASPEC_CACHE=str(cache_dir))
