@@ -326,7 +326,7 @@ def refuse_to_load(*args, **kwargs):
     raise AssertionError("a model was loaded")
 
 
-def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
+def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LIBRASPEC_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(profiling, "cached_profile", lambda pair, **kwargs: PROFILE)
     prompts = tmp_path / "prompts.jsonl"
@@ -358,9 +358,10 @@ def test_cli_writes_one_row_per_cell(tmp_path, monkeypatch):
     assert rules["alpha"].isna().all() and set(rules["check"]) == {"replay"}
     assert main([*args, "--no-rules"]) == 0 and len(pd.read_csv(out)) == 4
     monkeypatch.setattr(registry, "load_pair", refuse_to_load)  # a grid that is not numbers: refused at once
-    for grid in (["--alphas", "x"], ["--d-max", "7,y"]):
+    for grid, words in ((["--alphas", "x"], "alpha values must be numbers"), (["--d-max", "7,y"], "d_max values")):
         with pytest.raises(SystemExit):
             main(["sweep", "--prompts", str(prompts), *grid, "--out", str(out)])
+        assert words in capsys.readouterr().err
 
 
 def test_cli_clamps_the_decoding_knobs_as_any_run_and_says_so(tmp_path, monkeypatch, capsys):
