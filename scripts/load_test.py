@@ -188,6 +188,7 @@ def run(args) -> dict:
         "max_queue_size_seen": max((r["max_queue"] or 0 for r in results), default=0),
         "max_rank_seen": max((r["max_rank"] or 0 for r in results), default=0),
         "longest_processing_overlap_s": longest_overlap([(r["processing_from"], r["end"]) for r in ok]),
+        "shortest_processing_s": min((r["run_s"] for r in ok), default=None),
         "requests_per_minute": 60.0 * len(ok) / wall if wall > 0 else None,
     }
 
