@@ -1,8 +1,8 @@
 """The "What if" tab in a real browser (Debian chromium through playwright, tiny-llama pair, n = 7,
 1440x900): a short greedy race on the Race tab, then the tab's journey. Selecting the tab lists the
 race, Replay records it ("Modeled replay"), and a moved alpha slider re-plans on the server and is
-redrawn in the page within 200 ms (median of five moves), timed in the page itself (performance.now()
-from the field's input event to the first mutation that shows the new values).
+redrawn in the page; each move is timed in the page itself (performance.now() from the field's input
+event to the first mutation that shows the new values) and the times are printed, never asserted.
 The figure's title names the modeled replay and the profile; the synthetic profile says so.
 Screenshots of the tab go to /tmp/whatif_*.png. Never runs `playwright install`.
 """
