@@ -14,9 +14,7 @@ modeled. Timings: run it idle; the load is written beside the table.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -25,13 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from table1 import configs  # noqa: E402
+from table1 import configs, decode_row  # noqa: E402
 
-from libraspec.engine import DecodeConfig, SpeculativeDecoder  # noqa: E402
+from libraspec.engine import SpeculativeDecoder  # noqa: E402
 from libraspec.experiments.provenance import cpu_clock, git_state, others_share  # noqa: E402
 from libraspec.files import atomic_write_text  # noqa: E402
 from libraspec.models.registry import load_pair  # noqa: E402
-from libraspec.modes import MODES  # noqa: E402
 from libraspec.paths import PUBLIC_DATA, read_prompts  # noqa: E402
 
 ROWS = ("static d=3", "LibraSpec alpha=2 d_max=60", "G4")
@@ -40,12 +37,7 @@ PARTS = ("wall_s", "draft_s", "policy_s", "verify_s", "modeled_s", "rounds", "to
 
 def parts(decoder, prompt, config, temperature: float, seed: int, max_new_tokens: int) -> dict[str, float]:
     """One decode of `prompt` by `config` (a Table 1 row): its rounds' sums and its wall clock."""
-    settings = dataclasses.replace(config.settings, temperature=temperature, seed=seed)
-    settings, _ = settings.checked(decoder.n, context=decoder.pair.target.max_positions)
-    policy = MODES[config.mode].policy(settings, decoder.profile)
-    start = time.perf_counter()
-    records = list(decoder.run(prompt, config.mode, policy, DecodeConfig.of(settings, max_new_tokens=max_new_tokens)))
-    wall = time.perf_counter() - start
+    records, wall = decode_row(decoder, prompt, config, temperature, seed, max_new_tokens)
     return {
         "wall_s": wall,
         "draft_s": sum(r.draft_s for r in records),

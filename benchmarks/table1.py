@@ -249,6 +249,17 @@ def measured_labels(result: dict, temperature: float) -> dict[str, list[str]]:
     return {drafter: sampled for drafter in result["drafters"]}
 
 
+def decode_row(decoder, prompt, row, temperature: float, seed: int, max_new_tokens: int):
+    """One engine decode of a Table 1 row (`row`, a `configs()` entry, its knobs checked) at `temperature`
+    and `seed`: its records and its wall clock in seconds."""
+    settings = dataclasses.replace(row.settings, temperature=temperature, seed=seed)
+    settings, _ = settings.checked(decoder.n, context=decoder.pair.target.max_positions)
+    policy = MODES[row.mode].policy(settings, decoder.profile)
+    start = time.perf_counter()
+    records = list(decoder.run(prompt, row.mode, policy, DecodeConfig.of(settings, max_new_tokens=max_new_tokens)))
+    return records, time.perf_counter() - start
+
+
 def measured_check(
     pair, profile: LatencyProfile, args, labels: dict[str, list[str]], temperature: float, by_drafter: dict
 ) -> dict:
@@ -278,13 +289,7 @@ def measured_check(
                 decoder = SpeculativeDecoder(pair, profile, drafter=drafter)
                 for label in mine:
                     config = by_label[label]
-                    settings = dataclasses.replace(config.settings, temperature=temperature, seed=spec.seed)
-                    settings, _ = settings.checked(decoder.n, context=pair.target.max_positions)
-                    policy = MODES[config.mode].policy(settings, profile)
-                    run = DecodeConfig.of(settings, max_new_tokens=args.max_new_tokens)
-                    start = time.perf_counter()
-                    records = list(decoder.run(prompt, config.mode, policy, run))
-                    wall = time.perf_counter() - start
+                    records, wall = decode_row(decoder, prompt, config, temperature, spec.seed, args.max_new_tokens)
                     key = f"{drafter} / {label}"
                     equal[key] = equal.get(key, True) and committed_text(records) == ar_text
                     same, replayed = 0, []
