@@ -17,6 +17,6 @@ LINTED="libraspec ui app.py tests benchmarks scripts"
 .venv/bin/python -m ruff format --check --quiet $LINTED
 .venv/bin/python -m ruff check --quiet $LINTED
 # two workers (pytest-xdist), each test file in one of them so module fixtures are built once:
-# on this project's 2-core machine the whole suite took 335-384 s on two, idle, and 564-566 s with a
+# on this project's 2-core machine the whole suite took 335-384 s on two, idle, and 548-566 s with a
 # busy loop holding one core (2026-12-08; 302-369 s on two and 575 s on one worker on an earlier day)
 exec .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"
